@@ -1,0 +1,101 @@
+"""Commands over the store itself: sessions, show, verify, db upgrade."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from blackbox.options import format_option, open_configured_store, store_option
+from blackbox.output import render
+from recorder.store import migrate
+from recorder.views import SESSION_COLUMNS, TIMELINE_COLUMNS, list_session_rows, timeline
+
+
+@click.command()
+@store_option
+@click.option("--limit", type=int, default=50, show_default=True, help="At most this many.")
+@format_option()
+def sessions(store_url: str | None, limit: int, fmt: str) -> None:
+    """List recorded sessions, newest first.
+
+    \b
+    Example:
+      blackbox sessions --limit 10
+      blackbox sessions --format json
+    """
+    store = open_configured_store(store_url)
+    rows = list_session_rows(store, limit=limit)
+    click.echo(render(rows, fmt, SESSION_COLUMNS if fmt == "table" else None))
+
+
+@click.command()
+@click.argument("session")
+@store_option
+@format_option()
+def show(session: str, store_url: str | None, fmt: str) -> None:
+    """Show one session's timeline: seq, offset, direction, kind, method, id, excerpt.
+
+    SESSION is a full id, a unique prefix of one, or 'last'.
+
+    \b
+    Example:
+      blackbox show last
+      blackbox show 01a2 --format jsonl
+    """
+    store = open_configured_store(store_url)
+    rows = timeline(store, store.resolve(session))
+    click.echo(render(rows, fmt, TIMELINE_COLUMNS if fmt == "table" else None))
+
+
+@click.command()
+@click.argument("session", required=False)
+@store_option
+@format_option(("table", "json"))
+def verify(session: str | None, store_url: str | None, fmt: str) -> None:
+    """Check the hash chains: exit 0 when intact, 1 with each finding otherwise.
+
+    Findings name the session, the seq and what happened: modified, missing, inserted,
+    reordered or truncated. Without SESSION every session is checked.
+
+    \b
+    Example:
+      blackbox verify
+      blackbox verify last --format json
+    """
+    store = open_configured_store(store_url)
+    target = store.resolve(session) if session else None
+    findings = store.verify(target)
+    checked = 1 if target else len(store.list_sessions())
+    if fmt == "json":
+        doc = {"intact": not findings, "sessions_checked": checked}
+        doc["findings"] = [f.as_dict() for f in findings]
+        click.echo(json.dumps(doc, indent=2))
+    elif findings:
+        for f in findings:
+            click.echo(f"{f.session_id} seq {f.seq}: {f.problem}: {f.detail}")
+    else:
+        click.echo(f"intact: {checked} session(s) verified")
+    sys.exit(1 if findings else 0)
+
+
+@click.group()
+def db() -> None:
+    """Manage the store's schema."""
+
+
+@db.command()
+@store_option
+def upgrade(store_url: str | None) -> None:
+    """Apply the migrations to the store (the first use of a store does this too).
+
+    \b
+    Example:
+      blackbox db upgrade --store postgresql://blackbox@db.internal/blackbox
+    """
+    store = open_configured_store(store_url)
+    click.echo(f"{store.url} is at schema revision {migrate.head_revision()}")
+
+
+COMMANDS = [sessions, show, verify, db]

@@ -1,0 +1,40 @@
+"""Where things live: the store URL, the journal directory, the analytics directory.
+
+Precedence: a command-line flag, then the environment (`BLACKBOX_STORE`, `BLACKBOX_HOME`), then
+the user's data directory (`$XDG_DATA_HOME/mcp-blackbox`, default `~/.local/share/mcp-blackbox`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+STORE_ENV = "BLACKBOX_STORE"
+HOME_ENV = "BLACKBOX_HOME"
+
+
+def data_dir() -> Path:
+    """The directory holding the default SQLite store, journals and the analytics copy."""
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "mcp-blackbox"
+
+
+def default_store_url() -> str:
+    return f"sqlite:///{data_dir() / 'blackbox.db'}"
+
+
+def store_url(flag: str | None = None) -> str:
+    """The store to use: `--store`, else `BLACKBOX_STORE`, else SQLite in the data directory."""
+    return flag or os.environ.get(STORE_ENV) or default_store_url()
+
+
+def journal_dir() -> Path:
+    """Where taps keep their write-ahead journals until the shipper has stored them."""
+    return data_dir() / "journal"
+
+
+def analytics_dir() -> Path:
+    """Where the Parquet copy of the log lives."""
+    return data_dir() / "analytics"

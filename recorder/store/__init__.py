@@ -1,0 +1,88 @@
+"""The event store: one interface, one SQLAlchemy implementation for SQLite and PostgreSQL.
+
+`open_store(url)` is the only way in: it checks the URL, applies migrations on first use and
+refuses a schema newer than this code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Protocol
+
+from recorder.chain import Finding
+from recorder.model import NewEvent, SessionInfo, StoredEvent
+
+
+class EventStore(Protocol):
+    """What every backend offers. Appends are idempotent per (session, seq) and gapless."""
+
+    url: str
+
+    def append(self, events: Sequence[NewEvent]) -> int:
+        """Append records (any sessions, each session's in seq order); returns how many were new.
+
+        A record whose seq is already stored is skipped, so a shipper may retry a batch. A gap in
+        seq or an append to a sealed session raises `AppendRefused`. A `session_ended` record is
+        followed by a seal record the store adds itself.
+        """
+        ...
+
+    def head(self, session_id: str) -> tuple[int, bytes]:
+        """(last seq, chain head) of a session; (0, genesis) for one not seen yet."""
+        ...
+
+    def session(self, session_id: str) -> SessionInfo:
+        """One session's projection row; raises `SessionNotFound`."""
+        ...
+
+    def list_sessions(
+        self,
+        limit: int | None = None,
+        since_ns: int | None = None,
+        name: str | None = None,
+    ) -> list[SessionInfo]:
+        """Sessions, newest first."""
+        ...
+
+    def resolve(self, ref: str) -> str:
+        """A full id from a full id, a unique prefix, or `last`."""
+        ...
+
+    def read_session(self, session_id: str, after_seq: int = 0) -> Iterator[StoredEvent]:
+        """A session's records in seq order."""
+        ...
+
+    def read_log(self, after_position: int = 0, limit: int | None = None) -> Iterator[StoredEvent]:
+        """Every record past a log position, in log order: the feed of incremental readers."""
+        ...
+
+    def max_position(self) -> int:
+        """The highest log position stored (0 when empty)."""
+        ...
+
+    def verify(self, session_id: str | None = None) -> list[Finding]:
+        """Check one session's chain, or every session's; no findings means intact."""
+        ...
+
+    def add_hold(self, session_id: str, reason: str) -> None: ...
+
+    def remove_hold(self, session_id: str) -> bool: ...
+
+    def list_holds(self) -> list[tuple[str, str, int]]: ...
+
+    def remove_sessions(self, session_ids: Sequence[str]) -> int:
+        """The one sanctioned removal (retention): held sessions are refused."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_store(url: str) -> EventStore:
+    """Open (and on first use, migrate) the store at `url`: `sqlite:///PATH` or
+    `postgresql+psycopg://USER@HOST/DB` (`postgresql://` is taken to mean psycopg)."""
+    from recorder.store.sql import SqlEventStore
+
+    return SqlEventStore(url)
+
+
+__all__ = ["EventStore", "open_store"]

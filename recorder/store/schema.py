@@ -1,0 +1,98 @@
+"""The store's tables as SQLAlchemy Core metadata: the one source the migrations are checked
+against (a test asserts autogenerate finds no difference)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+# BIGINT primary keys autoincrement on PostgreSQL; SQLite needs INTEGER for its rowid alias.
+Position = BigInteger().with_variant(Integer(), "sqlite")
+
+events = Table(
+    "events",
+    metadata,
+    Column("position", Position, primary_key=True, autoincrement=True),
+    Column("session_id", String(64), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("wall_ns", BigInteger, nullable=False),
+    Column("mono_ns", BigInteger, nullable=False),
+    Column("kind", String(32), nullable=False),
+    Column("direction", String(3), nullable=False),
+    Column("raw", LargeBinary, nullable=False),
+    Column("raw_size", BigInteger, nullable=True),
+    Column("msg_type", String(16), nullable=True),
+    Column("method", Text, nullable=True),
+    Column("rpc_id", Text, nullable=True),
+    Column("rpc_id_type", String(8), nullable=True),
+    Column("tool", Text, nullable=True),
+    Column("is_error", Boolean, nullable=True),
+    Column("error_code", BigInteger, nullable=True),
+    Column("era", String(16), nullable=True),
+    Column("hash", LargeBinary(32), nullable=False),
+    UniqueConstraint("session_id", "seq"),
+    Index(None, "kind", "method"),
+    Index(None, "tool"),
+    Index(None, "wall_ns"),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("name", Text, nullable=True),
+    Column("transport", String(16), nullable=True),
+    Column("command", Text, nullable=True),
+    Column("started_ns", BigInteger, nullable=True),
+    Column("ended_ns", BigInteger, nullable=True),
+    Column("last_wall_ns", BigInteger, nullable=True),
+    Column("last_seq", BigInteger, nullable=False, default=0),
+    Column("head_hash", LargeBinary(32), nullable=False),
+    Column("frames", BigInteger, nullable=False, default=0),
+    Column("outcome", String(32), nullable=True),
+    Column("era", String(16), nullable=True),
+    Column("client_info", Text, nullable=True),
+    Column("server_info", Text, nullable=True),
+    Column("replay_of", String(64), nullable=True),
+    Column("sealed_count", BigInteger, nullable=True),
+    Index(None, "started_ns"),
+    Index(None, "name"),
+)
+
+# Legal holds: a held session is never removed by retention.
+holds = Table(
+    "holds",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("reason", Text, nullable=False),
+    Column("created_ns", BigInteger, nullable=False),
+)
+
+# The one sanctioned removal path: the append-only triggers let a DELETE through only for a
+# session listed here, and retention lists a session only for the duration of its removal.
+retention_grants = Table(
+    "retention_grants",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+)

@@ -1,0 +1,506 @@
+"""The SQLAlchemy implementation of the event store, for SQLite (embedded default) and PostgreSQL.
+
+Driver errors are converted to `recorder.errors` in one place (`_translated`), so callers see one
+clear message whatever the backend. On PostgreSQL an append takes an EXCLUSIVE lock on the log, so
+log positions become visible in commit order and an incremental reader that remembers the last
+position it saw can never skip a record committed late (the approach of eventsourcing's recorder).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from sqlalchemy import create_engine, delete, event, func, insert, select, update
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+
+from recorder import chain
+from recorder.errors import (
+    AmbiguousSession,
+    AppendRefused,
+    BadStoreURL,
+    BlackboxError,
+    SessionNotFound,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    StoreReadOnly,
+    StoreUnavailable,
+)
+from recorder.jsonrpc import classify
+from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
+from recorder.store import migrate
+from recorder.store.schema import events, holds, retention_grants, sessions
+
+_EVENT_COLUMNS = [
+    events.c.position,
+    events.c.session_id,
+    events.c.seq,
+    events.c.wall_ns,
+    events.c.mono_ns,
+    events.c.kind,
+    events.c.direction,
+    events.c.raw,
+    events.c.raw_size,
+    events.c.msg_type,
+    events.c.method,
+    events.c.rpc_id,
+    events.c.rpc_id_type,
+    events.c.tool,
+    events.c.is_error,
+    events.c.error_code,
+    events.c.era,
+    events.c.hash,
+]
+
+
+def normalise_url(url: str) -> URL:
+    """Parse a store URL; only SQLite and PostgreSQL (via psycopg 3) are accepted."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise BadStoreURL(
+            f"malformed store URL {url!r}: use sqlite:///PATH or postgresql://USER@HOST/DB"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            raise BadStoreURL("an in-memory SQLite store would lose everything: give a file path")
+        return parsed
+    raise BadStoreURL(f"unsupported store {backend!r} in {url!r}: use sqlite or postgresql")
+
+
+def describe_db_error(exc: BaseException, url: str) -> StoreError:
+    """The one place driver errors become messages a user can act on."""
+    text = str(getattr(exc, "orig", None) or exc)
+    low = text.lower()
+    if (
+        (isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
+        or "disk is full" in low
+        or ("no space left" in low)
+    ):
+        return StoreFull(f"store {url}: the disk is full ({text.splitlines()[0]})")
+    if "database is locked" in low or "database table is locked" in low:
+        return StoreLocked(f"store {url} is locked by another process; try again")
+    if "readonly database" in low or "read-only" in low:
+        return StoreReadOnly(f"store {url} is read-only: check the file's permissions")
+    if "unable to open database file" in low:
+        return StoreUnavailable(
+            f"cannot open store {url}: check the directory exists and is writable"
+        )
+    if "file is not a database" in low:
+        return StoreUnavailable(f"store {url} is not a SQLite database")
+    if "connection refused" in low or "could not connect" in low or "connection failed" in low:
+        return StoreUnavailable(f"store {url} is unreachable (is PostgreSQL running there?)")
+    if "does not exist" in low and "database" in low:
+        return StoreUnavailable(f"store {url}: {text.splitlines()[0]}")
+    if "append-only" in low:
+        return AppendRefused(f"store {url}: {text.splitlines()[0]}")
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return StoreError(f"store {url}: {first}")
+
+
+class SqlEventStore:
+    """The event store over one SQLAlchemy engine."""
+
+    def __init__(self, url: str) -> None:
+        parsed = normalise_url(url)
+        self.url = parsed.render_as_string(hide_password=True)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "sqlite":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine = self._create_engine(parsed)
+        except NoSuchModuleError as exc:
+            raise BadStoreURL(f"unsupported store driver in {url!r}: {exc}") from None
+        with self._translated(), self.engine.connect() as conn:
+            self._begin(conn, write=True)
+            migrate.upgrade(conn)
+            conn.commit()
+
+    def _create_engine(self, parsed: URL) -> Engine:
+        if self.dialect == "sqlite":
+            engine = create_engine(parsed, connect_args={"timeout": 10})
+
+            @event.listens_for(engine, "connect")
+            def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+                # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
+                dbapi_connection.isolation_level = None
+                cursor = dbapi_connection.cursor()
+                cursor.execute("PRAGMA busy_timeout = 10000")
+                with suppress(Exception):  # a read-only file keeps its journal mode
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")
+                cursor.close()
+
+            @event.listens_for(engine, "begin")
+            def _on_begin(conn: Connection) -> None:
+                mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+                conn.exec_driver_sql(f"BEGIN {mode}")
+
+            return engine
+        return create_engine(
+            parsed,
+            connect_args={"connect_timeout": 5},
+            pool_pre_ping=True,
+        )
+
+    def _begin(self, conn: Connection, write: bool) -> None:
+        if write and self.dialect == "sqlite":
+            # Take the write lock up front: two writers never deadlock upgrading a read lock.
+            conn.execution_options(sqlite_begin="IMMEDIATE")
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except BlackboxError:
+            raise
+        except (SQLAlchemyError, DBAPIError, OSError) as exc:
+            raise describe_db_error(exc, self.url) from exc
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def append(self, new_events: Sequence[NewEvent]) -> int:
+        if not new_events:
+            return 0
+        with self._translated(), self.engine.connect() as conn:
+            self._begin(conn, write=True)
+            if self.dialect == "postgresql":
+                conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
+            by_session: dict[str, list[NewEvent]] = {}
+            for ev in new_events:
+                by_session.setdefault(ev.session_id, []).append(ev)
+            existing = {
+                row.session_id: row
+                for row in conn.execute(
+                    select(sessions).where(sessions.c.session_id.in_(list(by_session)))
+                )
+            }
+            rows: list[dict] = []
+            for sid, evs in by_session.items():
+                rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
+            if rows:
+                conn.execute(insert(events), rows)
+            conn.commit()
+            return sum(1 for r in rows if r["kind"] != Kind.SESSION_SEALED)
+
+    def _chain_rows(self, conn: Connection, sid: str, evs: list[NewEvent], current) -> list[dict]:  # type: ignore[no-untyped-def]
+        last_seq = current.last_seq if current is not None else 0
+        head = current.head_hash if current is not None else chain.genesis(sid)
+        if current is not None and current.sealed_count is not None:
+            fresh = [ev for ev in evs if ev.seq > last_seq]
+            if fresh:
+                raise AppendRefused(f"session {sid} is sealed; seq {fresh[0].seq} refused")
+            return []
+        proj: dict = {}
+        frames = 0
+        rows: list[dict] = []
+        for ev in evs:
+            if ev.seq <= last_seq:
+                continue  # already stored: a retried batch
+            if ev.seq != last_seq + 1:
+                raise AppendRefused(
+                    f"session {sid}: seq {ev.seq} would leave a gap after {last_seq}"
+                )
+            if proj.get("sealed_count") is not None:
+                raise AppendRefused(f"session {sid} is sealed; seq {ev.seq} refused")
+            head = chain.link(head, ev)
+            rows.append(_row(ev, head))
+            last_seq = ev.seq
+            frames += ev.kind == Kind.FRAME
+            _project(proj, ev, rows[-1])
+            if ev.kind == Kind.SESSION_ENDED:
+                seal = NewEvent(
+                    sid,
+                    last_seq + 1,
+                    ev.wall_ns,
+                    ev.mono_ns,
+                    Kind.SESSION_SEALED,
+                    "-",
+                    chain.seal_payload(last_seq, head),
+                )
+                head = chain.link(head, seal)
+                rows.append(_row(seal, head))
+                last_seq = seal.seq
+                proj["sealed_count"] = seal.seq - 1
+        if not rows:
+            return rows
+        proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=rows[-1]["wall_ns"])
+        if current is None:
+            proj.setdefault("started_ns", rows[0]["wall_ns"])
+            conn.execute(insert(sessions).values(session_id=sid, frames=frames, **proj))
+        else:
+            if current.era is not None:
+                proj.pop("era", None)
+            if current.started_ns is not None:
+                proj.pop("started_ns", None)
+            conn.execute(
+                update(sessions)
+                .where(sessions.c.session_id == sid)
+                .values(frames=sessions.c.frames + frames, **proj)
+            )
+        return rows
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def head(self, session_id: str) -> tuple[int, bytes]:
+        with self._translated(), self.engine.connect() as conn:
+            row = conn.execute(
+                select(sessions.c.last_seq, sessions.c.head_hash).where(
+                    sessions.c.session_id == session_id
+                )
+            ).first()
+        if row is None:
+            return 0, chain.genesis(session_id)
+        return row.last_seq, row.head_hash
+
+    def session(self, session_id: str) -> SessionInfo:
+        with self._translated(), self.engine.connect() as conn:
+            row = conn.execute(select(sessions).where(sessions.c.session_id == session_id)).first()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id}")
+        return _session_info(row)
+
+    def list_sessions(
+        self,
+        limit: int | None = None,
+        since_ns: int | None = None,
+        name: str | None = None,
+    ) -> list[SessionInfo]:
+        query = select(sessions).order_by(
+            sessions.c.started_ns.desc(), sessions.c.session_id.desc()
+        )
+        if since_ns is not None:
+            query = query.where(sessions.c.started_ns >= since_ns)
+        if name is not None:
+            query = query.where(sessions.c.name == name)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._translated(), self.engine.connect() as conn:
+            return [_session_info(row) for row in conn.execute(query)]
+
+    def resolve(self, ref: str) -> str:
+        ref = ref.strip()
+        if not ref:
+            raise SessionNotFound("no session given: pass an id, a unique prefix, or 'last'")
+        with self._translated(), self.engine.connect() as conn:
+            if ref == "last":
+                row = conn.execute(
+                    select(sessions.c.session_id)
+                    .order_by(sessions.c.started_ns.desc(), sessions.c.session_id.desc())
+                    .limit(1)
+                ).first()
+                if row is None:
+                    raise SessionNotFound("no sessions recorded yet")
+                return row.session_id
+            escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            found = [
+                row.session_id
+                for row in conn.execute(
+                    select(sessions.c.session_id)
+                    .where(sessions.c.session_id.like(escaped + "%", escape="\\"))
+                    .order_by(sessions.c.session_id)
+                    .limit(6)
+                )
+            ]
+        if ref in found:
+            return ref
+        if not found:
+            raise SessionNotFound(f"no session matches {ref!r}")
+        if len(found) > 1:
+            shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+            raise AmbiguousSession(
+                f"{ref!r} matches several sessions ({shown}): give more of the id"
+            )
+        return found[0]
+
+    def read_session(self, session_id: str, after_seq: int = 0) -> Iterator[StoredEvent]:
+        query = (
+            select(*_EVENT_COLUMNS)
+            .where(events.c.session_id == session_id, events.c.seq > after_seq)
+            .order_by(events.c.seq)
+        )
+        yield from self._stream(query)
+
+    def read_log(self, after_position: int = 0, limit: int | None = None) -> Iterator[StoredEvent]:
+        query = (
+            select(*_EVENT_COLUMNS)
+            .where(events.c.position > after_position)
+            .order_by(events.c.position)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        yield from self._stream(query)
+
+    def _stream(self, query) -> Iterator[StoredEvent]:  # type: ignore[no-untyped-def]
+        with self._translated(), self.engine.connect() as conn:
+            result = conn.execution_options(stream_results=True, yield_per=2000).execute(query)
+            for row in result:
+                yield StoredEvent(*row)
+
+    def max_position(self) -> int:
+        with self._translated(), self.engine.connect() as conn:
+            return conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
+
+    def verify(self, session_id: str | None = None) -> list[chain.Finding]:
+        query = select(sessions.c.session_id, sessions.c.sealed_count).order_by(
+            sessions.c.session_id
+        )
+        if session_id is not None:
+            query = query.where(sessions.c.session_id == session_id)
+        with self._translated(), self.engine.connect() as conn:
+            targets = conn.execute(query).all()
+        if session_id is not None and not targets:
+            raise SessionNotFound(f"no session {session_id}")
+        findings: list[chain.Finding] = []
+        for sid, sealed_count in targets:
+            findings.extend(chain.verify_session(sid, list(self.read_session(sid)), sealed_count))
+        return findings
+
+    # -- holds and retention -----------------------------------------------------------------
+
+    def add_hold(self, session_id: str, reason: str) -> None:
+        with self._translated(), self.engine.connect() as conn:
+            self._begin(conn, write=True)
+            conn.execute(delete(holds).where(holds.c.session_id == session_id))
+            conn.execute(
+                insert(holds).values(
+                    session_id=session_id, reason=reason, created_ns=time.time_ns()
+                )
+            )
+            conn.commit()
+
+    def remove_hold(self, session_id: str) -> bool:
+        with self._translated(), self.engine.connect() as conn:
+            self._begin(conn, write=True)
+            removed = conn.execute(delete(holds).where(holds.c.session_id == session_id)).rowcount
+            conn.commit()
+        return bool(removed)
+
+    def list_holds(self) -> list[tuple[str, str, int]]:
+        with self._translated(), self.engine.connect() as conn:
+            return [
+                (row.session_id, row.reason, row.created_ns)
+                for row in conn.execute(select(holds).order_by(holds.c.created_ns))
+            ]
+
+    def remove_sessions(self, session_ids: Sequence[str]) -> int:
+        ids = list(session_ids)
+        if not ids:
+            return 0
+        with self._translated(), self.engine.connect() as conn:
+            self._begin(conn, write=True)
+            held = conn.execute(select(holds.c.session_id).where(holds.c.session_id.in_(ids))).all()
+            if held:
+                raise AppendRefused(f"session {held[0].session_id} is on legal hold")
+            conn.execute(insert(retention_grants), [{"session_id": sid} for sid in ids])
+            removed = conn.execute(delete(events).where(events.c.session_id.in_(ids))).rowcount
+            conn.execute(delete(sessions).where(sessions.c.session_id.in_(ids)))
+            conn.execute(delete(retention_grants).where(retention_grants.c.session_id.in_(ids)))
+            conn.commit()
+        return removed
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _row(ev: NewEvent, digest: bytes) -> dict:
+    row = {
+        "session_id": ev.session_id,
+        "seq": ev.seq,
+        "wall_ns": ev.wall_ns,
+        "mono_ns": ev.mono_ns,
+        "kind": str(ev.kind),
+        "direction": str(ev.direction),
+        "raw": ev.raw,
+        "raw_size": ev.raw_size,
+        "msg_type": None,
+        "method": None,
+        "rpc_id": None,
+        "rpc_id_type": None,
+        "tool": None,
+        "is_error": None,
+        "error_code": None,
+        "era": None,
+        "hash": digest,
+    }
+    if ev.kind == Kind.FRAME:
+        c = classify(ev.raw)
+        row.update(
+            msg_type=c.msg_type,
+            method=c.method,
+            rpc_id=c.rpc_id,
+            rpc_id_type=c.rpc_id_type,
+            tool=c.tool,
+            is_error=c.is_error,
+            error_code=c.error_code,
+            era=c.era,
+        )
+    else:
+        doc = _doc(ev.raw)
+        for key in ("tool", "method", "era"):
+            if isinstance(doc.get(key), str):
+                row[key] = doc[key]
+    return row
+
+
+def _doc(raw: bytes) -> dict:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _project(proj: dict, ev: NewEvent, row: dict) -> None:
+    """Fold one record into the sessions projection being built for this append."""
+    if ev.kind == Kind.FRAME:
+        if row["era"] and "era" not in proj:
+            proj["era"] = row["era"]
+        return
+    doc = _doc(ev.raw)
+    if ev.kind == Kind.SESSION_STARTED:
+        proj["started_ns"] = ev.wall_ns
+        for key in ("name", "transport", "replay_of"):
+            if doc.get(key) is not None:
+                proj[key] = str(doc[key])
+        command = doc.get("command")
+        if isinstance(command, list):
+            command = " ".join(str(part) for part in command)
+        if command is not None:
+            proj["command"] = str(command)
+    elif ev.kind == Kind.ERA_DETECTED:
+        if doc.get("era"):
+            proj["era"] = str(doc["era"])
+        for key in ("client_info", "server_info"):
+            if doc.get(key) is not None:
+                proj[key] = json.dumps(doc[key], sort_keys=True)
+    elif ev.kind == Kind.SESSION_ENDED:
+        proj["ended_ns"] = ev.wall_ns
+        proj["outcome"] = str(doc.get("outcome") or doc.get("reason") or "ended")
+
+
+def _session_info(row) -> SessionInfo:  # type: ignore[no-untyped-def]
+    return SessionInfo(
+        session_id=row.session_id,
+        name=row.name,
+        transport=row.transport,
+        command=row.command,
+        started_ns=row.started_ns,
+        ended_ns=row.ended_ns if row.ended_ns is not None else row.last_wall_ns,
+        last_seq=row.last_seq,
+        frames=row.frames,
+        outcome=row.outcome,
+        era=row.era,
+        replay_of=row.replay_of,
+        sealed=row.sealed_count is not None,
+    )

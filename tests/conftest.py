@@ -1,0 +1,77 @@
+"""Fixtures shared by the whole suite.
+
+PostgreSQL is not optional: the suite fails, never skips, when it cannot reach the server named by
+BLACKBOX_TEST_PG_URL (default: the local server, trust auth, database `test`). Each test gets its
+own schema inside one database made for this run, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_URL = os.environ.get("BLACKBOX_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+NODE_BIN = ROOT / "node_modules" / ".bin"
+BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str]:
+    """A PostgreSQL database made for this test run; its URL."""
+    admin_url = make_url(PG_URL).set(drivername="postgresql+psycopg")
+    name = f"bbtest_{os.getpid()}_{secrets.token_hex(3)}"
+    try:
+        admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:  # the PostgreSQL tests must run: fail loudly, never skip
+        pytest.fail(f"PostgreSQL at {PG_URL} is required for the test suite: {exc}")
+    yield admin_url.set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_database: str) -> Iterator[str]:
+    """A store URL on PostgreSQL with a schema of its own for this test."""
+    schema = f"t_{secrets.token_hex(6)}"
+    engine = create_engine(pg_database, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    yield f"{pg_database}?options=-csearch_path%3D{schema}"
+    with engine.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store URL on each backend in turn."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def blackbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An environment whose data directory (default store, journals) is this test's own."""
+    home = tmp_path / "bbhome"
+    monkeypatch.setenv("BLACKBOX_HOME", str(home))
+    monkeypatch.delenv("BLACKBOX_STORE", raising=False)
+    env = dict(os.environ)
+    env["BLACKBOX_HOME"] = str(home)
+    return env
