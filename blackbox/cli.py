@@ -17,6 +17,13 @@ from recorder.errors import BlackboxError
 # Each module defines click commands in a list named COMMANDS.
 COMMAND_MODULES = [
     "blackbox.cmd_store",
+    "blackbox.cmd_record",
+    "blackbox.cmd_attach",
+    "blackbox.cmd_proxy",
+    "blackbox.cmd_replay",
+    "blackbox.cmd_analytics",
+    "blackbox.cmd_policy",
+    "blackbox.cmd_compliance",
 ]
 
 

@@ -1,0 +1,1 @@
+"""Analytics: the log as Parquet, DuckDB views, reports, the doctor and compliance exports."""

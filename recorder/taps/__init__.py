@@ -1,0 +1,1 @@
+"""Taps: where traffic is recorded on its way between host and server."""
