@@ -1,0 +1,402 @@
+"""Redaction: replace secrets in recorded payloads by a marker and a keyed fingerprint.
+
+It lives in `recorder` because the taps use it at record time (`--redact FILE`, for secrets that
+must never be stored) and exports use it when records leave the store. One `Redactor` is built
+from TOML rules (or the built-in defaults) and applied to raw bytes (`redact_frame`) or to parsed
+JSON values (`redact_value`).
+
+Three kinds of rules:
+
+- by key name anywhere in a payload (`password`, `authorization`, ...): the whole value goes;
+- by JSON path (`$.params.arguments.card`, `$.result.content[*].text`): the whole value goes;
+- by regular expression over string values (bearer tokens, API-key shapes, e-mail addresses):
+  the match goes, or only its group named `secret` when the pattern has one.
+
+A redacted value becomes `[redacted:<fingerprint>]`, where the fingerprint is the first 16 hex
+digits of HMAC-SHA256(key, secret). The key comes from the rules file or a key file, so equal
+secrets give equal fingerprints (joinable across records and exports) without being readable;
+without a key a random one is made per Redactor, so fingerprints join only within one run.
+
+`redact_frame` never raises: a frame that is not JSON gets the regular expressions only, and if
+anything unexpected fails the whole frame is replaced by a marker (failing closed: a redactor
+that cannot redact must not leak).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recorder.errors import BlackboxError
+
+MARKER_PREFIX = "[redacted:"
+FINGERPRINT_HEX = 16
+
+
+class RedactionRulesError(BlackboxError):
+    """A rules file that cannot be read or makes no sense."""
+
+
+# Key names whose values are secrets wherever they appear. Names are compared after folding
+# camelCase to snake_case, lower-casing and turning '-' into '_' (so `X-Api-Key`, `apiKey` and
+# `api_key` all match). A name matches when it equals one of these or ends with `_<one of these>`.
+BUILTIN_KEYS = (
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "secret",
+    "client_secret",
+    "token",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "auth_token",
+    "api_key",
+    "apikey",
+    "x_api_key",
+    "authorization",
+    "proxy_authorization",
+    "cookie",
+    "set_cookie",
+    "private_key",
+    "credentials",
+    "session_token",
+)
+# Names that would match a suffix above but are protocol plumbing, not secrets.
+NOT_SECRET_KEYS = frozenset({"progress_token", "next_token", "max_tokens", "tokens"})
+
+# (name, pattern). A group named `secret` narrows what is replaced.
+BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("bearer", r"(?i)\b(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
+    ("basic_auth", r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
+    ("url_password", r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]+:(?P<secret>[^/\s@]+)@"),
+    (
+        "assignment",
+        r"(?i)\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)"
+        r"\s*[=:]\s*[\"']?(?P<secret>[^\s\"'&,;]{3,})",
+    ),
+    ("openai_anthropic_key", r"\bsk-[A-Za-z0-9_-]{16,}"),
+    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
+    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    (
+        "private_key_block",
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    ),
+    ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+)
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _fold_key(name: str) -> str:
+    return _CAMEL.sub("_", name).lower().replace("-", "_")
+
+
+def _parse_path(path: str) -> tuple[str, ...]:
+    """`$.a.b[0].c`, `$.a[*].b`, `a.*.c` -> ("a", "b", "0", "c"); `*` matches any key or index."""
+    text = path.strip()
+    if text.startswith("$"):
+        text = text[1:]
+    text = re.sub(r"\[(\*|\d+)\]", r".\1", text)
+    text = re.sub(r"\[[\"']([^\"']+)[\"']\]", r".\1", text)
+    parts = tuple(p for p in text.split(".") if p)
+    if not parts:
+        raise RedactionRulesError(f"empty JSON path {path!r} in redaction rules")
+    return parts
+
+
+@dataclass(slots=True)
+class _Pattern:
+    name: str
+    regex: re.Pattern[str]
+    has_secret_group: bool
+
+
+@dataclass
+class Redactor:
+    """Applies redaction rules. Build with `Redactor.default()` or `Redactor.load(path)`."""
+
+    key: bytes
+    keys: frozenset[str] = frozenset()
+    key_suffixes: tuple[str, ...] = ()
+    paths: tuple[tuple[str, ...], ...] = ()
+    patterns: tuple[_Pattern, ...] = ()
+    source: str = "builtin"
+    # How many values were replaced, by rule name: what a caller reports.
+    counts: dict[str, int] = field(default_factory=dict)
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        key: bytes | None = None,
+        builtins: bool = True,
+        keys: Iterable[str] = (),
+        paths: Iterable[str] = (),
+        patterns: Iterable[str | tuple[str, str]] = (),
+        source: str = "custom",
+    ) -> Redactor:
+        """A redactor from explicit rules; the built-in rules are included unless `builtins` is
+        False. A pattern is a regex or a (name, regex) pair."""
+        names = {_fold_key(k) for k in keys}
+        if builtins:
+            names.update(BUILTIN_KEYS)
+        compiled: list[_Pattern] = []
+        sources: list[tuple[str, str]] = list(BUILTIN_PATTERNS) if builtins else []
+        for i, pat in enumerate(patterns):
+            sources.append(pat if isinstance(pat, tuple) else (f"pattern_{i + 1}", pat))
+        for name, text in sources:
+            try:
+                regex = re.compile(text)
+            except re.error as exc:
+                raise RedactionRulesError(f"bad regular expression {text!r}: {exc}") from None
+            compiled.append(_Pattern(name, regex, "secret" in regex.groupindex))
+        return cls(
+            key=key if key is not None else secrets.token_bytes(32),
+            keys=frozenset(names),
+            key_suffixes=tuple("_" + n for n in sorted(names)),
+            paths=tuple(_parse_path(p) for p in paths),
+            patterns=tuple(compiled),
+            source=source,
+        )
+
+    @classmethod
+    def default(cls, key: bytes | None = None) -> Redactor:
+        """The built-in rules: bearer tokens, API-key shapes, password-like keys, e-mails."""
+        return cls.build(key=key, builtins=True, source="builtin")
+
+    @classmethod
+    def load(cls, path: Path, key: bytes | None = None) -> Redactor:
+        """A redactor from a TOML rules file::
+
+            builtins = true                # include the built-in rules (default true)
+            key = "a long random string"   # HMAC key for fingerprints, or:
+            key_file = "redact.key"        # relative to this file; made (random) if missing
+            keys = ["x-session-token"]     # key names, anywhere in a payload
+            paths = ["$.params.arguments.card_number", "$.result.content[*].text"]
+            patterns = ['\\b4[0-9]{15}\\b']  # regexes over string values
+            [patterns_named]               # or named regexes (the name shows in counts)
+            iban = '\\bDE[0-9]{20}\\b'
+
+        `key` (bytes) overrides the file's key; with neither, a random key is used.
+        """
+        path = Path(path).expanduser()
+        try:
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RedactionRulesError(f"redaction rules file {path} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RedactionRulesError(f"cannot read redaction rules {path}: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise RedactionRulesError(f"redaction rules {path} are not valid TOML: {exc}") from None
+        known = {"builtins", "key", "key_file", "keys", "paths", "patterns", "patterns_named"}
+        unknown = sorted(set(doc) - known)
+        if unknown:
+            raise RedactionRulesError(
+                f"redaction rules {path}: unknown setting(s) {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        if key is None:
+            if isinstance(doc.get("key"), str) and doc["key"]:
+                key = doc["key"].encode()
+            elif isinstance(doc.get("key_file"), str):
+                key = load_or_create_key(path.parent / doc["key_file"])
+        pats: list[str | tuple[str, str]] = list(_strings(doc, "patterns", path))
+        named = doc.get("patterns_named", {})
+        if not isinstance(named, dict):
+            raise RedactionRulesError(f"redaction rules {path}: patterns_named must be a table")
+        pats.extend((str(k), str(v)) for k, v in named.items())
+        return cls.build(
+            key=key,
+            builtins=bool(doc.get("builtins", True)),
+            keys=_strings(doc, "keys", path),
+            paths=_strings(doc, "paths", path),
+            patterns=pats,
+            source=str(path.name),
+        )
+
+    # -- applying ----------------------------------------------------------------------------
+
+    def fingerprint(self, secret: str | bytes) -> str:
+        """The keyed fingerprint of a secret: equal secrets, equal fingerprints."""
+        data = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
+        return hmac.new(self.key, data, hashlib.sha256).hexdigest()[:FINGERPRINT_HEX]
+
+    def marker(self, secret: str | bytes) -> str:
+        return f"{MARKER_PREFIX}{self.fingerprint(secret)}]"
+
+    def _count(self, rule: str) -> None:
+        self.counts[rule] = self.counts.get(rule, 0) + 1
+
+    def redact_text(self, text: str) -> str:
+        """A string with every pattern match replaced."""
+        for pat in self.patterns:
+            if pat.has_secret_group:
+
+                def repl(m: re.Match[str], pat: _Pattern = pat) -> str:
+                    secret = m.group("secret")
+                    if secret is None or secret.startswith(MARKER_PREFIX):
+                        return m.group(0)
+                    self._count(pat.name)
+                    start, end = m.span("secret")
+                    base = m.start(0)
+                    whole = m.group(0)
+                    return whole[: start - base] + self.marker(secret) + whole[end - base :]
+
+            else:
+
+                def repl(m: re.Match[str], pat: _Pattern = pat) -> str:
+                    self._count(pat.name)
+                    return self.marker(m.group(0))
+
+            text = pat.regex.sub(repl, text)
+        return text
+
+    def _is_secret_key(self, name: str) -> bool:
+        folded = _fold_key(name)
+        if folded in NOT_SECRET_KEYS:
+            return False
+        return folded in self.keys or folded.endswith(self.key_suffixes)
+
+    def _whole(self, value: object, rule: str) -> str:
+        if isinstance(value, str):
+            if value.startswith(MARKER_PREFIX):
+                return value
+            self._count(rule)
+            # Keep the scheme of an Authorization header readable ("Bearer [redacted:...]").
+            scheme, sep, rest = value.partition(" ")
+            if sep and scheme.lower() in ("bearer", "basic", "token", "digest") and rest:
+                return f"{scheme} {self.marker(rest)}"
+            return self.marker(value)
+        self._count(rule)
+        return self.marker(json.dumps(value, sort_keys=True, separators=(",", ":")))
+
+    def redact_value(self, obj: object) -> object:
+        """A copy of a parsed JSON value with every rule applied (the input is not changed)."""
+        return self._walk(obj, ())
+
+    def _walk(self, obj: object, path: tuple[str, ...]) -> object:
+        if self.paths and path and any(_path_matches(p, path) for p in self.paths):
+            return self._whole(obj, "path")
+        if isinstance(obj, dict):
+            out: dict[str, object] = {}
+            for k, v in obj.items():
+                if v is not None and isinstance(k, str) and self._is_secret_key(k):
+                    out[k] = self._whole(v, "key")
+                else:
+                    out[k] = self._walk(v, (*path, str(k)))
+            return out
+        if isinstance(obj, list):
+            return [self._walk(v, (*path, str(i))) for i, v in enumerate(obj)]
+        if isinstance(obj, str):
+            return self._redact_string(obj)
+        return obj
+
+    def _redact_string(self, text: str) -> str:
+        # Tool results often carry JSON inside a string (content[].text): redact it as JSON so
+        # key-name rules reach it too, keeping it a JSON string.
+        stripped = text.strip()
+        if len(stripped) > 1 and stripped[0] in "{[" and stripped[-1] in "}]":
+            try:
+                inner = json.loads(stripped)
+            except ValueError:
+                inner = None
+            if isinstance(inner, dict | list):
+                before = sum(self.counts.values())
+                redacted = self._walk(inner, ())
+                if sum(self.counts.values()) != before:
+                    return json.dumps(redacted, ensure_ascii=False)
+                return text
+        return self.redact_text(text)
+
+    def redact_frame(self, raw: bytes) -> bytes:
+        """The frame with every rule applied; the very same bytes when nothing matched.
+
+        JSON keeps its key order and is written compactly when something changed; surrounding
+        whitespace (a stdio frame's newline) is kept. Never raises.
+        """
+        try:
+            return self._redact_frame(raw)
+        except Exception:  # fail closed: a frame we cannot redact is hidden whole
+            self._count("unredactable")
+            return self.marker(bytes(raw)).encode()
+
+    def _redact_frame(self, raw: bytes) -> bytes:
+        before = sum(self.counts.values())
+        body = raw.strip()
+        try:
+            value = json.loads(body)
+        except ValueError:
+            value = _NOT_JSON
+        if value is _NOT_JSON:
+            text = raw.decode("utf-8", "surrogateescape")
+            out = self.redact_text(text)
+            if sum(self.counts.values()) == before:
+                return raw
+            return out.encode("utf-8", "surrogateescape")
+        redacted = self.redact_value(value)
+        if sum(self.counts.values()) == before:
+            return raw
+        start = len(raw) - len(raw.lstrip())
+        head, tail = raw[:start], raw[start + len(body) :]
+        return (
+            head + json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode() + tail
+        )
+
+    @property
+    def total(self) -> int:
+        """How many values this redactor has replaced so far."""
+        return sum(self.counts.values())
+
+
+_NOT_JSON = object()
+
+
+def _path_matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    return len(pattern) == len(path) and all(
+        p == "*" or p == q for p, q in zip(pattern, path, strict=True)
+    )
+
+
+def _strings(doc: dict, name: str, path: Path) -> list[str]:
+    value = doc.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RedactionRulesError(f"redaction rules {path}: {name} must be a list of strings")
+    return value
+
+
+def load_or_create_key(path: Path) -> bytes:
+    """The fingerprint key in `path`; a new random one (written with mode 0600) if missing."""
+    path = Path(path).expanduser()
+    try:
+        data = path.read_bytes().strip()
+        if data:
+            return data
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise RedactionRulesError(f"cannot read redaction key file {path}: {exc}") from None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = secrets.token_hex(32).encode()
+        fd = path.open("xb")
+        with fd:
+            path.chmod(0o600)
+            fd.write(data + b"\n")
+    except FileExistsError:
+        return path.read_bytes().strip()
+    except OSError as exc:
+        raise RedactionRulesError(f"cannot create redaction key file {path}: {exc}") from None
+    return data
