@@ -11,9 +11,19 @@ arguments fingerprint, nearest in time within a window.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-from collections.abc import Mapping
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from recorder.errors import AppendRefused, BlackboxError, StoreError
+from recorder.jsonrpc import id_fields
+from recorder.model import Direction, Kind, NewEvent, new_session_id
+from recorder.store import EventStore
 
 DECISIONS = ("allow", "deny", "ask")
 FINALS = ("allow", "deny")
@@ -71,3 +81,440 @@ def decision_doc(
         for key, value in extra.items():
             doc.setdefault(key, value)
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# -- recording host decisions ---------------------------------------------------------------------
+
+HOST_TRANSPORT = "hook"
+_APPEND_ATTEMPTS = 20
+
+
+def split_host_tool(name: str) -> tuple[str | None, str]:
+    """`mcp__<server>__<tool>` as (server, tool); any other name is (None, name).
+
+    Claude Code names MCP tools this way; a server name holding `__` is ambiguous, and is read
+    as ending at its first `__`."""
+    if name.startswith("mcp__"):
+        server, sep, tool = name[5:].partition("__")
+        if sep and server and tool:
+            return server, tool
+    return None, name
+
+
+def session_started_doc(
+    name: str,
+    command: str,
+    *,
+    cwd: str | None = None,
+    host_session: str | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> bytes:
+    """The `session_started` document of a host-decision session (transport "hook")."""
+    from recorder import __version__
+
+    doc: dict[str, object] = {
+        "name": name,
+        "transport": HOST_TRANSPORT,
+        "command": command,
+        "cwd": cwd,
+        "env_names": [],
+        "tap_version": __version__,
+        "pid": os.getpid(),
+        "replay_of": None,
+        "host_session": host_session,
+    }
+    if extra:
+        for key, value in extra.items():
+            doc.setdefault(key, value)
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def open_host_session(store: EventStore, name: str) -> str | None:
+    """The newest unsealed session of this name, or None (a sealed one is never appended to)."""
+    found = store.list_sessions(limit=1, name=name)
+    if found and not found[0].sealed:
+        return found[0].session_id
+    return None
+
+
+def append_host_records(
+    store: EventStore,
+    name: str,
+    started_doc: bytes,
+    records: Sequence[tuple[str, bytes]],
+    wall_ns: int | None = None,
+) -> str:
+    """Append (kind, raw) records to the host session called `name`, creating it (with
+    `started_doc`) when there is none; returns its id.
+
+    Several hook processes may append to one session at once, each computing the next seq from
+    the store's head. The store skips a seq already taken (appends are idempotent), so an append
+    that stored nothing lost that race: read the head again and retry."""
+    if not records:
+        raise ValueError("nothing to append")
+    for _attempt in range(_APPEND_ATTEMPTS):
+        sid = open_host_session(store, name)
+        batch: list[tuple[str, bytes]] = list(records)
+        if sid is None:
+            sid = new_session_id()
+            batch.insert(0, (Kind.SESSION_STARTED, started_doc))
+        last_seq, _head = store.head(sid)
+        now = wall_ns if wall_ns is not None else time.time_ns()
+        events = [
+            NewEvent(sid, last_seq + i + 1, now, 0, kind, Direction.NONE, raw)
+            for i, (kind, raw) in enumerate(batch)
+        ]
+        try:
+            stored = store.append(events)
+        except AppendRefused:
+            time.sleep(0.01)  # sealed or raced past: look again
+            continue
+        if stored == len(events):
+            return sid
+        if stored:  # cannot happen with one writer per seq; never silently drop the rest
+            raise StoreError(f"host session {sid}: only {stored} of {len(events)} records stored")
+        time.sleep(0.005)
+    raise StoreError(f"host session {name!r}: could not append after {_APPEND_ATTEMPTS} attempts")
+
+
+def record_decision(
+    store: EventStore,
+    *,
+    tool: str,
+    decision: str,
+    source: str = "host",
+    decided_by: str = "user",
+    final: str | None = None,
+    rule: str | None = None,
+    server: str | None = None,
+    args: object = None,
+    fingerprint: str | None = None,
+    rpc_id: str | None = None,
+    host: str = "host",
+    host_session: str | None = None,
+    reason: str | None = None,
+    session_name: str | None = None,
+    extra: Mapping[str, object] | None = None,
+    wall_ns: int | None = None,
+) -> str:
+    """Record one decision made outside the taps (any host) into the store; returns the id of
+    the host session it went to (`<host>:<host_session>`, or `<host>` without one).
+
+    `tool` may be a host's MCP tool name (`mcp__server__tool`): server and tool are split out.
+    The fingerprint is computed from `args` unless given. `final` defaults to the decision for
+    allow and deny (an ask has no final decision yet)."""
+    check_decision(decision, source, decided_by, final)
+    if server is None:
+        server, tool = split_host_tool(tool)
+    if final is None and decision in FINALS:
+        final = decision
+    name = session_name or (f"{host}:{host_session}" if host_session else host)
+    doc = decision_doc(
+        decision=decision,
+        final=final,
+        source=source,
+        decided_by=decided_by,
+        rule=rule,
+        server=server,
+        tool=tool,
+        args_fingerprint=fingerprint or args_fingerprint(args),
+        rpc_id=rpc_id,
+        host_session=host_session,
+        reason=reason,
+        extra=extra,
+    )
+    started = session_started_doc(name, host, host_session=host_session)
+    return append_host_records(store, name, started, [(Kind.DECISION, doc)], wall_ns)
+
+
+def check_decision(decision: str, source: str, decided_by: str, final: str | None) -> None:
+    """Refuse values outside the decision vocabulary, with a message naming the choices."""
+    for label, value, allowed in (
+        ("decision", decision, DECISIONS),
+        ("source", source, SOURCES),
+        ("decided_by", decided_by, DECIDED_BY),
+    ):
+        if value not in allowed:
+            raise DecisionError(f"{label} must be one of {', '.join(allowed)}, not {value!r}")
+    if final is not None and final not in FINALS:
+        raise DecisionError(f"final must be allow or deny, not {final!r}")
+
+
+class DecisionError(BlackboxError):
+    """A decision that cannot be recorded as given."""
+
+
+# -- the spool: host records kept while the store is unreachable ----------------------------------
+
+SPOOL_NAME = "hook-decisions.pending.jsonl"
+
+
+def spool_records(
+    directory: Path,
+    name: str,
+    started_doc: bytes,
+    records: Sequence[tuple[str, bytes]],
+    wall_ns: int | None = None,
+) -> Path:
+    """Keep host records in a local file when the store cannot take them, so a hook never
+    blocks its host; `drain_spool` moves them into the store later (the next hook run does).
+
+    Host sessions are shared by many short hook processes, so their seqs are only known at the
+    store; that is why these records wait here unnumbered instead of in a tap's journal."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / SPOOL_NAME
+    line = json.dumps(
+        {
+            "name": name,
+            "started": started_doc.decode(),
+            "records": [[kind, raw.decode()] for kind, raw in records],
+            "wall_ns": wall_ns if wall_ns is not None else time.time_ns(),
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, line.encode() + b"\n")
+    finally:
+        os.close(fd)
+    return path
+
+
+def drain_spool(store: EventStore, directory: Path) -> int:
+    """Append every spooled host record to the store, oldest first; returns how many entries
+    were shipped. Entries that fail stay in the spool for the next attempt."""
+    path = directory / SPOOL_NAME
+    if not path.exists():
+        return 0
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            lines = [ln for ln in f.read().splitlines() if ln.strip()]
+        shipped = 0
+        for line in lines:
+            try:
+                entry = json.loads(line)
+                records = [(k, r.encode()) for k, r in entry["records"]]
+                started = entry["started"].encode()
+            except (ValueError, KeyError, TypeError, AttributeError):
+                shipped += 1  # a torn or foreign line: nothing to ship, drop it
+                continue
+            try:
+                append_host_records(store, entry["name"], started, records, entry.get("wall_ns"))
+            except BlackboxError:
+                break
+            shipped += 1
+        rest = lines[shipped:]
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        if rest:
+            os.write(fd, b"\n".join(rest) + b"\n")
+        return shipped
+    finally:
+        os.close(fd)
+
+
+# -- correlation: which call did a decision decide? ----------------------------------------------
+
+DEFAULT_WINDOW_NS = 120 * 1_000_000_000
+
+
+def normalise_server(name: str | None) -> str | None:
+    """Server names as Claude Code spells them in tool names: characters outside
+    [A-Za-z0-9_-] become `_`, so `my.server` is `my_server`."""
+    if name is None:
+        return None
+    return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)
+
+
+@dataclass(frozen=True)
+class CallRef:
+    """A `tools/call` request frame of a tap session."""
+
+    session_id: str
+    seq: int
+    wall_ns: int
+    server: str | None
+    tool: str | None
+    rpc_id: str | None
+    args_fingerprint: str
+
+
+@dataclass(frozen=True)
+class HostDecision:
+    """A host's final word on one tool use: the last of its decision records that says
+    something (`final` set, else the latest), with what happened before it."""
+
+    session_id: str
+    seq: int
+    wall_ns: int
+    server: str | None
+    tool: str
+    args_fingerprint: str | None
+    decision: str | None
+    final: str | None
+    decided_by: str | None
+    asked: bool
+    tool_use_id: str | None
+    doc: dict
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Host decisions joined to calls; what is left over on either side is visible."""
+
+    matches: tuple[tuple[HostDecision, CallRef], ...]
+    unmatched_decisions: tuple[HostDecision, ...]
+    undecided_calls: tuple[CallRef, ...]
+
+
+def _doc_of(raw: bytes) -> dict:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def tool_calls(store: EventStore, session_id: str, server: str | None = None) -> list[CallRef]:
+    """The `tools/call` requests (client to server) of a recorded session, batches included.
+    `server` defaults to the session's name."""
+    if server is None:
+        server = store.session(session_id).name
+    out: list[CallRef] = []
+    for ev in store.read_session(session_id):
+        if ev.kind != Kind.FRAME or ev.direction != Direction.CLIENT_TO_SERVER:
+            continue
+        if b'"tools/call"' not in ev.raw and b"\\" not in ev.raw:
+            continue
+        value = _doc_of(ev.raw) if ev.raw.lstrip()[:1] == b"{" else None
+        items = [value] if value else _batch_items(ev.raw)
+        for item in items:
+            if item.get("method") != "tools/call":
+                continue
+            params = item.get("params") if isinstance(item.get("params"), dict) else {}
+            name = params.get("name")
+            rpc_id = id_fields(item["id"])[0] if "id" in item else None
+            out.append(
+                CallRef(
+                    session_id,
+                    ev.seq,
+                    ev.wall_ns,
+                    server,
+                    name if isinstance(name, str) else None,
+                    rpc_id,
+                    args_fingerprint(params.get("arguments")),
+                )
+            )
+    return out
+
+
+def _batch_items(raw: bytes) -> list[dict]:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return []
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return [item for item in value if isinstance(item, dict)]
+    return []
+
+
+def host_decisions(store: EventStore, session_id: str) -> list[HostDecision]:
+    """One `HostDecision` per tool use recorded in a host session (grouped by `tool_use_id`;
+    records without one stand alone)."""
+    groups: dict[str, list] = {}
+    order: list[str] = []
+    for ev in store.read_session(session_id):
+        if ev.kind != Kind.DECISION:
+            continue
+        doc = _doc_of(ev.raw)
+        key = doc.get("tool_use_id") or f"#{ev.seq}"
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append((ev, doc))
+    out: list[HostDecision] = []
+    for key in order:
+        items = groups[key]
+        finals = [(ev, doc) for ev, doc in items if doc.get("final")]
+        ev, doc = finals[-1] if finals else items[-1]
+        asked = any(d.get("decision") == "ask" for _e, d in items)
+        out.append(
+            HostDecision(
+                session_id=session_id,
+                seq=ev.seq,
+                wall_ns=ev.wall_ns,
+                server=doc.get("server"),
+                tool=str(doc.get("tool")),
+                args_fingerprint=doc.get("args_fingerprint"),
+                decision=doc.get("decision"),
+                final=doc.get("final"),
+                decided_by=doc.get("decided_by"),
+                asked=asked,
+                tool_use_id=doc.get("tool_use_id"),
+                doc=doc,
+            )
+        )
+    return out
+
+
+def correlate(
+    decisions: Sequence[HostDecision],
+    calls: Sequence[CallRef],
+    window_ns: int = DEFAULT_WINDOW_NS,
+) -> Correlation:
+    """Join each host decision to the `tools/call` it decided: same server (as the host spells
+    it) and tool, same arguments fingerprint, nearest in time within `window_ns`. Each call and
+    each decision is used once; the closest pairs are taken first. A denied decision normally
+    has no call (the host never sent it): it stays unmatched, and so does a call no host
+    decided."""
+    candidates: list[tuple[int, int, int]] = []
+    for di, d in enumerate(decisions):
+        for ci, c in enumerate(calls):
+            if d.tool != c.tool or d.args_fingerprint != c.args_fingerprint:
+                continue
+            if d.server is not None and normalise_server(d.server) != normalise_server(c.server):
+                continue
+            delta = abs(d.wall_ns - c.wall_ns)
+            if delta <= window_ns:
+                candidates.append((delta, di, ci))
+    candidates.sort()
+    used_d: set[int] = set()
+    used_c: set[int] = set()
+    pairs: dict[int, int] = {}
+    for _delta, di, ci in candidates:
+        if di in used_d or ci in used_c:
+            continue
+        used_d.add(di)
+        used_c.add(ci)
+        pairs[di] = ci
+    return Correlation(
+        matches=tuple((decisions[di], calls[ci]) for di, ci in sorted(pairs.items())),
+        unmatched_decisions=tuple(d for i, d in enumerate(decisions) if i not in used_d),
+        undecided_calls=tuple(c for i, c in enumerate(calls) if i not in used_c),
+    )
+
+
+def policy_decisions(store: EventStore, session_id: str) -> list[tuple[dict, CallRef | None]]:
+    """The gate's decisions of a tap session, each with its request: the preceding
+    client-to-server `tools/call` frame carrying the decision's `rpc_id`."""
+    out: list[tuple[dict, CallRef | None]] = []
+    calls = tool_calls(store, session_id)
+    for ev in store.read_session(session_id):
+        if ev.kind != Kind.DECISION:
+            continue
+        doc = _doc_of(ev.raw)
+        if doc.get("source") != "policy":
+            continue
+        request = None
+        for call in reversed(calls):
+            if call.seq < ev.seq and call.rpc_id == doc.get("rpc_id"):
+                request = call
+                break
+        out.append((doc, request))
+    return out
