@@ -108,6 +108,7 @@ class Journal:
         self._segments: list[_Segment] = []
         self._closed = False
         self._failed: str | None = None
+        self.appended = 0  # records written by this process, for progress messages
         self._open_segment(0)
 
     @classmethod
@@ -135,6 +136,17 @@ class Journal:
     def path(self) -> Path:
         """The segment being written now (the last one written, once closed)."""
         return self._path
+
+    def mark(self) -> tuple[int, int]:
+        """(segment number, size) of the end of what was written so far: a shipper that has
+        committed up to here has everything appended before this call."""
+        with self._lock:
+            seg = self._segments[-1] if self._segments else None
+            return (seg.number, seg.size) if seg is not None else (-1, 0)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def segments(self) -> list[Path]:
         """The segments not yet released, oldest first (the last is being written)."""
@@ -225,6 +237,7 @@ class Journal:
                 raise JournalError(self._failed) from None
             seg.size += total
             self._seqs[session_id] = seq
+            self.appended += 1
             return seq
 
     def _finish(self, fd: int, record: bytes, done: int) -> int:

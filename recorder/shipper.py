@@ -1,0 +1,365 @@
+"""Moves journal records into the event store, off the relay's hot path.
+
+Why it exists: a tap only appends to its local journal (`recorder.journal`); this module is what
+makes those records reach the store, in batches, with retries, without ever stalling traffic:
+
+- `Shipper` is a background thread that tails one live journal. It reads the segment files (not an
+  in-memory queue: memory stays flat however long the store is down, and the journal stays the one
+  durability point), appends batches to the store (appends are idempotent per (session, seq), so a
+  retried batch is harmless), and deletes each segment once everything in it is committed. When the
+  store is unreachable it says so once through `on_notice`, retries with backoff, and says so again
+  when the store is back.
+- `ship_leftovers` ships the journals of taps that died (SIGKILL, power loss) and closes their
+  sessions with `session_ended {"reason": "recovered"}`. A live tap's journal is recognised by the
+  flock its writer holds and left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recorder.errors import BlackboxError
+from recorder.journal import Journal, JournalReader, parse_segment_name
+from recorder.model import Direction, Kind, NewEvent
+from recorder.store import EventStore
+
+BATCH_RECORDS = 1000
+BATCH_BYTES = 4 * 1024 * 1024
+POLL_SECONDS = 0.05
+MAX_BACKOFF = 5.0
+
+Observer = Callable[[Sequence[NewEvent]], None]
+
+
+class Shipper:
+    """A background thread shipping one live journal into the store.
+
+    `observer`, when given, sees every record once, in order, on the shipper's side (the stdio tap
+    uses it to detect the protocol era and faults without parsing on the relay's path). It may
+    append records to the same journal.
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        store_factory: Callable[[], EventStore],
+        on_notice: Callable[[str], None],
+        observer: Observer | None = None,
+        batch_records: int = BATCH_RECORDS,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self.journal = journal
+        self.store_factory = store_factory
+        self.on_notice = on_notice
+        self.observer = observer
+        self.batch_records = batch_records
+        self.poll_seconds = poll_seconds
+        self.shipped = 0
+        self.last_error: str | None = None
+        self._store: EventStore | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._cond = threading.Condition()
+        self._committed: tuple[int, int] = (-1, 0)  # (segment number, offset) committed
+        self._reader: JournalReader | None = None
+        self._reader_segment = -1
+        self._pending: list[NewEvent] = []
+        self._pending_end: tuple[int, int] = (-1, 0)
+        self._read_lock = threading.Lock()
+        self._observed: dict[str, int] = {}
+        self._thread = threading.Thread(target=self._run, name="blackbox-shipper", daemon=True)
+        self._outage_since: int | None = None
+        self._finished = False
+
+    # -- the API -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything appended before this call is committed; False on timeout."""
+        target = self.journal.mark()
+        deadline = time.monotonic() + timeout
+        self._wake.set()
+        with self._cond:
+            while self._committed < target:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._finished:
+                    return self._committed >= target
+                self._cond.wait(min(left, 0.05))
+                self._wake.set()
+        return True
+
+    def stop(self, timeout: float) -> bool:
+        """Ship what is left within `timeout`, then stop. True when everything is committed; then,
+        if the journal is closed, its files are deleted. Otherwise they stay for the next tap or
+        `blackbox ship`."""
+        done = self.flush(timeout)
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(max(0.05, min(timeout, 0.5)))
+        if done and self.journal.closed and self._committed >= self.journal.mark():
+            self.journal.discard()
+        if self._store is not None and not self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                self._store.close()
+        return done
+
+    def observe_rest(self) -> None:
+        """Feed the observer every record appended so far, even those the store has not taken
+        yet (the store may be down): the tap calls this before it writes its closing events."""
+        if self.observer is None:
+            return
+        with self._read_lock:
+            segments = self.journal.segments()
+            for path in segments:
+                parsed = parse_segment_name(path)
+                if parsed is None or parsed[1] < self._reader_segment:
+                    continue
+                offset = 0
+                if parsed[1] == self._reader_segment and self._reader is not None:
+                    offset = self._reader.offset
+                reader = JournalReader(path, offset)
+                try:
+                    while batch := reader.read(self.batch_records, BATCH_BYTES):
+                        self._observe(batch)
+                finally:
+                    reader.close()
+
+    # -- the thread --------------------------------------------------------------------------------
+
+    def _observe(self, batch: Sequence[NewEvent]) -> None:
+        if self.observer is None:
+            return
+        seen = self._observed
+        fresh = [ev for ev in batch if ev.seq > seen.get(ev.session_id, 0)]
+        for ev in fresh:
+            seen[ev.session_id] = ev.seq
+        if fresh:
+            self.observer(fresh)
+
+    def _read(self) -> None:
+        """Fill `_pending` with the next batch, moving to the next segment when one is done."""
+        with self._read_lock:
+            while True:
+                segments = self.journal.segments()
+                if self._reader is None:
+                    if not segments:
+                        return
+                    path = segments[0]
+                    self._reader = JournalReader(path)
+                    self._reader_segment = _number(path)
+                batch = self._reader.read(self.batch_records, BATCH_BYTES)
+                if batch:
+                    self._pending = batch
+                    self._pending_end = (self._reader_segment, self._reader.offset)
+                    self._observe(batch)
+                    return
+                later = [p for p in segments if _number(p) > self._reader_segment]
+                if not later:
+                    self._set_committed((self._reader_segment, self._reader.offset))
+                    return
+                # The writer moved on, so this segment is complete: read it once more (a write
+                # may have finished since), then release it, since everything in it is committed.
+                batch = self._reader.read(self.batch_records, BATCH_BYTES)
+                if batch:
+                    self._pending = batch
+                    self._pending_end = (self._reader_segment, self._reader.offset)
+                    self._observe(batch)
+                    return
+                done = self._reader.path
+                self._reader.close()
+                self._reader = JournalReader(later[0])
+                self._reader_segment = _number(later[0])
+                self.journal.release(done)
+
+    def _set_committed(self, mark: tuple[int, int]) -> None:
+        with self._cond:
+            if mark > self._committed:
+                self._committed = mark
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        backoff = 0.1
+        try:
+            while True:
+                if not self._pending:
+                    self._read()
+                if not self._pending:
+                    if self._stopping:
+                        return
+                    self._wake.wait(self.poll_seconds)
+                    self._wake.clear()
+                    continue
+                try:
+                    if self._store is None:
+                        self._store = self.store_factory()
+                    self._store.append(self._pending)
+                except Exception as exc:  # any failure: keep the records in the journal, retry
+                    self._failed(exc)
+                    if self._stopping:
+                        return
+                    self._wake.wait(backoff)
+                    self._wake.clear()
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    continue
+                backoff = 0.1
+                self.shipped += len(self._pending)
+                self._pending = []
+                self._set_committed(self._pending_end)
+                if self._outage_since is not None:
+                    self._outage_since = None
+                    self.last_error = None
+                    self.on_notice(f"store back; {self.shipped} records shipped in all")
+        finally:
+            self._finished = True
+            if self._reader is not None:
+                self._reader.close()
+            with self._cond:
+                self._cond.notify_all()
+
+    def _failed(self, exc: BaseException) -> None:
+        message = str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
+        self.last_error = message.splitlines()[0] if message else type(exc).__name__
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                self._store.close()
+            self._store = None
+        if self._outage_since is None:
+            self._outage_since = time.monotonic_ns()
+            waiting = max(0, self.journal.appended - self.shipped)
+            self.on_notice(
+                f"{self.last_error}; retrying in the background, {waiting} records kept in the "
+                f"journal {self.journal.directory}"
+            )
+
+
+def _number(path: Path) -> int:
+    parsed = parse_segment_name(path)
+    return parsed[1] if parsed is not None else 0
+
+
+# -- leftovers -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ShipReport:
+    """What `ship_leftovers` did."""
+
+    journals: int = 0
+    records: int = 0
+    recovered: list[str] = field(default_factory=list)
+    live: int = 0
+
+
+def ship_leftovers(
+    directory: Path,
+    store: EventStore,
+    on_progress: Callable[[str], None] | None = None,
+) -> ShipReport:
+    """Ship every journal not locked by a live tap, close its unfinished sessions as recovered,
+    then delete it. A store error propagates and leaves the remaining journals in place."""
+    report = ShipReport()
+    if not directory.is_dir():
+        return report
+    groups: dict[str, list[tuple[int, Path]]] = {}
+    for path in directory.iterdir():
+        parsed = parse_segment_name(path)
+        if parsed is not None:
+            groups.setdefault(parsed[0], []).append((parsed[1], path))
+    for tap_id in sorted(groups):
+        locked = _lock_group(sorted(groups[tap_id]))
+        if locked is None:
+            report.live += 1
+            continue
+        try:
+            count = _ship_group(locked, store, report)
+            report.journals += 1
+            report.records += count
+            if on_progress is not None:
+                on_progress(f"shipped {count} records from journal {tap_id}")
+            for path, _fd in locked:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        finally:
+            for _path, fd in locked:
+                os.close(fd)
+    return report
+
+
+def _lock_group(segments: list[tuple[int, Path]]) -> list[tuple[Path, int]] | None:
+    """Lock every segment of a dead tap's journal; None when a live tap still holds one."""
+    locked: list[tuple[Path, int]] = []
+    for _seg, path in segments:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            for _p, other in locked:
+                os.close(other)
+            return None
+        if os.fstat(fd).st_nlink == 0:  # shipped and deleted by someone else meanwhile
+            os.close(fd)
+            continue
+        locked.append((path, fd))
+    return locked
+
+
+def _ship_group(locked: list[tuple[Path, int]], store: EventStore, report: ShipReport) -> int:
+    last: dict[str, NewEvent] = {}
+    ended: set[str] = set()
+    count = 0
+    for path, _fd in locked:
+        reader = JournalReader(path)
+        try:
+            while batch := reader.read(2000, 8 * 1024 * 1024):
+                store.append(batch)
+                count += len(batch)
+                for ev in batch:
+                    last[ev.session_id] = ev
+                    if ev.kind == Kind.SESSION_ENDED:
+                        ended.add(ev.session_id)
+        finally:
+            reader.close()
+    for sid, ev in last.items():
+        if sid in ended:
+            continue
+        info = store.session(sid)
+        if info.sealed:
+            continue
+        doc = {
+            "reason": "recovered",
+            "outcome": "recovered",
+            "exit_code": None,
+            "signal": None,
+            "detail": "the tap stopped without closing the session; shipped from its journal",
+            "recovered_ns": time.time_ns(),
+        }
+        store.append(
+            [
+                NewEvent(
+                    sid,
+                    info.last_seq + 1,
+                    ev.wall_ns,
+                    ev.mono_ns,
+                    Kind.SESSION_ENDED,
+                    Direction.NONE,
+                    json.dumps(doc, separators=(",", ":")).encode(),
+                )
+            ]
+        )
+        report.recovered.append(sid)
+    return count
