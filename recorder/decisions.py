@@ -46,9 +46,9 @@ def args_fingerprint(args: object) -> str:
 
 def decision_doc(
     *,
-    decision: str,
+    decision: str | None,
     source: str,
-    decided_by: str,
+    decided_by: str | None,
     tool: str | None,
     final: str | None = None,
     rule: str | None = None,
@@ -61,7 +61,8 @@ def decision_doc(
     reason: str | None = None,
     extra: Mapping[str, object] | None = None,
 ) -> bytes:
-    """The raw JSON of a `decision` record (compact, keys in a fixed order)."""
+    """The raw JSON of a `decision` record (compact, keys in a fixed order). `decision` and
+    `decided_by` are None only for a host's record of a proposed call not decided yet."""
     doc: dict[str, object] = {
         "decision": decision,
         "final": final,
@@ -153,15 +154,20 @@ def append_host_records(
     if not records:
         raise ValueError("nothing to append")
     for _attempt in range(_APPEND_ATTEMPTS):
-        sid = open_host_session(store, name)
-        batch: list[tuple[str, bytes]] = list(records)
-        if sid is None:
-            sid = new_session_id()
-            batch.insert(0, (Kind.SESSION_STARTED, started_doc))
-        last_seq, _head = store.head(sid)
         now = wall_ns if wall_ns is not None else time.time_ns()
+        found = store.list_sessions(limit=1, name=name)
+        batch: list[tuple[str, bytes]] = list(records)
+        if found and not found[0].sealed:
+            sid, last_seq = found[0].session_id, found[0].last_seq
+            started_ns = found[0].started_ns or now
+        else:
+            sid, last_seq, started_ns = new_session_id(now), 0, now
+            batch.insert(0, (Kind.SESSION_STARTED, started_doc))
+        # Host records come from many processes: the offset within the session is measured on
+        # the wall clock from the session's start (no monotonic clock spans processes).
+        mono = max(0, now - started_ns)
         events = [
-            NewEvent(sid, last_seq + i + 1, now, 0, kind, Direction.NONE, raw)
+            NewEvent(sid, last_seq + i + 1, now, mono, kind, Direction.NONE, raw)
             for i, (kind, raw) in enumerate(batch)
         ]
         try:

@@ -44,6 +44,8 @@ from pathlib import Path
 from recorder.decisions import args_fingerprint, decision_doc
 from recorder.errors import BlackboxError
 from recorder.jsonrpc import id_fields
+from recorder.model import Direction, Kind
+from recorder.store import EventStore
 
 # JSON-RPC reserves -32000..-32099 for implementation-defined server errors; the SDKs use -32002
 # (resource not found) and around; -32001 is free in MCP and the spec's examples.
@@ -676,3 +678,65 @@ def _plain(value: object) -> object:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return str(value)
+
+
+# -- what a policy would have decided over a recorded session ------------------------------------
+
+
+def evaluate_session(
+    policy: Policy, store: EventStore, session_id: str, server: str | None = None
+) -> list[dict]:
+    """One row per gated request of a recorded session (client to server, batches included):
+    what `policy` decides for it now, beside the gate's decision recorded at the time, if any
+    (the decision record after the request with the same `rpc_id`). `server` defaults to the
+    session's name, which is the name a tap matches rules on."""
+    if server is None:
+        server = store.session(session_id).name
+    rows: list[dict] = []
+    pending: dict[str | None, dict] = {}
+    for ev in store.read_session(session_id):
+        if ev.kind == Kind.DECISION:
+            try:
+                doc = json.loads(ev.raw)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and doc.get("source") == "policy":
+                row = pending.pop(doc.get("rpc_id"), None)
+                if row is not None:
+                    row["recorded"] = (
+                        f"{doc.get('final') or doc.get('decision')} ({doc.get('rule')})"
+                    )
+            continue
+        if ev.kind != Kind.FRAME or ev.direction != Direction.CLIENT_TO_SERVER:
+            continue
+        try:
+            value = json.loads(ev.raw)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, dict) or item.get("method") not in policy.methods:
+                continue
+            params = item.get("params") if isinstance(item.get("params"), dict) else {}
+            method = item["method"]
+            if method == TOOLS_CALL:
+                tool = params.get("name") if isinstance(params.get("name"), str) else None
+                args = params.get("arguments")
+            else:
+                tool, args = None, params
+            outcome = policy.evaluate(server, method, tool, args)
+            rpc_id = id_fields(item["id"])[0] if "id" in item else None
+            row = {
+                "seq": ev.seq,
+                "id": rpc_id,
+                "server": server,
+                "method": method,
+                "tool": tool,
+                "decision": outcome.decision,
+                "rule": outcome.rule,
+                "reason": outcome.reason,
+                "args_fingerprint": args_fingerprint(args),
+                "recorded": None,
+            }
+            rows.append(row)
+            pending[rpc_id] = row
+    return rows
