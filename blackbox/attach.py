@@ -383,7 +383,9 @@ def load_config(path: str | os.PathLike[str]) -> HostConfig:
     if not fmt.jsonc:
         root = parse_json_text(text, jsonc=False, where=str(shown))
     if root.kind != "object":
-        raise UnknownConfigFormat(f"{shown}: the top level is not a JSON object")
+        raise UnknownConfigFormat(
+            f"{shown}: not a known MCP host config (the top level is not a JSON object)"
+        )
     servers = root.get(fmt.section)
     if servers is None or servers.kind != "object":
         raise NoServers(f'{shown}: no "{fmt.section}" object: nothing to attach')
@@ -515,6 +517,12 @@ def set_member_edits(text: str, obj: Node, key: str, new_value: str, after: str)
     before = obj.start + 1 if index == 0 else obj.members[index - 1].value.end
     indent = _trailing_ws(text[before : anchor.key_start])
     colon = text[anchor.key_end : anchor.value.start]
+    if "\n" not in indent:
+        # A one-line object: space like its other members do, else like its colon does.
+        if len(obj.members) > 1:
+            indent = _trailing_ws(text[obj.members[0].value.end : obj.members[1].key_start])
+        else:
+            indent = " " if colon.endswith(" ") else ""
     return [Edit(anchor.value.end, anchor.value.end, f",{indent}{_dump(key)}{colon}{new_value}")]
 
 

@@ -1,0 +1,504 @@
+"""`blackbox attach` / `blackbox detach` against real-shaped configs of the four hosts.
+
+The fixtures under host_configs/ follow each host's documented shape (Claude Desktop, Claude Code,
+Cursor, VS Code with JSONC comments, tabs and CRLF line endings); each test copies one into its own
+tmp_path so the host's file-name rules (`.vscode/mcp.json`, `.cursor/mcp.json`) apply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from blackbox import attach as lib
+from blackbox.cli import main
+from tests.conftest import BLACKBOX
+
+FIXTURES = Path(__file__).parent / "host_configs"
+HOSTS = {
+    "claude-desktop": "claude_desktop/claude_desktop_config.json",
+    "claude-code": "claude_code/.mcp.json",
+    "cursor": "cursor/.cursor/mcp.json",
+    "vscode": "vscode/.vscode/mcp.json",
+}
+SECTION = {"claude-desktop": "mcpServers", "claude-code": "mcpServers", "cursor": "mcpServers"}
+SECTION["vscode"] = "servers"
+WRAPPER = BLACKBOX  # the real executable of this checkout's venv
+
+
+def place(tmp_path: Path, host: str) -> Path:
+    """A copy of a host's fixture at the same relative path under tmp_path."""
+    target = tmp_path / HOSTS[host]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(FIXTURES / HOSTS[host], target)
+    return target
+
+
+def parse(path: Path, host: str) -> dict:
+    return lib.parse_json_text(
+        path.read_text("utf-8"), jsonc=host in ("vscode", "cursor")
+    ).to_python()
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+# --- the round trip the issue asks for -------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_attach_then_detach_round_trips_byte_for_byte(tmp_path: Path, host: str) -> None:
+    config = place(tmp_path, host)
+    original = config.read_bytes()
+
+    attached = lib.attach(config, wrapper=WRAPPER, store_url="sqlite:///x.db")
+    assert attached.written and config.read_bytes() != original
+    backup = Path(str(config) + lib.BACKUP_SUFFIX)
+    assert backup.read_bytes() == original
+
+    detached = lib.detach(config)
+    assert detached.written
+    assert config.read_bytes() == original
+    assert all(c.exact for c in detached.changes if c.action == "restored")
+    # Only the backup remains besides the config: the attach state is gone with the last entry.
+    assert sorted(p.name for p in config.parent.iterdir()) == sorted([config.name, backup.name])
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_attach_wraps_stdio_and_keeps_everything_else(tmp_path: Path, host: str) -> None:
+    config = place(tmp_path, host)
+    before = parse(config, host)
+    lib.attach(config, wrapper=WRAPPER, store_url="postgresql://u@db/bb")
+    after = parse(config, host)
+
+    section = SECTION[host]
+    # Top-level keys other than the servers (VS Code's "inputs", Claude Desktop's preferences).
+    assert {k: v for k, v in after.items() if k != section} == {
+        k: v for k, v in before.items() if k != section
+    }
+    assert list(after[section]) == list(before[section])  # same servers, same order
+    for key, old in before[section].items():
+        new = after[section][key]
+        if "command" in old:
+            assert new["command"] == WRAPPER
+            assert new["args"] == [
+                "record",
+                "--name",
+                key,
+                "--store",
+                "postgresql://u@db/bb",
+                "--",
+                old["command"],
+                *old.get("args", []),
+            ]
+            rest_old = {k: v for k, v in old.items() if k not in ("command", "args")}
+            rest_new = {k: v for k, v in new.items() if k not in ("command", "args")}
+            assert rest_new == rest_old  # env, cwd, envFile, type, dev, unknown keys
+        elif "${" not in old["url"]:
+            assert new["url"].startswith("http://127.0.0.1:")
+            assert {k: v for k, v in new.items() if k != "url"} == {
+                k: v for k, v in old.items() if k != "url"
+            }
+
+
+def test_attach_keeps_indentation_comments_and_line_endings(tmp_path: Path) -> None:
+    config = place(tmp_path, "vscode")
+    lib.attach(config, wrapper=WRAPPER)
+    text = config.read_bytes().decode()
+    # Every line still ends in CRLF and is indented with tabs, comments untouched.
+    lines = text.split("\r\n")
+    assert "\n" not in "".join(lines)
+    assert all(not line.startswith(" ") for line in lines)
+    assert "\t// Workspace MCP servers (JSONC: comments and trailing commas are fine here)" in lines
+    assert "\t\t/* a Node server under development */" in lines
+    assert (
+        '"args": ["record", "--name", "fetch", "--", "uvx", "mcp-server-fetch"], // pinned' in text
+    )
+    # A multi-line args array stays multi-line, one element per line in the same indentation.
+    assert '\t\t\t"args": [\r\n\t\t\t\t"record",\r\n\t\t\t\t"--name",\r\n' in text
+
+
+def test_entry_without_args_gets_args_in_its_own_style(tmp_path: Path) -> None:
+    config = place(tmp_path, "cursor")
+    original = config.read_bytes()
+    lib.attach(config, wrapper=WRAPPER)
+    text = config.read_text()
+    assert (
+        f'"bare": {{"command": {json.dumps(WRAPPER)}, "args": ["record", "--name", "bare", "--", '
+        '"my-mcp-server"]}' in text
+    )
+    lib.detach(config)
+    assert config.read_bytes() == original
+
+
+def test_minified_config_round_trips(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    original = b'{"mcpServers":{"a":{"command":"x","args":["1"]},"b":{"command":"y","args":[]}}}'
+    config.write_bytes(original)
+    lib.attach(config, wrapper=WRAPPER)
+    data = json.loads(config.read_bytes())
+    assert data["mcpServers"]["b"]["args"] == ["record", "--name", "b", "--", "y"]
+    assert b"\n" not in config.read_bytes()
+    lib.detach(config)
+    assert config.read_bytes() == original
+
+
+# --- idempotence, dry run, backup ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", sorted(HOSTS))
+def test_attaching_twice_changes_nothing(tmp_path: Path, host: str) -> None:
+    config = place(tmp_path, host)
+    lib.attach(config, wrapper=WRAPPER)
+    once = config.read_bytes()
+    state = Path(str(config) + lib.SIDECAR_SUFFIX).read_bytes()
+    mtime = config.stat().st_mtime_ns
+
+    again = lib.attach(config, wrapper=WRAPPER)
+    assert not again.written and not again.changed
+    assert config.read_bytes() == once and config.stat().st_mtime_ns == mtime
+    assert Path(str(config) + lib.SIDECAR_SUFFIX).read_bytes() == state
+    assert {c.action for c in again.changes} <= {"attached", "skipped"}
+
+
+def test_dry_run_prints_a_diff_and_writes_nothing(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-desktop")
+    original = config.read_bytes()
+    code, out = run_cli(
+        "attach", str(config), "--dry-run", "--install-service", str(tmp_path / "u")
+    )
+    assert code == 0, out
+    assert f"--- {config} (current)" in out and f"+++ {config} (attached)" in out
+    assert '-      "command": "npx",' in out
+    assert f'+      "command": {json.dumps(lib.os.path.abspath(WRAPPER))},' in out
+    assert "would change the file" in out
+    assert config.read_bytes() == original
+    assert sorted(p.name for p in config.parent.iterdir()) == [config.name]
+    assert not (tmp_path / "u").exists()
+
+
+def test_backup_is_the_pre_attach_file_even_after_a_second_attach(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-code")
+    original = config.read_bytes()
+    lib.attach(config, wrapper=WRAPPER)
+    # The user adds a server while attached and attaches again: the backup keeps the original.
+    data = config.read_text().replace(
+        '"mcpServers": {', '"mcpServers": {\n    "new": {"command": "new-server"},', 1
+    )
+    config.write_text(data)
+    report = lib.attach(config, wrapper=WRAPPER)
+    assert [c.key for c in report.by_action("wrapped")] == ["new"]
+    assert Path(str(config) + lib.BACKUP_SUFFIX).read_bytes() == original
+
+
+# --- the wrapper ------------------------------------------------------------------------------
+
+
+def test_cli_writes_the_absolute_path_of_the_running_blackbox(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-code")
+    env = {**os.environ, "PATH": "/nonexistent"}  # the host must not need PATH to find it
+    proc = subprocess.run(
+        [BLACKBOX, "attach", str(config)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    entry = json.loads(config.read_text())["mcpServers"]["git"]
+    assert os.path.isabs(entry["command"])
+    assert Path(entry["command"]).samefile(BLACKBOX)
+    assert os.access(entry["command"], os.X_OK)
+    assert "restart the host" in proc.stdout
+
+
+def test_already_wrapped_entries_are_recognised_by_shape(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    wrapped = {"command": "/opt/bb/bin/blackbox", "args": ["record", "--name", "t", "--", "srv"]}
+    config.write_text(json.dumps({"mcpServers": {"t": wrapped}}, indent=2))
+    report = lib.attach(config, wrapper=WRAPPER)
+    assert [c.action for c in report.changes] == ["attached"]
+    assert not report.written
+
+
+# --- HTTP entries -----------------------------------------------------------------------------
+
+
+def test_http_entries_point_at_a_proxy_on_stable_ports(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    servers = {
+        "alpha": {"type": "http", "url": "https://a.example/mcp", "headers": {"X": "1"}},
+        "beta": {"type": "sse", "url": "https://b.example/sse"},
+    }
+    config.write_text(json.dumps({"mcpServers": servers}, indent=2) + "\n")
+    first = lib.attach(config, wrapper=WRAPPER, port_base=9000, store_url="sqlite:///s.db")
+    ports = {c.key: c.port for c in first.changes}
+    assert all(9000 <= p < 9000 + lib.PORT_WINDOW for p in ports.values())
+    assert len(set(ports.values())) == 2
+    data = json.loads(config.read_text())["mcpServers"]
+    assert data["alpha"]["url"] == f"http://127.0.0.1:{ports['alpha']}/mcp"
+    assert data["beta"]["url"] == f"http://127.0.0.1:{ports['beta']}/sse"
+    assert data["alpha"]["headers"] == {"X": "1"}  # the host keeps sending them; the proxy forwards
+    alpha = next(c for c in first.changes if c.key == "alpha")
+    assert alpha.proxy_argv == [
+        WRAPPER,
+        "proxy",
+        "--upstream",
+        "https://a.example/mcp",
+        "--listen",
+        f"127.0.0.1:{ports['alpha']}",
+        "--name",
+        "alpha",
+        "--store",
+        "sqlite:///s.db",
+    ]
+
+    # Detach, add servers, attach again: the old keys keep their ports.
+    lib.detach(config)
+    more = {f"s{i}": {"url": f"https://s{i}.example/mcp"} for i in range(40)}
+    config.write_text(json.dumps({"mcpServers": {**more, **servers}}, indent=2) + "\n")
+    second = lib.attach(config, wrapper=WRAPPER, port_base=9000)
+    again = {c.key: c.port for c in second.changes}
+    assert again["alpha"] == ports["alpha"] and again["beta"] == ports["beta"]
+    assert len(set(again.values())) == len(again)  # collisions probed away
+
+
+def test_cli_prints_the_proxy_command_for_each_http_server(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-code")
+    code, out = run_cli("attach", str(config))
+    assert code == 0, out
+    data = json.loads(config.read_text())["mcpServers"]
+    port = data["docs"]["url"].split(":")[2].split("/")[0]
+    assert (
+        f"proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:{port} --name docs" in out
+    )
+
+
+def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-code")
+    units = tmp_path / "systemd" / "user"
+    code, out = run_cli(
+        "attach", str(config), "--install-service", str(units), "--store", "sqlite:///a%b.db"
+    )
+    assert code == 0, out
+    names = sorted(p.name for p in units.iterdir())
+    assert names == ["blackbox-proxy-docs.service", "blackbox-proxy-legacy.service"]
+    text = (units / "blackbox-proxy-docs.service").read_text()
+    port = json.loads(config.read_text())["mcpServers"]["docs"]["url"].split(":")[2][:4]
+    exec_line = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+    assert exec_line.endswith(
+        f"proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:{port} --name docs "
+        "--store sqlite:///a%%b.db"  # systemd expands %: escaped
+    )
+    assert "[Install]\nWantedBy=default.target" in text
+    assert "systemctl --user daemon-reload && systemctl --user enable --now" in out
+    code, out = run_cli("detach", str(config))
+    assert code == 0 and "systemctl --user disable --now blackbox-proxy-docs.service" in out
+
+
+def test_unit_names_and_exec_words_are_escaped() -> None:
+    assert lib.unit_name("docs") == "blackbox-proxy-docs.service"
+    assert lib.unit_name("a b") != lib.unit_name("a/b")
+    assert lib.systemd_quote("plain/path-1.0") == "plain/path-1.0"
+    assert lib.systemd_quote('sp ace"q') == '"sp ace\\"q"'
+    assert lib.systemd_quote("$HOME%") == "$$HOME%%"
+
+
+def test_http_url_with_host_variables_is_left_alone(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"x": {"url": "https://${HOST}/mcp"}}}))
+    report = lib.attach(config, wrapper=WRAPPER)
+    assert [c.action for c in report.changes] == ["skipped"]
+    assert not report.written
+
+
+# --- detach when the host has been at the file ------------------------------------------------
+
+
+def test_detach_after_the_host_reformatted_the_file(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-desktop")
+    before = parse(config, "claude-desktop")
+    lib.attach(config, wrapper=WRAPPER)
+    # The host re-saves its config from what it parsed: new indentation, new bytes.
+    config.write_text(json.dumps(json.loads(config.read_text()), indent=4))
+    report = lib.detach(config)
+    assert report.written
+    assert parse(config, "claude-desktop") == before
+    assert {c.exact for c in report.changes} == {False}
+    code, out = run_cli("attach", str(config))
+    assert code == 0
+    code, out = run_cli("detach", str(config))
+    assert "restored" in out
+
+
+def test_detach_without_the_attach_state_unwraps_stdio_entries(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-code")
+    before = parse(config, "claude-code")
+    lib.attach(config, wrapper=WRAPPER)
+    Path(str(config) + lib.SIDECAR_SUFFIX).unlink()
+    report = lib.detach(config)
+    after = parse(config, "claude-code")["mcpServers"]
+    assert after["git"] == before["mcpServers"]["git"]
+    assert after["everything"] == before["mcpServers"]["everything"]
+    # The proxied URL cannot be known without the state file: said, and left as it is.
+    assert after["docs"]["url"].startswith("http://127.0.0.1:")
+    assert {c.key: c.action for c in report.changes}["docs"] == "kept"
+
+
+def test_detach_keeps_an_entry_the_user_changed_since(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"t": {"command": "srv"}}}, indent=2))
+    lib.attach(config, wrapper=WRAPPER)
+    config.write_text(json.dumps({"mcpServers": {"t": {"command": "other"}}}, indent=2))
+    report = lib.detach(config)
+    assert [(c.key, c.action) for c in report.changes] == [("t", "kept")]
+    assert json.loads(config.read_text()) == {"mcpServers": {"t": {"command": "other"}}}
+    assert not Path(str(config) + lib.SIDECAR_SUFFIX).exists()
+
+
+def test_detach_of_a_config_never_attached_is_a_no_op(tmp_path: Path) -> None:
+    config = place(tmp_path, "cursor")
+    original = config.read_bytes()
+    code, out = run_cli("detach", str(config))
+    assert code == 0 and "nothing is attached" in out
+    assert config.read_bytes() == original
+
+
+# --- errors: one line, exit 2, file untouched -------------------------------------------------
+
+
+def assert_untouched(config: Path, original: bytes) -> None:
+    assert config.read_bytes() == original
+    assert sorted(p.name for p in config.parent.iterdir()) == [config.name]
+
+
+def test_malformed_json_names_file_line_and_column(tmp_path: Path) -> None:
+    config = tmp_path / "claude_desktop_config.json"
+    original = b'{\n  "mcpServers": {\n    "a": {"command": "x" "args": []}\n  }\n}\n'
+    config.write_bytes(original)
+    code, out = run_cli("attach", str(config))
+    assert code == 2
+    assert out.count("\n") == 1 and out.startswith("blackbox: ")
+    # The same position Python's own JSON parser reports for this text.
+    with pytest.raises(json.JSONDecodeError) as reference:
+        json.loads(original)
+    assert (reference.value.lineno, reference.value.colno) == (3, 26)
+    assert f"{config}: invalid JSON at line 3, column 26" in out
+    assert "left untouched" in out and "Traceback" not in out
+    assert_untouched(config, original)
+
+
+def test_comments_are_refused_where_the_host_reads_strict_json(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    original = b'{\n  // mine\n  "mcpServers": {"a": {"command": "x"}}\n}\n'
+    config.write_bytes(original)
+    code, out = run_cli("attach", str(config))
+    assert code == 2 and "line 2, column 3: a comment is not JSON" in out
+    assert_untouched(config, original)
+
+
+def test_comments_and_trailing_commas_are_fine_in_vscode(tmp_path: Path) -> None:
+    config = tmp_path / ".vscode" / "mcp.json"
+    config.parent.mkdir()
+    original = b'{\n  // mine\n  "servers": {"a": {"type": "stdio", "command": "x",},},\n}\n'
+    config.write_bytes(original)
+    lib.attach(config, wrapper=WRAPPER)
+    assert b"// mine" in config.read_bytes()
+    lib.detach(config)
+    assert config.read_bytes() == original
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing/.mcp.json", None, "no such file"),
+        (".mcp.json", b'{"mcpServers": {}}', '"mcpServers" is empty: nothing to attach'),
+        ("claude_desktop_config.json", b'{"globalShortcut": ""}', 'no "mcpServers" object'),
+        ("settings.json", b'{"editor.fontSize": 12}', "not a known MCP host config"),
+        (".mcp.json", b"[1, 2]", "not a known MCP host config"),
+        (".mcp.json", b'{"mcpServers": {"a": {"command": "\xff"}}}', "not UTF-8 at line 1"),
+        (".mcp.json", b"", "line 1, column 1: unexpected end of file"),
+    ],
+)
+def test_clear_one_line_errors(
+    tmp_path: Path, name: str, content: bytes | None, message: str
+) -> None:
+    config = tmp_path / name
+    if content is not None:
+        config.write_bytes(content)
+    # Detaching an empty server list is fine (nothing is attached); every other case is an error
+    # for both commands.
+    commands = ("attach",) if message.endswith("nothing to attach") else ("attach", "detach")
+    for command in commands:
+        code, out = run_cli(command, str(config))
+        assert code == 2, out
+        assert out.count("\n") == 1 and message in out, out
+        if content is not None:
+            assert_untouched(config, content)
+
+
+def test_a_file_changed_while_attaching_is_not_overwritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = place(tmp_path, "claude-code")
+    real_load = lib.load_config
+
+    def load_then_host_saves(path):  # type: ignore[no-untyped-def]
+        loaded = real_load(path)
+        config.write_text(config.read_text().replace("docs", "documents"))
+        return loaded
+
+    monkeypatch.setattr(lib, "load_config", load_then_host_saves)
+    with pytest.raises(lib.ConfigChanged):
+        lib.attach(config, wrapper=WRAPPER)
+    assert '"documents"' in config.read_text()  # the host's save survives
+    assert not Path(str(config) + lib.SIDECAR_SUFFIX).exists()
+
+
+# --- how the file is written ------------------------------------------------------------------
+
+
+def test_writes_keep_the_mode_and_leave_no_temporary_files(tmp_path: Path) -> None:
+    config = place(tmp_path, "claude-desktop")
+    config.chmod(0o600)
+    lib.attach(config, wrapper=WRAPPER)
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    lib.detach(config)
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert not [p for p in config.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_symlinked_config_stays_a_symlink(tmp_path: Path) -> None:
+    real = place(tmp_path, "claude-code")
+    link_dir = tmp_path / "project"
+    link_dir.mkdir()
+    link = link_dir / ".mcp.json"
+    link.symlink_to(real)
+    original = real.read_bytes()
+    lib.attach(link, wrapper=WRAPPER)
+    assert link.is_symlink() and real.read_bytes() != original
+    lib.detach(link)
+    assert link.is_symlink() and real.read_bytes() == original
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["claude-desktop", "claude-code"])
+def test_parser_agrees_with_json_on_strict_files(host: str) -> None:
+    text = (FIXTURES / HOSTS[host]).read_text()
+    assert lib.parse_json_text(text, jsonc=False).to_python() == json.loads(text)
+
+
+def test_parser_spans_cover_exactly_each_value() -> None:
+    text = '{"a": [1, "two", {"b": null}], "c": "\\u00e9"}'
+    root = lib.parse_json_text(text, jsonc=False)
+    for member in root.members:
+        source = text[member.value.start : member.value.end]
+        assert json.loads(source) == member.value.to_python()
+    assert root.get("c").value == "é"
