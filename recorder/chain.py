@@ -13,10 +13,12 @@ import json
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from recorder.model import Kind, NewEvent, StoredEvent
 
-_FIXED = struct.Struct(">qqq")
+_LENGTHS = struct.Struct(">HHH")
+_FIXED = struct.Struct(">qqqQ")
 
 
 def genesis(session_id: str) -> bytes:
@@ -24,29 +26,46 @@ def genesis(session_id: str) -> bytes:
     return hashlib.sha256(b"mcp-blackbox/chain/v1\x00" + session_id.encode()).digest()
 
 
-def canonical(event: NewEvent | StoredEvent) -> bytes:
-    """The bytes of a record that the chain covers, length-prefixed so fields cannot bleed."""
+class ChainRecord(NamedTuple):
+    """The fields of a stored record that verification needs (a light StoredEvent)."""
+
+    session_id: str
+    seq: int
+    wall_ns: int
+    mono_ns: int
+    kind: str
+    direction: str
+    raw: bytes
+    raw_size: int | None
+    hash: bytes
+
+
+def _header(event: NewEvent | StoredEvent | ChainRecord) -> bytes:
     sid = event.session_id.encode()
     kind = event.kind.encode()
     direction = event.direction.encode()
     size = -1 if event.raw_size is None else event.raw_size
     return b"".join(
         (
-            struct.pack(">HHH", len(sid), len(kind), len(direction)),
+            _LENGTHS.pack(len(sid), len(kind), len(direction)),
             sid,
             kind,
             direction,
-            _FIXED.pack(event.wall_ns, event.mono_ns, size),
-            struct.pack(">Q", len(event.raw)),
-            event.raw,
+            _FIXED.pack(event.wall_ns, event.mono_ns, size, len(event.raw)),
         )
     )
 
 
-def link(prev_hash: bytes, event: NewEvent | StoredEvent) -> bytes:
-    """The hash of `event` following `prev_hash`."""
+def canonical(event: NewEvent | StoredEvent | ChainRecord) -> bytes:
+    """The bytes of a record that the chain covers, length-prefixed so fields cannot bleed."""
+    return _header(event) + event.raw
+
+
+def link(prev_hash: bytes, event: NewEvent | StoredEvent | ChainRecord) -> bytes:
+    """The hash of `event` following `prev_hash`: sha256(prev_hash || canonical(event))."""
     digest = hashlib.sha256(prev_hash)
-    digest.update(canonical(event))
+    digest.update(_header(event))
+    digest.update(event.raw)
     return digest.digest()
 
 
@@ -76,7 +95,7 @@ class Finding:
 
 def verify_session(
     session_id: str,
-    events: Iterable[StoredEvent],
+    events: Iterable[StoredEvent | ChainRecord],
     sealed_count: int | None = None,
 ) -> list[Finding]:
     """Check one session's records (in stored seq order) against their chain.
@@ -92,11 +111,13 @@ def verify_session(
     - the next record links from the previous one: this one was slipped in (`inserted`);
     - otherwise its content no longer matches its hash (`modified`).
     """
-    rows: Sequence[StoredEvent] = events if isinstance(events, Sequence) else list(events)
+    rows: Sequence[StoredEvent | ChainRecord] = (
+        events if isinstance(events, Sequence) else list(events)
+    )
     findings: list[Finding] = []
     prev = genesis(session_id)
     expected_seq = 1
-    seal: StoredEvent | None = None
+    seal: StoredEvent | ChainRecord | None = None
     i, n = 0, len(rows)
     while i < n:
         row = rows[i]
@@ -164,7 +185,7 @@ def verify_session(
     return findings
 
 
-def _sealed_count(row: StoredEvent) -> int | None:
+def _sealed_count(row: StoredEvent | ChainRecord) -> int | None:
     try:
         return int(json.loads(row.raw)["count"])
     except (ValueError, KeyError, TypeError):
@@ -173,8 +194,8 @@ def _sealed_count(row: StoredEvent) -> int | None:
 
 def _check_seal(
     session_id: str,
-    rows: Sequence[StoredEvent],
-    seal: StoredEvent | None,
+    rows: Sequence[StoredEvent | ChainRecord],
+    seal: StoredEvent | ChainRecord | None,
     sealed_count: int | None,
     findings: list[Finding],
 ) -> list[Finding]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import orjson
+
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 MODERN_ERA = "2026-07-28"
@@ -37,6 +39,11 @@ INVALID_JSON = Classification("invalid", problem="invalid_json")
 
 def parse(raw: bytes) -> tuple[object, str | None]:
     """Parse a frame: (value, None) or (None, problem)."""
+    try:
+        return orjson.loads(raw), None
+    except orjson.JSONDecodeError:
+        pass
+    # orjson is strict (64-bit integers, UTF-8): let the standard parser have the last word.
     if not raw.strip():
         return None, "empty"
     try:
@@ -55,7 +62,9 @@ def id_fields(value: object) -> tuple[str | None, str | None]:
         return None, "null"
     if isinstance(value, bool):
         return json.dumps(value), "boolean"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        return str(value), "number"
+    if isinstance(value, float):
         return json.dumps(value), "number"
     if isinstance(value, str):
         return value, "string"
@@ -64,63 +73,62 @@ def id_fields(value: object) -> tuple[str | None, str | None]:
 
 def _era_of(message: dict, method: str | None) -> str | None:
     params = message.get("params")
-    if isinstance(params, dict):
+    if params.__class__ is dict:
         meta = params.get("_meta")
-        if isinstance(meta, dict) and isinstance(meta.get(META_PROTOCOL_VERSION), str):
-            return meta[META_PROTOCOL_VERSION]
-        if method == "initialize" and isinstance(params.get("protocolVersion"), str):
-            return params["protocolVersion"]
+        if meta.__class__ is dict:
+            version = meta.get(META_PROTOCOL_VERSION)
+            if isinstance(version, str):
+                return version
+        if method == "initialize":
+            version = params.get("protocolVersion")
+            if isinstance(version, str):
+                return version
+        return None
     result = message.get("result")
-    if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
-        return result["protocolVersion"]
+    if result.__class__ is dict:
+        version = result.get("protocolVersion")
+        if isinstance(version, str):
+            return version
     return None
 
 
 def classify_message(message: object) -> Classification:
     """Classify one parsed JSON-RPC message (not a batch)."""
-    if not isinstance(message, dict):
+    if message.__class__ is not dict:
         return Classification("invalid", problem="not_jsonrpc")
-    method = message.get("method")
-    method = method if isinstance(method, str) else None
+    get = message.get  # type: ignore[attr-defined]
+    method = get("method")
+    if method is not None and not isinstance(method, str):
+        method = None
     has_id = "id" in message
-    rpc_id, rpc_id_type = id_fields(message.get("id")) if has_id else (None, None)
-    era = _era_of(message, method)
+    rpc_id, rpc_id_type = id_fields(get("id")) if has_id else (None, None)
     if method is not None:
         tool = None
-        params = message.get("params")
-        if (
-            method == "tools/call"
-            and isinstance(params, dict)
-            and isinstance(params.get("name"), str)
-        ):
-            tool = params["name"]
+        if method == "tools/call":
+            params = get("params")
+            if params.__class__ is dict and isinstance(params.get("name"), str):
+                tool = params["name"]
         return Classification(
             "request" if has_id else "notification",
-            method=method,
-            rpc_id=rpc_id,
-            rpc_id_type=rpc_id_type,
-            tool=tool,
-            era=era,
+            method,
+            rpc_id,
+            rpc_id_type,
+            tool,
+            era=_era_of(message, method),  # type: ignore[arg-type]
         )
-    if "error" in message and has_id:
-        error = message["error"]
-        code = error.get("code") if isinstance(error, dict) else None
-        return Classification(
-            "error",
-            rpc_id=rpc_id,
-            rpc_id_type=rpc_id_type,
-            error_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
-        )
-    if "result" in message and has_id:
-        result = message["result"]
-        is_error = result.get("isError") is True if isinstance(result, dict) else False
-        return Classification(
-            "response",
-            rpc_id=rpc_id,
-            rpc_id_type=rpc_id_type,
-            is_error=is_error,
-            era=era,
-        )
+    if not has_id:
+        return Classification("invalid", problem="not_jsonrpc")
+    if "error" in message:
+        error = get("error")
+        code = error.get("code") if error.__class__ is dict else None
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = None
+        return Classification("error", None, rpc_id, rpc_id_type, error_code=code)
+    if "result" in message:
+        result = get("result")
+        is_error = result.__class__ is dict and result.get("isError") is True
+        era = _era_of(message, None) if result.__class__ is dict else None  # type: ignore[arg-type]
+        return Classification("response", None, rpc_id, rpc_id_type, is_error=is_error, era=era)
     return Classification("invalid", problem="not_jsonrpc")
 
 
@@ -134,6 +142,8 @@ def classify(raw: bytes) -> Classification:
             if not value:
                 return Classification("invalid", problem="not_jsonrpc")
             items = tuple(classify_message(item) for item in value)
+            if all(item.msg_type == "invalid" for item in items):
+                return Classification("invalid", problem="not_jsonrpc")
             first = items[0]
             return Classification(
                 "batch",
@@ -141,6 +151,9 @@ def classify(raw: bytes) -> Classification:
                 era=next((item.era for item in items if item.era), None),
                 items=items,
             )
+        if value.__class__ is dict and value.get("id").__class__ is float:
+            # orjson reads integers beyond 64 bits as floats; ids must keep their exact text.
+            value = json.loads(raw)
         return classify_message(value)
     except Exception:  # a classifier that raises would lose a frame
         return INVALID_JSON

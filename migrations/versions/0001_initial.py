@@ -64,9 +64,6 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("position", name=op.f("pk_events")),
         sa.UniqueConstraint("session_id", "seq", name=op.f("uq_events_session_id_seq")),
     )
-    op.create_index(op.f("ix_events_kind_method"), "events", ["kind", "method"])
-    op.create_index(op.f("ix_events_tool"), "events", ["tool"])
-    op.create_index(op.f("ix_events_wall_ns"), "events", ["wall_ns"])
     op.create_table(
         "sessions",
         sa.Column("session_id", sa.String(64), nullable=False),

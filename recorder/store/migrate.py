@@ -35,19 +35,31 @@ def current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
+def is_current(connection: Connection) -> bool:
+    """Whether the schema is at head (raises `SchemaTooNew` for an unknown revision)."""
+    current = current_revision(connection)
+    _refuse_unknown(current)
+    return current == head_revision()
+
+
+def _refuse_unknown(current: str | None) -> None:
+    if current is None:
+        return
+    script = ScriptDirectory.from_config(alembic_config())
+    try:
+        script.get_revision(current)
+    except CommandError:
+        raise SchemaTooNew(
+            f"the store's schema is at revision {current}, newer than this mcp-blackbox "
+            f"knows (head {script.get_current_head()}): upgrade mcp-blackbox"
+        ) from None
+
+
 def upgrade(connection: Connection) -> bool:
     """Bring the schema to head inside the caller's transaction; True when anything ran."""
-    script = ScriptDirectory.from_config(alembic_config())
     current = current_revision(connection)
-    if current is not None:
-        try:
-            script.get_revision(current)
-        except CommandError:
-            raise SchemaTooNew(
-                f"the store's schema is at revision {current}, newer than this mcp-blackbox "
-                f"knows (head {script.get_current_head()}): upgrade mcp-blackbox"
-            ) from None
-    if current == script.get_current_head():
+    _refuse_unknown(current)
+    if current == head_revision():
         return False
     command.upgrade(alembic_config(connection), "head")
     return True

@@ -51,10 +51,10 @@ events = Table(
     Column("error_code", BigInteger, nullable=True),
     Column("era", String(16), nullable=True),
     Column("hash", LargeBinary(32), nullable=False),
+    # (session_id, seq) serves every per-session read and makes re-appends no-ops; the log is
+    # queried by position otherwise, and analytics reads its Parquet copy, so no more indexes:
+    # each one would cost every append.
     UniqueConstraint("session_id", "seq"),
-    Index(None, "kind", "method"),
-    Index(None, "tool"),
-    Index(None, "wall_ns"),
 )
 
 sessions = Table(

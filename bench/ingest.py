@@ -1,0 +1,125 @@
+"""Ingest and verify throughput of the event store (not a test: prints figures).
+
+Appends realistic 1 KiB JSON-RPC frames in batches of 1,000 into SQLite and PostgreSQL through the
+store API (classification, hashing, the sessions projection, triggers and indexes included), and
+times `verify` over one 100k-frame session. The baseline, measured in the same run, is a bare
+`executemany` of the same bytes into a one-table SQLite database (no derived fields, no chain): the
+floor any store on that engine could reach.
+
+    python bench/ingest.py [--frames 100000] [--pg postgresql://postgres@127.0.0.1/test]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+
+from recorder.model import Direction, Kind, NewEvent, new_session_id
+from recorder.store import open_store
+
+BATCH = 1000
+
+
+def frames(n: int, session_id: str) -> list[NewEvent]:
+    filler = "x" * 926
+    out = []
+    for seq in range(1, n + 1):
+        if seq % 2:
+            msg = {
+                "jsonrpc": "2.0",
+                "id": seq,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": filler}},
+            }
+            direction = Direction.CLIENT_TO_SERVER
+        else:
+            msg = {
+                "jsonrpc": "2.0",
+                "id": seq - 1,
+                "result": {"content": [{"type": "text", "text": filler}], "isError": False},
+            }
+            direction = Direction.SERVER_TO_CLIENT
+        raw = json.dumps(msg, separators=(",", ":")).encode()
+        out.append(
+            NewEvent(session_id, seq, time.time_ns(), seq * 1000, Kind.FRAME, direction, raw)
+        )
+    return out
+
+
+def baseline(events: list[NewEvent], path: Path) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint=10000")  # the store's own settings
+    conn.execute("CREATE TABLE t (sid TEXT, seq INTEGER, raw BLOB)")
+    start = time.perf_counter()
+    for i in range(0, len(events), BATCH):
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO t VALUES (?, ?, ?)",
+            [(e.session_id, e.seq, e.raw) for e in events[i : i + BATCH]],
+        )
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return len(events) / elapsed
+
+
+def ingest(url: str, events: list[NewEvent]) -> tuple[float, float]:
+    store = open_store(url)
+    start = time.perf_counter()
+    for i in range(0, len(events), BATCH):
+        store.append(events[i : i + BATCH])
+    rate = len(events) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    findings = store.verify(events[0].session_id)
+    verify_rate = len(events) / (time.perf_counter() - start)
+    assert findings == [], findings
+    store.close()
+    return rate, verify_rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=100_000)
+    parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = baseline(frames(args.frames, new_session_id()), Path(tmp) / "base.db")
+        sqlite_rate, sqlite_verify = ingest(
+            f"sqlite:///{tmp}/store.db", frames(args.frames, new_session_id())
+        )
+    admin = create_engine(args.pg.replace("postgresql:", "postgresql+psycopg:", 1))
+    db = f"bbbench_{secrets.token_hex(4)}"
+    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f'CREATE DATABASE "{db}"'))
+    try:
+        pg_url = admin.url.set(database=db).render_as_string(hide_password=False)
+        pg_rate, pg_verify = ingest(pg_url, frames(args.frames, new_session_id()))
+    finally:
+        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
+        admin.dispose()
+    size = len(frames(1, "x")[0].raw)
+    print(f"{args.frames:,} frames of {size} bytes, batches of {BATCH}")
+    print(f"{'':34}{'frames/s':>12}{'vs bare sqlite':>16}")
+    rows = [
+        ("bare sqlite executemany (baseline)", base),
+        ("store append, SQLite", sqlite_rate),
+        ("store append, PostgreSQL", pg_rate),
+        ("verify, SQLite", sqlite_verify),
+        ("verify, PostgreSQL", pg_verify),
+    ]
+    for label, rate in rows:
+        print(f"{label:34}{rate:>12,.0f}{rate / base:>15.2f}x")
+
+
+if __name__ == "__main__":
+    main()

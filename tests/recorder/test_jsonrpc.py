@@ -1,0 +1,77 @@
+"""classify(): every frame gets a kind, ids keep their JSON type, and nothing raises."""
+
+from __future__ import annotations
+
+import pytest
+
+from recorder.jsonrpc import classify
+
+
+def test_request_with_tool_and_number_id():
+    c = classify(b'{"jsonrpc":"2.0","id":0,"method":"tools/call","params":{"name":"echo"}}')
+    assert (c.msg_type, c.method, c.rpc_id, c.rpc_id_type, c.tool) == (
+        "request",
+        "tools/call",
+        "0",
+        "number",
+        "echo",
+    )
+
+
+def test_string_id_differs_from_number_id():
+    assert classify(b'{"jsonrpc":"2.0","id":"0","method":"ping"}').rpc_id_type == "string"
+    assert classify(b'{"jsonrpc":"2.0","id":0,"method":"ping"}').rpc_id_type == "number"
+
+
+def test_notification_response_error_and_tool_error():
+    assert classify(b'{"jsonrpc":"2.0","method":"notifications/initialized"}').msg_type == (
+        "notification"
+    )
+    ok = classify(b'{"result":{"content":[],"isError":true},"jsonrpc":"2.0","id":3}')
+    assert (ok.msg_type, ok.is_error, ok.rpc_id) == ("response", True, "3")
+    err = classify(b'{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"nope"}}')
+    assert (err.msg_type, err.error_code) == ("error", -32601)
+
+
+def test_eras_from_handshake_and_meta():
+    legacy = classify(
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}'
+    )
+    assert legacy.era == "2025-06-18"
+    modern = classify(
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":'
+        b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}'
+    )
+    assert modern.era == "2026-07-28"
+    reply = classify(b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}')
+    assert reply.era == "2025-11-25"
+
+
+def test_batch_lists_its_items():
+    c = classify(b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]')
+    assert c.msg_type == "batch" and [i.msg_type for i in c.items] == ["request", "notification"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (b"Listening on port 3000", "invalid_json"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"x\xff"}', "invalid_utf8"),
+        (b"", "empty"),
+        (b"   ", "empty"),
+        (b"[1, 2]", "not_jsonrpc"),
+        (b"[]", "not_jsonrpc"),
+        (b'{"jsonrpc":"2.0"}', "not_jsonrpc"),
+        (b'"just a string"', "not_jsonrpc"),
+    ],
+)
+def test_invalid_frames_are_values_not_exceptions(raw, problem):
+    c = classify(raw)
+    assert (c.msg_type, c.problem) == ("invalid", problem)
+
+
+def test_big_integers_and_odd_ids_do_not_raise():
+    c = classify(b'{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"m"}')
+    assert c.rpc_id == "123456789012345678901234567890"
+    assert classify(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}').rpc_id_type == "null"
+    assert classify(b'{"jsonrpc":"2.0","id":1.5,"method":"m"}').rpc_id == "1.5"

@@ -1,0 +1,58 @@
+"""Migrations: an empty store upgrades to exactly the models, and a newer schema is refused."""
+
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+
+from recorder.errors import SchemaTooNew
+from recorder.store import migrate, open_store
+from recorder.store.schema import metadata
+
+
+def engine_for(url: str):
+    return create_engine(url.replace("postgresql:", "postgresql+psycopg:", 1))
+
+
+def test_first_use_migrates_to_head_and_matches_the_models(store_url):
+    open_store(store_url).close()
+    engine = engine_for(store_url)
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == migrate.head_revision()
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "target_metadata": metadata}
+        )
+        assert compare_metadata(context, metadata) == []
+        tables = set(inspect(conn).get_table_names())
+    assert {"events", "sessions", "holds", "retention_grants", "alembic_version"} <= tables
+    engine.dispose()
+
+
+def test_upgrade_is_idempotent(store_url):
+    open_store(store_url).close()
+    engine = engine_for(store_url)
+    with engine.begin() as conn:
+        assert migrate.upgrade(conn) is False
+    engine.dispose()
+
+
+def test_schema_newer_than_the_code_is_refused(store_url):
+    open_store(store_url).close()
+    engine = engine_for(store_url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999_from_the_future'"))
+    engine.dispose()
+    with pytest.raises(SchemaTooNew, match="newer than this mcp-blackbox knows"):
+        open_store(store_url)
+
+
+def test_blackbox_db_upgrade_command(store_url):
+    from click.testing import CliRunner
+
+    from blackbox.cli import main
+
+    result = CliRunner().invoke(main, ["db", "upgrade", "--store", store_url])
+    assert result.exit_code == 0, result.output
+    assert f"schema revision {migrate.head_revision()}" in result.output

@@ -1,0 +1,139 @@
+"""Tamper evidence: each way of editing the log behind the store's back is found and named.
+
+The tests disable the append-only triggers inside the test, as an attacker with database access
+would, then edit rows with raw SQL.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine, text
+
+from blackbox.cli import main
+from recorder.store import open_store
+from tests.recorder.storekit import session_events
+
+
+@pytest.fixture
+def recorded(store_url):
+    store = open_store(store_url)
+    events = session_events(calls=4)
+    store.append(events)
+    other = session_events(calls=2, start_ns=events[0].wall_ns + 10**9)
+    store.append(other)
+    yield store, store_url, events[0].session_id, other[0].session_id
+    store.close()
+
+
+def tamper(store_url: str, *statements: tuple[str, dict]) -> None:
+    engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.execute(text("DROP TRIGGER events_no_update"))
+            conn.execute(text("DROP TRIGGER events_no_delete"))
+        else:
+            conn.execute(text("ALTER TABLE events DISABLE TRIGGER USER"))
+        for sql, params in statements:
+            conn.execute(text(sql), params)
+    engine.dispose()
+
+
+def problems(store, sid):
+    return [(f.seq, f.problem) for f in store.verify(sid)]
+
+
+def test_intact_store_verifies(recorded):
+    store, _, _sid, _other = recorded
+    assert store.verify() == []
+
+
+def test_modified_record_is_named(recorded):
+    store, url, sid, other = recorded
+    tamper(
+        url,
+        (
+            "UPDATE events SET raw = :raw WHERE session_id = :sid AND seq = 6",
+            {
+                "raw": b'{"jsonrpc":"2.0","id":2,"result":{"content":[],"isError":false}}',
+                "sid": sid,
+            },
+        ),
+    )
+    assert problems(store, sid) == [(6, "modified")]
+    assert store.verify(other) == []
+
+
+def test_missing_record_is_named(recorded):
+    store, url, sid, _ = recorded
+    tamper(url, ("DELETE FROM events WHERE session_id = :sid AND seq = 5", {"sid": sid}))
+    assert problems(store, sid) == [(5, "missing")]
+
+
+def test_inserted_record_is_named(recorded):
+    store, url, sid, _ = recorded
+    # make room at seq 5 (two steps so no UNIQUE clash), then slip in a copy of record 4
+    tamper(
+        url,
+        ("UPDATE events SET seq = -seq WHERE session_id = :sid AND seq >= 5", {"sid": sid}),
+        ("UPDATE events SET seq = 1 - seq WHERE session_id = :sid AND seq < 0", {"sid": sid}),
+        (
+            "INSERT INTO events (session_id, seq, wall_ns, mono_ns, kind, direction, raw, hash)"
+            " SELECT session_id, 5, wall_ns, mono_ns, kind, direction, raw, hash FROM events"
+            " WHERE session_id = :sid AND seq = 4",
+            {"sid": sid},
+        ),
+    )
+    assert problems(store, sid) == [(5, "inserted")]
+
+
+def test_reordered_records_are_named(recorded):
+    store, url, sid, _ = recorded
+    tamper(
+        url,
+        ("UPDATE events SET seq = -1 WHERE session_id = :sid AND seq = 4", {"sid": sid}),
+        ("UPDATE events SET seq = 4 WHERE session_id = :sid AND seq = 5", {"sid": sid}),
+        ("UPDATE events SET seq = 5 WHERE session_id = :sid AND seq = -1", {"sid": sid}),
+    )
+    assert problems(store, sid) == [(4, "reordered")]
+
+
+def test_truncated_tail_is_named(recorded):
+    store, url, sid, _ = recorded
+    last = store.head(sid)[0]
+    tamper(
+        url,
+        ("DELETE FROM events WHERE session_id = :sid AND seq >= :s", {"sid": sid, "s": last - 3}),
+    )
+    findings = store.verify(sid)
+    assert [f.problem for f in findings] == ["truncated"]
+    assert "sealed with" in findings[0].detail
+
+
+def test_truncation_before_a_surviving_seal_is_named(recorded):
+    store, url, sid, _ = recorded
+    last = store.head(sid)[0]
+    tamper(
+        url,
+        ("DELETE FROM events WHERE session_id = :sid AND seq = :s", {"sid": sid, "s": last - 1}),
+    )
+    assert [f.problem for f in store.verify(sid)] == ["truncated"]
+
+
+def test_verify_command_exit_codes_and_json(recorded):
+    _store, url, sid, _ = recorded
+    runner = CliRunner()
+    ok = runner.invoke(main, ["verify", "--store", url])
+    assert ok.exit_code == 0 and "intact: 2 session(s)" in ok.output
+    tamper(url, ("DELETE FROM events WHERE session_id = :sid AND seq = 3", {"sid": sid}))
+    bad = runner.invoke(main, ["verify", "--store", url, "--format", "json"])
+    assert bad.exit_code == 1
+    doc = json.loads(bad.output)
+    assert doc["intact"] is False
+    assert doc["findings"] == [
+        {"session_id": sid, "seq": 3, "problem": "missing", "detail": "seq 3 removed"}
+    ]
+    text_out = runner.invoke(main, ["verify", sid[:13], "--store", url])
+    assert text_out.exit_code == 1 and f"{sid} seq 3: missing" in text_out.output
