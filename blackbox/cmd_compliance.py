@@ -1,5 +1,349 @@
-"""Commands of the compliance area (filled in by the work on that area)."""
+"""Commands of the compliance area: export, verify-export, retention apply, hold add|remove|list.
+
+Each command parses its options, calls one library function (analytics.export, .verify_export,
+.retention) and renders the result; progress goes to stderr so stdout stays machine-readable.
+"""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from analytics.export import FORMATS, Progress, Selection, export_bundle
+from analytics.retention import (
+    DEFAULT_IDLE_NS,
+    add_hold,
+    apply_retention,
+    list_holds,
+    remove_hold,
+)
+from analytics.verify_export import verify_export
+from blackbox import config
+from blackbox.options import format_option, open_configured_store, store_option
+from blackbox.output import render
+from recorder.redact import Redactor, load_or_create_key
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+def parse_age(text: str) -> int:
+    """`90d`, `12h`, `30m`, `2w`, `45s` -> nanoseconds."""
+    m = _AGE.match(text)
+    if not m:
+        raise click.BadParameter(f"{text!r} is not an age: use a number and s, m, h, d or w (90d)")
+    return int(float(m.group(1)) * _UNITS[m.group(2)] * 1_000_000_000)
+
+
+def parse_when(text: str, now_ns: int | None = None) -> int:
+    """An age (`30d`: that long ago) or an ISO date/time (UTC unless it says otherwise) -> ns."""
+    if _AGE.match(text):
+        return (now_ns if now_ns is not None else time.time_ns()) - parse_age(text)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is neither an age (30d) nor a date (2026-11-01 or 2026-11-01T12:00Z)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1_000_000_000)
+
+
+class _Throttled:
+    """Print progress to stderr at most once a second, and the last state at the end."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, message: str, final: bool = False) -> None:
+        now = time.monotonic()
+        if final or now - self.last >= 1.0:
+            self.last = now
+            click.echo(message, err=True)
+
+
+def _redactor(rules: Path | None, no_redact: bool) -> Redactor | None:
+    if no_redact:
+        if rules is not None:
+            raise click.UsageError("--redact and --no-redact exclude each other")
+        return None
+    key = load_or_create_key(config.data_dir() / "redact.key")
+    if rules is not None:
+        return Redactor.load(rules, default_key=key)
+    return Redactor.default(key=key)
+
+
+@click.command("export")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="New or empty directory to write the bundle into.",
+)
+@click.option("--since", default=None, help="Sessions started at/after: an age (30d) or a date.")
+@click.option("--until", default=None, help="Sessions started before: an age or a date.")
+@click.option(
+    "--session",
+    "sessions",
+    multiple=True,
+    metavar="ID",
+    help="Export this session (id, unique prefix or 'last'); repeatable.",
+)
+@click.option("--server", default=None, metavar="NAME", help="Only sessions of this server name.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="parquet",
+    show_default=True,
+    help="Format of the data files.",
+)
+@click.option(
+    "--redact",
+    "rules",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Redaction rules (TOML) instead of the built-in ones.",
+)
+@click.option("--no-redact", is_flag=True, help="Export raw payloads unredacted.")
+@store_option
+def export_cmd(
+    out_dir: Path,
+    since: str | None,
+    until: str | None,
+    sessions: tuple[str, ...],
+    server: str | None,
+    fmt: str,
+    rules: Path | None,
+    no_redact: bool,
+    store_url: str | None,
+) -> None:
+    """Write a verifiable compliance bundle: records, sessions, decisions and manifest.json.
+
+    Secrets are redacted with the built-in rules (bearer tokens, API keys, passwords, e-mail
+    addresses) unless --redact RULES or --no-redact says otherwise; fingerprints are keyed by
+    redact.key in the data directory, so equal secrets match across exports. Check a bundle
+    with `blackbox verify-export DIR`.
+
+    \b
+    Example:
+      blackbox export --since 30d --out audit-2026-11/
+      blackbox export --session last --format jsonl --out case-42/ --redact rules.toml
+    """
+    redactor = _redactor(rules, no_redact)
+    store = open_configured_store(store_url)
+    selection = Selection(
+        since_ns=parse_when(since) if since else None,
+        until_ns=parse_when(until) if until else None,
+        session_ids=tuple(store.resolve(s) for s in sessions),
+        server=server,
+    )
+    say = _Throttled()
+
+    def progress(p: Progress) -> None:
+        say(
+            f"exported {p.sessions_done}/{p.sessions_total} sessions, {p.records} records",
+            final=p.sessions_done == p.sessions_total,
+        )
+
+    result = export_bundle(store, out_dir, selection, fmt, redactor, progress)
+    counts = result.manifest["counts"]
+    click.echo(
+        f"wrote {out_dir}: {counts['sessions']} session(s), {counts['records']} records, "
+        f"{counts['decisions']} decision(s), {counts['redacted_records']} redacted record(s); "
+        f"manifest sha256 {result.manifest_sha256}"
+    )
+
+
+@click.command("verify-export")
+@click.argument("bundle", type=click.Path(path_type=Path, file_okay=False))
+@format_option(("table", "json"))
+def verify_export_cmd(bundle: Path, fmt: str) -> None:
+    """Check a bundle offline: file hashes and every session's hash chain.
+
+    Exit 0 when everything holds, 1 with each finding (file_missing, file_hash_mismatch,
+    modified, missing, reordered, truncated, ...) otherwise. Needs no store.
+
+    \b
+    Example:
+      blackbox verify-export audit-2026-11/
+      blackbox verify-export audit-2026-11/ --format json
+    """
+    if not bundle.is_dir():
+        raise click.BadParameter(f"{bundle} is not a directory", param_hint="BUNDLE")
+    say = _Throttled()
+    report = verify_export(bundle, progress=lambda n: say(f"checked {n} records"))
+    if fmt == "json":
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    elif report.ok:
+        click.echo(
+            f"intact: {report.files_checked} files, {report.sessions_checked} session(s), "
+            f"{report.records_checked} records ({report.records_rehashed} re-hashed, "
+            f"{report.records_attested} redacted and attested)"
+        )
+    else:
+        for finding in report.findings:
+            click.echo(finding.message())
+    sys.exit(0 if report.ok else 1)
+
+
+@click.group()
+def retention() -> None:
+    """Remove old sessions, after archiving them in a verified bundle."""
+
+
+@retention.command("apply")
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="AGE",
+    help="Remove sessions that ended longer ago than this (90d, 12w, ...).",
+)
+@click.option(
+    "--archive",
+    "archive_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="New or empty directory for the archive bundle "
+    "(default: archive/retention-<time> in the data directory).",
+)
+@click.option("--dry-run", is_flag=True, help="Only say what would be sealed and removed.")
+@click.option(
+    "--idle",
+    default="24h",
+    show_default=True,
+    metavar="AGE",
+    help="An unsealed session with no record newer than this is sealed as abandoned.",
+)
+@click.option(
+    "--archive-format",
+    type=click.Choice(FORMATS),
+    default="parquet",
+    show_default=True,
+    help="Format of the archive's data files.",
+)
+@store_option
+@format_option(("table", "json"))
+def retention_apply(
+    older_than: str,
+    archive_dir: Path | None,
+    dry_run: bool,
+    idle: str,
+    archive_format: str,
+    store_url: str | None,
+    fmt: str,
+) -> None:
+    """Archive and remove sessions older than AGE; held sessions are never removed.
+
+    Idle sessions that were never sealed (a crashed host) are first sealed as abandoned. The
+    archive is verified before anything is removed, and the removal is itself recorded as a
+    retention_applied event in a session named 'retention'.
+
+    \b
+    Example:
+      blackbox retention apply --older-than 90d --dry-run
+      blackbox retention apply --older-than 90d --archive /backups/blackbox-2026-12
+    """
+    age = parse_age(older_than)
+    idle_ns = parse_age(idle) if idle else DEFAULT_IDLE_NS
+    if archive_dir is None and not dry_run:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        archive_dir = config.data_dir() / "archive" / f"retention-{stamp}"
+    store = open_configured_store(store_url)
+    say = _Throttled()
+    result = apply_retention(
+        store,
+        age,
+        archive_dir,
+        dry_run=dry_run,
+        idle_ns=idle_ns,
+        archive_format=archive_format,
+        progress=say,
+    )
+    doc = result.as_dict()
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2))
+        return
+    plan = result.plan
+    verb = "would remove" if dry_run else "removed"
+    click.echo(
+        f"{verb} {len(plan.remove)} session(s) that ended before {doc['cutoff']}"
+        + ("" if dry_run else f" ({result.records_removed} records)")
+    )
+    for info in plan.remove:
+        click.echo(f"  {info.session_id}  {info.name or ''}")
+    if plan.abandoned:
+        click.echo(
+            f"{'would seal' if dry_run else 'sealed'} {len(plan.abandoned)} abandoned session(s)"
+        )
+    if plan.held:
+        click.echo(f"kept {len(plan.held)} session(s) on legal hold")
+    if plan.broken:
+        click.echo(
+            f"kept {len(plan.broken)} session(s) whose chain does not verify: "
+            + ", ".join(plan.broken)
+        )
+    if result.archive is not None:
+        click.echo(f"archive {result.archive} (manifest sha256 {result.archive_manifest_sha256})")
+    if result.event_session:
+        click.echo(f"recorded in session {result.event_session}")
+
+
+@click.group()
+def hold() -> None:
+    """Legal holds: a held session is never removed by retention."""
+
+
+@hold.command("add")
+@click.argument("session")
+@click.option("--reason", required=True, help="Why the session is held (case, ticket).")
+@store_option
+def hold_add(session: str, reason: str, store_url: str | None) -> None:
+    """Put SESSION (id, unique prefix or 'last') on legal hold.
+
+    \b
+    Example:
+      blackbox hold add 01a2 --reason "litigation 2026-114"
+    """
+    sid = add_hold(open_configured_store(store_url), session, reason)
+    click.echo(f"held {sid}")
+
+
+@hold.command("remove")
+@click.argument("session")
+@store_option
+def hold_remove(session: str, store_url: str | None) -> None:
+    """Release SESSION's legal hold.
+
+    \b
+    Example:
+      blackbox hold remove 01a2
+    """
+    sid = remove_hold(open_configured_store(store_url), session)
+    click.echo(f"released {sid}")
+
+
+@hold.command("list")
+@store_option
+@format_option()
+def hold_list(store_url: str | None, fmt: str) -> None:
+    """List legal holds, oldest first.
+
+    \b
+    Example:
+      blackbox hold list --format json
+    """
+    rows = list_holds(open_configured_store(store_url))
+    click.echo(render(rows, fmt, ["session_id", "reason", "since"]))
+
+
+COMMANDS = [export_cmd, verify_export_cmd, retention, hold]

@@ -178,7 +178,7 @@ class Redactor:
         return cls.build(key=key, builtins=True, source="builtin")
 
     @classmethod
-    def load(cls, path: Path, key: bytes | None = None) -> Redactor:
+    def load(cls, path: Path, default_key: bytes | None = None) -> Redactor:
         """A redactor from a TOML rules file::
 
             builtins = true                # include the built-in rules (default true)
@@ -190,7 +190,8 @@ class Redactor:
             [patterns_named]               # or named regexes (the name shows in counts)
             iban = '\\bDE[0-9]{20}\\b'
 
-        `key` (bytes) overrides the file's key; with neither, a random key is used.
+        When the file names no key, `default_key` is used, else a random one (fingerprints then
+        join only within this Redactor).
         """
         path = Path(path).expanduser()
         try:
@@ -208,11 +209,11 @@ class Redactor:
                 f"redaction rules {path}: unknown setting(s) {', '.join(unknown)} "
                 f"(known: {', '.join(sorted(known))})"
             )
-        if key is None:
-            if isinstance(doc.get("key"), str) and doc["key"]:
-                key = doc["key"].encode()
-            elif isinstance(doc.get("key_file"), str):
-                key = load_or_create_key(path.parent / doc["key_file"])
+        key = default_key
+        if isinstance(doc.get("key"), str) and doc["key"]:
+            key = doc["key"].encode()
+        elif isinstance(doc.get("key_file"), str):
+            key = load_or_create_key(path.parent / doc["key_file"])
         pats: list[str | tuple[str, str]] = list(_strings(doc, "patterns", path))
         named = doc.get("patterns_named", {})
         if not isinstance(named, dict):
