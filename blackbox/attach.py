@@ -127,16 +127,16 @@ class _ParseError(Exception):
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
 _LITERALS = {"true": True, "false": False, "null": None}
+_WS = re.compile(r"[ \t\r\n]*")
 
 
 class _Parser:
-    """Recursive descent over the text. With `jsonc`, comments and trailing commas are accepted
-    (VS Code reads its files with a JSONC parser); without, the first one seen is remembered so
-    the caller can refuse it with its position."""
+    """Recursive descent over the text. Comments and trailing commas are accepted (VS Code reads
+    its files with a JSONC parser) and the first one seen is remembered, so that a caller can
+    refuse it with its position for a host that reads strict JSON."""
 
-    def __init__(self, text: str, jsonc: bool) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
-        self.jsonc = jsonc
         self.pos = 0
         self.first_extension: tuple[int, str] | None = None  # (pos, "comment"|"trailing comma")
 
@@ -156,15 +156,15 @@ class _Parser:
 
     def _skip(self) -> None:
         text, n = self.text, len(self.text)
-        while self.pos < n:
-            ch = text[self.pos]
-            if ch in " \t\r\n":
-                self.pos += 1
-            elif ch == "/" and text.startswith("//", self.pos):
+        while True:
+            self.pos = _WS.match(text, self.pos).end()  # type: ignore[union-attr]
+            if self.pos >= n or text[self.pos] != "/":
+                return
+            if text.startswith("//", self.pos):
                 self._note("comment")
                 end = text.find("\n", self.pos)
                 self.pos = n if end < 0 else end
-            elif ch == "/" and text.startswith("/*", self.pos):
+            elif text.startswith("/*", self.pos):
                 self._note("comment")
                 end = text.find("*/", self.pos + 2)
                 if end < 0:
@@ -201,7 +201,9 @@ class _Parser:
         if not match:
             raise _ParseError("invalid or unterminated string", self.pos)
         self.pos = match.end()
-        return json.loads(match.group())
+        token = match.group()
+        # Most strings have no escapes: slicing is exact for them and much cheaper than decoding.
+        return token[1:-1] if "\\" not in token else json.loads(token)
 
     def _object(self) -> Node:
         node = Node("object", self.pos, self.pos)
@@ -279,7 +281,15 @@ def line_col(text: str, pos: int) -> tuple[int, int]:
 
 def parse_json_text(text: str, jsonc: bool, where: str = "<config>") -> Node:
     """The document tree of `text`; `MalformedConfig` naming line and column otherwise."""
-    parser = _Parser(text, jsonc)
+    root, extension = _parse_lenient(text, where)
+    if not jsonc:
+        refuse_extensions(text, extension, where)
+    return root
+
+
+def _parse_lenient(text: str, where: str) -> tuple[Node, tuple[int, str] | None]:
+    """The tree with comments and trailing commas allowed, and the first of them seen."""
+    parser = _Parser(text)
     try:
         root = parser.parse()
     except _ParseError as exc:
@@ -288,14 +298,17 @@ def parse_json_text(text: str, jsonc: bool, where: str = "<config>") -> Node:
             f"{where}: invalid JSON at line {line}, column {col}: {exc.message}; "
             "the file was left untouched"
         ) from None
-    if not jsonc and parser.first_extension is not None:
-        pos, what = parser.first_extension
+    return root, parser.first_extension
+
+
+def refuse_extensions(text: str, extension: tuple[int, str] | None, where: str) -> None:
+    if extension is not None:
+        pos, what = extension
         line, col = line_col(text, pos)
         raise MalformedConfig(
             f"{where}: invalid JSON at line {line}, column {col}: a {what} is not JSON and this "
             "host reads strict JSON; the file was left untouched"
         )
-    return root
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,10 +391,10 @@ def load_config(path: str | os.PathLike[str]) -> HostConfig:
             f"{shown}: not UTF-8 at line {line} (byte {exc.start}); the file was left untouched"
         ) from None
     # Parse leniently first: the format (strict or JSONC) may only be known from the content.
-    root = parse_json_text(text, jsonc=True, where=str(shown))
+    root, extension = _parse_lenient(text, str(shown))
     fmt = detect_format(shown, root)
     if not fmt.jsonc:
-        root = parse_json_text(text, jsonc=False, where=str(shown))
+        refuse_extensions(text, extension, str(shown))
     if root.kind != "object":
         raise UnknownConfigFormat(
             f"{shown}: not a known MCP host config (the top level is not a JSON object)"
@@ -878,7 +891,7 @@ def verify_rewrite(config: HostConfig, after: str, expected: dict[str, Any]) -> 
     want = config.root.to_python()
     want[config.format.section] = {**want[config.format.section], **expected}
     try:
-        got = parse_json_text(after, jsonc=config.format.jsonc).to_python()
+        got = _loads(after, config.format.jsonc)
     except MalformedConfig:
         got = None
     if got != want:
@@ -1021,8 +1034,18 @@ def _restored(key: str, record: dict, exact: bool) -> EntryChange:
     return EntryChange(key, "restored", shown, exact=exact)
 
 
+def _loads(text: str, jsonc: bool) -> Any:
+    """The value of a document: the C parser when it can (strict JSON), ours for JSONC."""
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except ValueError:
+        if not jsonc:
+            raise MalformedConfig("not JSON") from None
+    return parse_json_text(text, jsonc=True).to_python()
+
+
 def _parse_fragment(fragment: str) -> Any:
     try:
-        return _Parser(fragment, jsonc=True).parse().to_python()
-    except _ParseError:
+        return _loads(fragment, jsonc=True)
+    except MalformedConfig:
         return None
