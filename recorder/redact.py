@@ -273,14 +273,14 @@ class Redactor:
 
     def _whole(self, value: object, rule: str) -> str:
         if isinstance(value, str):
-            if value.startswith(MARKER_PREFIX):
-                return value
-            self._count(rule)
             # Keep the scheme of an Authorization header readable ("Bearer [redacted:...]").
             scheme, sep, rest = value.partition(" ")
-            if sep and scheme.lower() in ("bearer", "basic", "token", "digest") and rest:
-                return f"{scheme} {self.marker(rest)}"
-            return self.marker(value)
+            if not (sep and scheme.lower() in ("bearer", "basic", "token", "digest") and rest):
+                scheme, rest = "", value
+            if rest.startswith(MARKER_PREFIX):
+                return value  # already redacted: redaction is idempotent
+            self._count(rule)
+            return f"{scheme} {self.marker(rest)}" if scheme else self.marker(rest)
         self._count(rule)
         return self.marker(json.dumps(value, sort_keys=True, separators=(",", ":")))
 
