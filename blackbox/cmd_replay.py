@@ -1,5 +1,137 @@
-"""Commands of the replay area (filled in by the work on that area)."""
+"""Commands of the replay area: `blackbox replay` and `blackbox serve`."""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import sys
+
+import click
+
+from blackbox.options import open_configured_store, store_option
+from replay.inject import parse_injection
+from replay.mock_server import serve_session
+from replay.replayer import ReplayOptions, replay_session
+from replay.report import render_json, render_text
+
+
+@click.command()
+@click.argument("session")
+@click.option("--against", metavar="CMD", help="Replay against this command (a new version).")
+@click.option("--url", metavar="URL", help="Replay against a Streamable HTTP endpoint.")
+@click.option(
+    "--timing",
+    type=click.Choice(["none", "original"]),
+    default="none",
+    show_default=True,
+    help="none: as fast as causal order allows; original: keep the recorded gaps.",
+)
+@click.option("--speed", type=float, default=1.0, show_default=True, help="Scale recorded gaps.")
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="JSONPATH",
+    help="Ignore differences at this path (repeatable), e.g. '$..datetime'.",
+)
+@click.option("--learn", is_flag=True, help="Run twice first and mask what differs between runs.")
+@click.option(
+    "--inject",
+    "inject",
+    multiple=True,
+    metavar="SPEC",
+    help="Inject a fault: delay@METHOD:MS, delay@STEP:MS, drop@STEP, corrupt@STEP, "
+    "close-stdin@STEP, cut@STEP (repeatable).",
+)
+@click.option(
+    "--expect-fault", is_flag=True, help="Fail (exit 1) unless recorded faults reproduce."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for a response before calling it missing.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Report format.",
+)
+@store_option
+def replay(
+    session: str,
+    against: str | None,
+    url: str | None,
+    timing: str,
+    speed: float,
+    ignore: tuple[str, ...],
+    learn: bool,
+    inject: tuple[str, ...],
+    expect_fault: bool,
+    timeout_s: float,
+    fmt: str,
+    store_url: str | None,
+) -> None:
+    """Re-drive a recorded session against a server and explain every divergence.
+
+    Sends the client's frames as recorded, in causal order, answers the server's own requests
+    from the recording, compares each response semantically (volatile ids masked) and says
+    whether recorded faults reproduce. The replay is stored as a new session (replay_of).
+    Exit status: 0 equivalent, 1 diverged (or a fault not reproduced under --expect-fault),
+    2 could not run.
+
+    SESSION is a full id, a unique prefix of one, or 'last'.
+
+    \b
+    Example:
+      blackbox replay last
+      blackbox replay 01a2 --against "python server_v2.py" --ignore '$..datetime'
+      blackbox replay 01a2 --learn --format json
+      blackbox replay 01a2 --expect-fault --inject cut@5
+    """
+    options = ReplayOptions(
+        timing=timing,
+        speed=speed,
+        ignore=list(ignore),
+        learn=learn,
+        injections=[parse_injection(spec) for spec in inject],
+        expect_fault=expect_fault,
+        response_timeout_s=timeout_s,
+    )
+    store = open_configured_store(store_url)
+    result = replay_session(
+        store,
+        session,
+        against=against,
+        url=url,
+        options=options,
+        progress=lambda msg: click.echo(msg, err=True),
+    )
+    click.echo(render_json(result) if fmt == "json" else render_text(result))
+    sys.exit(result.exit_code)
+
+
+@click.command()
+@click.argument("session")
+@click.option("--strict-order", is_flag=True, help="Requests must come in the recorded order.")
+@store_option
+def serve(session: str, strict_order: bool, store_url: str | None) -> None:
+    """Play a recorded session back as a stdio MCP server (a mock of the real one).
+
+    Requests are matched to recorded ones on method and params (ids and _meta ignored) and
+    answered with the recorded response; an unmatched request gets a JSON-RPC error naming the
+    nearest recorded request and the difference. Usable as the --against of a replay.
+
+    \b
+    Example:
+      blackbox serve last
+      blackbox replay 01a2 --against "blackbox serve 01a2"
+    """
+    store = open_configured_store(store_url)
+    sys.exit(serve_session(store, session, sys.stdin.buffer, sys.stdout.buffer, strict_order))
+
+
+COMMANDS = [replay, serve]

@@ -1,0 +1,880 @@
+"""Re-drive a recorded session against a server and say, step by step, whether it still behaves.
+
+The replayer re-sends the client's frames exactly as recorded (a legacy handshake stays a
+handshake; a 2026-07-28 frame keeps its `_meta`), in causal order: a frame recorded after a
+response is sent only after the replayed response arrives. `timing="original"` also keeps the
+recorded gap between each frame and the event it followed, scaled by `speed`. Requests the server
+makes of the client are answered from the recording, matched on method and params.
+
+Every run is itself recorded: a new session whose `session_started` names the original in
+`replay_of`, holding the frames as sent and received, and one `replay_step` record per divergence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recorder.model import Direction, Kind, NewEvent, new_session_id
+from recorder.store import EventStore
+from replay.compare import DEFAULT_MASKS, Difference, Masks, compare_messages, parse_pattern
+from replay.drivers import ExitInfo, HttpDriver, Inbound, StdioDriver, TransportClosed
+from replay.inject import Injection
+from replay.matchers import matches, nearest
+from replay.recording import (
+    Frame,
+    RecordedFault,
+    Recording,
+    ReplayError,
+    exit_description,
+    frame_from_raw,
+    load_recording,
+)
+
+TAP_VERSION = "replay-1"
+LEARN_SPACING_S = 1.1  # learning runs start this far apart so second-resolution clocks differ
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What to replay against: a stdio command or a Streamable HTTP URL."""
+
+    argv: tuple[str, ...] | None = None
+    url: str | None = None
+    cwd: str | None = None
+
+    def describe(self) -> str:
+        return self.url if self.url else shlex.join(self.argv or ())
+
+    def driver(self) -> StdioDriver | HttpDriver:
+        if self.url:
+            return HttpDriver(self.url)
+        return StdioDriver(list(self.argv or ()), cwd=self.cwd)
+
+
+def default_target(recording: Recording, against: str | None, url: str | None) -> Target:
+    """`--url`, else `--against`, else the command the session recorded."""
+    if against and url:
+        raise ReplayError("give --against or --url, not both")
+    if url:
+        return Target(url=url)
+    if against:
+        argv = shlex.split(against)
+        if not argv:
+            raise ReplayError("--against is empty: give the command to run")
+        return Target(argv=tuple(argv))
+    cwd = recording.cwd if recording.cwd and Path(recording.cwd).is_dir() else None
+    if recording.argv:
+        return Target(argv=tuple(recording.argv), cwd=cwd)
+    if isinstance(recording.command, str) and recording.command.startswith(("http://", "https://")):
+        return Target(url=recording.command)
+    if isinstance(recording.command, str) and recording.command.strip():
+        return Target(argv=tuple(shlex.split(recording.command)), cwd=cwd)
+    raise ReplayError(
+        f"session {recording.session_id} recorded no command to run: use --against or --url"
+    )
+
+
+@dataclass
+class ReplayOptions:
+    timing: str = "none"  # none | original
+    speed: float = 1.0
+    ignore: Sequence[str] = ()
+    learn: bool = False
+    injections: Sequence[Injection] = ()
+    expect_fault: bool = False
+    response_timeout_s: float = 10.0
+    server_request_wait_s: float = 2.0
+    default_masks: bool = True
+
+    def check(self) -> None:
+        if self.timing not in ("none", "original"):
+            raise ReplayError(f"--timing must be none or original, not {self.timing!r}")
+        if not self.speed > 0:
+            raise ReplayError("--speed must be greater than 0")
+        for pattern in self.ignore:
+            parse_pattern(pattern)
+
+
+@dataclass
+class Run:
+    """What one drive of the session produced."""
+
+    responses: dict[int, Frame] = field(default_factory=dict)
+    sent_at: dict[int, int] = field(default_factory=dict)  # step -> mono ns sent
+    arrived_at: dict[int, int] = field(default_factory=dict)
+    not_sent: dict[int, str] = field(default_factory=dict)  # step -> why
+    unexpected: list[dict] = field(default_factory=list)  # messages the recording lacks
+    server_requests_seen: list[int] = field(default_factory=list)
+    transport_faults: list[dict] = field(default_factory=list)
+    gone_after_step: int | None = None  # the server went away on its own after this step
+    exit: ExitInfo | None = None
+    events: list[NewEvent] = field(default_factory=list)
+    stray_responses: list[Frame] = field(default_factory=list)
+    server_used: list[int] = field(default_factory=list)  # per recorded server request
+    mono0: int = 0  # the replay session's time origin
+    wall0: int = 0
+    started_mono: int = 0
+    finished_mono: int = 0
+
+
+@dataclass
+class StepResult:
+    number: int
+    seq: int
+    label: str
+    method: str | None
+    tool: str | None
+    status: str  # ok | diverged | missing | unexpected | not_sent | fault_not_reproduced
+    differences: list[Difference] = field(default_factory=list)
+    note: str | None = None
+    replay_seq: int | None = None
+
+    @property
+    def diverged(self) -> bool:
+        return self.status in ("diverged", "missing", "unexpected", "not_sent")
+
+    def as_dict(self) -> dict:
+        return {
+            "step": self.number,
+            "seq": self.seq,
+            "replay_seq": self.replay_seq,
+            "method": self.method,
+            "tool": self.tool,
+            "status": self.status,
+            "note": self.note,
+            "differences": [d.as_dict() for d in self.differences],
+        }
+
+
+@dataclass
+class FaultResult:
+    fault: RecordedFault
+    reproduced: bool
+    replay_detail: str
+
+    def describe(self) -> str:
+        where = f"after {self.fault.label}, step {self.fault.step}"
+        if self.reproduced:
+            return f"reproduced: {self.fault.detail} {where}"
+        return f"not reproduced: {self.fault.detail} {where} ({self.replay_detail})"
+
+    def as_dict(self) -> dict:
+        return {
+            "fault": self.fault.fault,
+            "step": self.fault.step,
+            "label": self.fault.label,
+            "detail": self.fault.detail,
+            "reproduced": self.reproduced,
+            "replay": self.replay_detail,
+            "text": self.describe(),
+        }
+
+
+@dataclass
+class ReplayResult:
+    """The outcome of `replay_session`: per-step verdicts, extra messages, fault reproduction."""
+
+    original_id: str
+    replay_id: str | None
+    target: str
+    transport: str
+    era: str | None
+    timing: str
+    steps: list[StepResult]
+    extras: list[dict]
+    faults: list[FaultResult]
+    learned: list[str]
+    injections: list[str]
+    exit: ExitInfo | None
+    duration_s: float
+    expect_fault: bool
+
+    @property
+    def divergences(self) -> int:
+        return sum(1 for s in self.steps if s.diverged) + len(self.extras)
+
+    @property
+    def faults_not_reproduced(self) -> int:
+        return sum(1 for f in self.faults if not f.reproduced)
+
+    @property
+    def exit_code(self) -> int:
+        """0 equivalent; 1 diverged, or a fault not reproduced under --expect-fault."""
+        if self.divergences:
+            return 1
+        if self.expect_fault and (not self.faults or self.faults_not_reproduced):
+            return 1
+        return 0
+
+    @property
+    def verdict(self) -> str:
+        if self.divergences:
+            return "diverged"
+        if self.expect_fault and (not self.faults or self.faults_not_reproduced):
+            return "fault not reproduced"
+        return "equivalent"
+
+    def summary(self) -> dict:
+        counts: dict[str, int] = {}
+        for s in self.steps:
+            counts[s.status] = counts.get(s.status, 0) + 1
+        return {
+            "steps": len(self.steps),
+            "equivalent": counts.get("ok", 0),
+            "diverged": counts.get("diverged", 0),
+            "missing": counts.get("missing", 0),
+            "unexpected": counts.get("unexpected", 0) + len(self.extras),
+            "not_sent": counts.get("not_sent", 0),
+            "fault_not_reproduced": counts.get("fault_not_reproduced", 0),
+            "faults_recorded": len(self.faults),
+            "faults_reproduced": len(self.faults) - self.faults_not_reproduced,
+        }
+
+
+# -- driving --------------------------------------------------------------------------------
+
+
+class _Driving:
+    """One drive of a recording through a driver (the state shared by its two tasks)."""
+
+    def __init__(
+        self,
+        recording: Recording,
+        driver: StdioDriver | HttpDriver,
+        options: ReplayOptions,
+        session_id: str,
+    ) -> None:
+        self.rec = recording
+        self.driver = driver
+        self.opt = options
+        self.sid = session_id
+        self.run = Run()
+        self.pending: dict[tuple[str, str], int] = {}  # replayed request id -> step
+        self.arrived: dict[int, asyncio.Event] = {}
+        self.gone = False
+        self.input_closed = False
+        self.last_sent_step = 0
+        self.server_used: list[int] = [0] * len(recording.server_requests)
+        self.run.server_used = self.server_used
+        self.state_map: dict[str, str] = {}  # recorded requestState -> replayed one
+        self.mono0 = 0
+        self.wall0 = 0
+        self.frame_seq: dict[int, int] = {}  # step -> replay seq of its response
+
+    # recording of the replay session --------------------------------------------------------
+
+    def _event(self, kind: str, direction: str, raw: bytes, mono: int | None = None) -> int:
+        mono = time.monotonic_ns() if mono is None else mono
+        seq = len(self.run.events) + 1
+        self.run.events.append(
+            NewEvent(
+                self.sid,
+                seq,
+                self.wall0 + (mono - self.mono0),
+                mono - self.mono0,
+                kind,
+                direction,
+                raw,
+            )
+        )
+        return seq
+
+    async def _send(self, raw: bytes) -> int:
+        """Send a frame and record it; returns the monotonic time it was handed over."""
+        now = time.monotonic_ns()
+        await self.driver.send(raw)
+        self._event(Kind.FRAME, Direction.CLIENT_TO_SERVER, raw, now)
+        return now
+
+    # inbound ---------------------------------------------------------------------------------
+
+    async def pump(self) -> None:
+        queue = self.driver.inbound
+        while True:
+            item: Inbound = await queue.get()
+            if item.kind == "end":
+                return
+            if item.kind == "eof":
+                self._server_gone()
+            elif item.kind == "stderr":
+                self._event(Kind.STDERR, Direction.NONE, _compact(item.detail), item.mono_ns)
+            elif item.kind == "fault":
+                doc = dict(item.detail or {})
+                doc.setdefault("stage", "transport")
+                doc.setdefault("detail", doc.get("fault"))
+                doc.setdefault("seq", None)
+                self.run.transport_faults.append(doc | {"step": self.last_sent_step})
+                self._event(Kind.FAULT, Direction.NONE, _compact(doc), item.mono_ns)
+            else:
+                await self._on_frame(item)
+
+    async def _on_frame(self, item: Inbound) -> None:
+        seq = self._event(Kind.FRAME, Direction.SERVER_TO_CLIENT, item.raw, item.mono_ns)
+        frame = frame_from_raw(seq, item.mono_ns, Direction.SERVER_TO_CLIENT, item.raw)
+        if frame.kind in ("response", "error"):
+            step = self.pending.pop(frame.id_key, None) if frame.id_key else None
+            if step is None:
+                self.run.stray_responses.append(frame)
+                return
+            self.run.responses[step] = frame
+            self.run.arrived_at[step] = item.mono_ns
+            self.frame_seq[step] = seq
+            self._learn_state(step, frame)
+            event = self.arrived.get(step)
+            if event is not None:
+                event.set()
+        elif frame.kind == "request":
+            await self._answer(frame)
+        elif frame.kind == "invalid":
+            fault = "invalid_utf8" if frame.message is None and _bad_utf8(item.raw) else None
+            doc = {
+                "fault": fault or "stdout_pollution",
+                "stage": "transport",
+                "detail": item.raw[:200].decode("utf-8", errors="replace"),
+                "seq": seq,
+            }
+            self.run.transport_faults.append(doc | {"step": self.last_sent_step})
+            self._event(Kind.FAULT, Direction.NONE, _compact(doc), item.mono_ns)
+        # notifications are recorded but not compared: servers send them unprompted
+
+    def _learn_state(self, step: int, frame: Frame) -> None:
+        """2026-07-28 input-required rounds: the client echoes the server's opaque
+        `requestState`; a replay must echo the replayed server's value, not the recorded one."""
+        recorded = self.rec.steps[step - 1].response
+        new = _request_state(frame.message)
+        old = _request_state(recorded.message) if recorded is not None else None
+        if new is not None and old is not None and new != old:
+            self.state_map[old] = new
+
+    async def _answer(self, frame: Frame) -> None:
+        live = frame.message if isinstance(frame.message, dict) else {}
+        candidates = self.rec.server_requests
+        chosen: int | None = None
+        for i, req in enumerate(candidates):
+            if isinstance(req.frame.message, dict) and matches(req.frame.message, live):
+                if not self.server_used[i]:
+                    chosen = i
+                    break
+                chosen = i if chosen is None else chosen
+        if chosen is None:
+            near = nearest(
+                live, [r.frame.message for r in candidates if isinstance(r.frame.message, dict)]
+            )
+            self.run.unexpected.append(
+                {
+                    "what": "unexpected server request",
+                    "method": frame.method,
+                    "replay_seq": frame.seq,
+                    "nearest": near.explain() if near else "the recording has no server requests",
+                }
+            )
+            if "id" in live:
+                error = {
+                    "jsonrpc": "2.0",
+                    "id": live["id"],
+                    "error": {
+                        "code": -32601,
+                        "message": "blackbox replay: the recording has no answer to "
+                        f"{frame.method}",
+                    },
+                }
+                await self._safe_send(_compact(error))
+            return
+        self.server_used[chosen] += 1
+        self.run.server_requests_seen.append(chosen)
+        answer = candidates[chosen].answer
+        if answer is None or not isinstance(answer.message, dict):
+            return  # the recorded client never answered: neither do we
+        reply = dict(answer.message)
+        reply["id"] = live.get("id")
+        await self._safe_send(_compact(reply))
+
+    async def _safe_send(self, raw: bytes) -> None:
+        with contextlib.suppress(TransportClosed):
+            await self._send(raw)
+
+    def _server_gone(self) -> None:
+        if not self.input_closed and not self.gone:
+            self.run.gone_after_step = self.last_sent_step
+        self.gone = True
+        for event in self.arrived.values():
+            event.set()
+
+    # outbound --------------------------------------------------------------------------------
+
+    async def _wait_deps(self, deps: list[int]) -> None:
+        for dep in deps:
+            event = self.arrived.get(dep)
+            if event is None or event.is_set():
+                continue
+            try:
+                await asyncio.wait_for(event.wait(), self.opt.response_timeout_s)
+            except TimeoutError:
+                event.set()  # given up: later steps must not wait for it again
+
+    def _anchor_time(self, step_number: int, anchor_step: int, is_response: bool) -> int:
+        if anchor_step == 0:
+            return self.run.started_mono
+        if is_response:
+            return self.run.arrived_at.get(anchor_step) or time.monotonic_ns()
+        return self.run.sent_at.get(anchor_step) or time.monotonic_ns()
+
+    async def _sleep_until(self, target_ns: int) -> None:
+        # asyncio.sleep alone overshoots by about a millisecond; sleep most of the way, then
+        # yield until the deadline so gaps stay within the accuracy the report promises.
+        while True:
+            remaining = target_ns - time.monotonic_ns()
+            if remaining <= 0:
+                return
+            if remaining > 2_000_000:
+                await asyncio.sleep((remaining - 1_500_000) / 1e9)
+            else:
+                await asyncio.sleep(0)
+
+    def _outgoing(self, raw: bytes, message: object) -> bytes:
+        if self.state_map and isinstance(message, dict):
+            params = message.get("params")
+            if isinstance(params, dict) and params.get("requestState") in self.state_map:
+                new = dict(message)
+                new["params"] = dict(params, requestState=self.state_map[params["requestState"]])
+                return _compact(new)
+        return raw
+
+    async def drive(self) -> Run:
+        rec, run = self.rec, self.run
+        for step in rec.steps:
+            if step.response is not None:
+                self.arrived[step.number] = asyncio.Event()
+        self.mono0 = run.mono0 = time.monotonic_ns()
+        self.wall0 = run.wall0 = time.time_ns()
+        await self.driver.start()
+        run.started_mono = time.monotonic_ns()
+        pump = asyncio.create_task(self.pump())
+        try:
+            await self._drive_steps()
+            await self._wait_outstanding()
+        finally:
+            self.input_closed = True  # from here on, the server ending is our doing
+            run.exit = await self.driver.finish()
+            try:
+                await asyncio.wait_for(pump, 5)
+            except TimeoutError:
+                pump.cancel()
+            run.finished_mono = time.monotonic_ns()
+        return run
+
+    async def _drive_steps(self) -> None:
+        rec, opt, run = self.rec, self.opt, self.run
+        for step in rec.steps:
+            n = step.number
+            if self.gone or self.input_closed:
+                run.not_sent[n] = "server gone" if self.gone else "input closed by --inject"
+                continue
+            await self._wait_deps(step.deps)
+            if opt.timing == "original":
+                gap = (step.frame.mono_ns - step.anchor_mono_ns) / opt.speed
+                anchor = self._anchor_time(n, step.anchor_step, step.anchor_is_response)
+                await self._sleep_until(anchor + int(gap))
+            raw = step.frame.raw
+            action = None
+            for inj in opt.injections:
+                if inj.action in ("delay", "drop", "corrupt") and inj.applies(n, step.frame.method):
+                    if inj.action == "delay":
+                        await asyncio.sleep(inj.delay_ms / 1000)
+                    else:
+                        action = inj.action
+            if self.gone:
+                run.not_sent[n] = "server gone"
+                continue
+            if action == "drop":
+                run.not_sent[n] = "dropped by --inject"
+                if n in self.arrived:
+                    self.arrived[n].set()
+                continue
+            if action == "corrupt":
+                raw = raw[: max(1, len(raw) // 2)]
+            else:
+                raw = self._outgoing(raw, step.frame.message)
+            if step.frame.kind == "request" and step.frame.id_key is not None:
+                self.pending[step.frame.id_key] = n
+            try:
+                sent = await self._send(raw)
+            except TransportClosed as exc:
+                run.not_sent[n] = str(exc)
+                self.pending.pop(step.frame.id_key, None) if step.frame.id_key else None
+                doc = {"fault": "broken_pipe", "stage": "transport", "detail": str(exc)}
+                run.transport_faults.append(doc | {"step": self.last_sent_step})
+                self._event(Kind.FAULT, Direction.NONE, _compact(doc | {"seq": None}))
+                self._server_gone()
+                continue
+            run.sent_at[n] = sent
+            self.last_sent_step = n
+            for inj in opt.injections:
+                if inj.step == n and inj.action in ("close-stdin", "cut"):
+                    self.input_closed = True
+                    if inj.action == "cut":
+                        await self.driver.cut()
+                    else:
+                        await self.driver.close_input()
+
+    async def _wait_outstanding(self) -> None:
+        """Wait for responses the recording has and the replay still lacks, then for server
+        requests the recording has and the replay has not seen yet."""
+        deadline = time.monotonic() + self.opt.response_timeout_s
+        for number, event in self.arrived.items():
+            if number in self.run.sent_at and not event.is_set():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    break
+        deadline = time.monotonic() + self.opt.server_request_wait_s
+        while not self.gone and time.monotonic() < deadline:
+            if all(
+                self.server_used[i] or req.after_step > self.last_sent_step
+                for i, req in enumerate(self.rec.server_requests)
+            ):
+                break
+            await asyncio.sleep(0.02)
+
+
+def _compact(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _bad_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _request_state(message: object) -> str | None:
+    if isinstance(message, dict) and isinstance(message.get("result"), dict):
+        value = message["result"].get("requestState")
+        return value if isinstance(value, str) else None
+    return None
+
+
+# -- evaluation -----------------------------------------------------------------------------
+
+
+def _step_masks(base: Masks, learned: dict[int, list[tuple]], number: int) -> Masks:
+    extra = learned.get(number)
+    if not extra:
+        return base
+    masks = Masks()
+    masks.patterns = list(base.patterns)
+    masks._parsed = [*base._parsed, *extra]
+    return masks
+
+
+def evaluate(
+    rec: Recording,
+    run: Run,
+    base: Masks,
+    learned: dict[int, list[tuple]] | None = None,
+) -> tuple[list[StepResult], list[dict], list[FaultResult]]:
+    """Compare a run with the recording: per-step results, extra messages, fault verdicts."""
+    learned = learned or {}
+    explained = {f.step for f in rec.faults if f.fault in ("no_response", "server_exit")}
+    exit_step = next((f.step for f in rec.faults if f.fault == "server_exit"), None)
+    results: list[StepResult] = []
+    for step in rec.steps:
+        f = step.frame
+        res = StepResult(step.number, f.seq, step.label, f.method, f.tool, "ok")
+        replayed = run.responses.get(step.number)
+        res.replay_seq = replayed.seq if replayed is not None else None
+        recorded = step.response
+        if step.number in run.not_sent:
+            if recorded is not None or f.kind == "request":
+                res.status = "not_sent"
+                res.note = run.not_sent[step.number]
+            else:
+                res.note = f"not sent: {run.not_sent[step.number]}"
+        elif recorded is not None and replayed is not None:
+            res.differences = compare_messages(
+                recorded.message, replayed.message, _step_masks(base, learned, step.number)
+            )
+            if res.differences:
+                res.status = "diverged"
+        elif recorded is not None:
+            res.status = "missing"
+            res.note = _explain_missing(recorded, run)
+        elif replayed is not None:
+            fault_explains = step.number in explained or (
+                exit_step is not None and step.number >= exit_step
+            )
+            res.status = "fault_not_reproduced" if fault_explains else "unexpected"
+            res.note = (
+                "the recording has no response here (fault); the replay got one"
+                if fault_explains
+                else "the recording has no response to this request; the replay got one"
+            )
+        results.append(res)
+    extras = list(run.unexpected)
+    for i, req in enumerate(rec.server_requests):
+        if not run.server_used[i] and req.after_step <= max(run.sent_at, default=0):
+            extras.append(
+                {
+                    "what": "missing server request",
+                    "method": req.frame.method,
+                    "seq": req.frame.seq,
+                    "nearest": "the server did not send it in the replay",
+                }
+            )
+    for frame in run.stray_responses:
+        extras.append(
+            {
+                "what": "response to no request",
+                "replay_seq": frame.seq,
+                "nearest": f"id {frame.id_key[0] if frame.id_key else None} "
+                "matches no request sent",
+            }
+        )
+    return results, extras, _fault_verdicts(rec, run, results)
+
+
+def _explain_missing(recorded: Frame, run: Run) -> str:
+    if run.stray_responses:
+        near = min(
+            run.stray_responses,
+            key=lambda fr: len(compare_messages(recorded.message, fr.message, Masks())),
+        )
+        return (
+            f"no response with this id; nearest unmatched response is replay seq {near.seq} "
+            f"(id {near.id_key[0] if near.id_key else None})"
+        )
+    if run.gone_after_step is not None:
+        return f"the server went away after step {run.gone_after_step}"
+    return "no response within the timeout"
+
+
+def _replay_faults(
+    rec: Recording, run: Run, results: list[StepResult]
+) -> list[tuple[str, int, str]]:
+    found: list[tuple[str, int, str]] = []
+    for step, res in zip(rec.steps, results, strict=True):
+        replayed = run.responses.get(res.number)
+        if replayed is not None and replayed.kind == "error":
+            found.append(("jsonrpc_error", res.number, f"JSON-RPC error {replayed.error_code}"))
+        elif replayed is not None and replayed.is_error:
+            found.append(("tool_error", res.number, "isError: true"))
+        elif (
+            replayed is None
+            and step.frame.kind == "request"
+            and res.number in run.sent_at
+            and (run.gone_after_step is None or res.number < run.gone_after_step)
+        ):
+            found.append(("no_response", res.number, "no response"))
+    for doc in run.transport_faults:
+        found.append((str(doc.get("fault")), int(doc.get("step") or 0), str(doc.get("detail"))))
+    exit_info = run.exit
+    if run.gone_after_step is not None:
+        code = exit_info.exit_code if exit_info else None
+        sig = exit_info.signal if exit_info else None
+        found.append(("server_exit", run.gone_after_step, exit_description(code, sig)))
+    return found
+
+
+def _fault_verdicts(rec: Recording, run: Run, results: list[StepResult]) -> list[FaultResult]:
+    replay_faults = _replay_faults(rec, run, results)
+    verdicts: list[FaultResult] = []
+    for fault in rec.faults:
+        same = [rf for rf in replay_faults if rf[0] == fault.fault and rf[1] == fault.step]
+        if same:
+            verdicts.append(FaultResult(fault, True, same[0][2]))
+            continue
+        elsewhere = [rf for rf in replay_faults if rf[0] == fault.fault]
+        if elsewhere:
+            detail = f"replay: {elsewhere[0][2]} at step {elsewhere[0][1]} instead"
+        elif fault.fault == "server_exit":
+            detail = "replay: the server kept running"
+        else:
+            detail = "replay: no such fault"
+        verdicts.append(FaultResult(fault, False, detail))
+    return verdicts
+
+
+# -- entry points ---------------------------------------------------------------------------
+
+
+async def _drive_once(
+    rec: Recording, target: Target, options: ReplayOptions, session_id: str
+) -> Run:
+    driving = _Driving(rec, target.driver(), options, session_id)
+    return await driving.drive()
+
+
+def learn_masks(runs: Sequence[Run], rec: Recording) -> dict[int, list[tuple]]:
+    """Paths whose values differ between learning runs, per step: the volatile fields."""
+    from replay.compare import diff, strip_id
+
+    learned: dict[int, list[tuple]] = {}
+    first, second = runs[0], runs[1]
+    for step in rec.steps:
+        a, b = first.responses.get(step.number), second.responses.get(step.number)
+        if a is None or b is None:
+            continue
+        differences = diff(strip_id(a.message), strip_id(b.message), Masks())
+        if differences:
+            learned[step.number] = [parse_pattern(d.path) for d in differences]
+    return learned
+
+
+def replay_session(
+    store: EventStore,
+    session_ref: str,
+    *,
+    against: str | None = None,
+    url: str | None = None,
+    options: ReplayOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+    record: bool = True,
+) -> ReplayResult:
+    """Replay a recorded session against a target; store the replay as a new session.
+
+    Raises ReplayError (or another BlackboxError) when the replay cannot run at all.
+    """
+    options = options or ReplayOptions()
+    options.check()
+    say = progress or (lambda _msg: None)
+    original_id = store.resolve(session_ref)
+    rec = load_recording(store, original_id)
+    target = default_target(rec, against, url)
+    base = Masks([*(DEFAULT_MASKS if options.default_masks else ()), *options.ignore])
+    learned: dict[int, list[tuple]] = {}
+    learned_paths: list[str] = []
+    if options.learn:
+        runs = []
+        for i in range(2):
+            say(f"learning run {i + 1}/2 against {target.describe()}")
+            started = time.monotonic()
+            runs.append(asyncio.run(_drive_once(rec, target, options, "learn")))
+            if i == 0:
+                time.sleep(max(0.0, LEARN_SPACING_S - (time.monotonic() - started)))
+        learned = learn_masks(runs, rec)
+        from replay.compare import format_path
+
+        learned_paths = sorted(
+            {f"step {n}: {format_path(p)}" for n, paths in learned.items() for p in paths}
+        )
+    say(f"replaying {len(rec.steps)} steps of {original_id} against {target.describe()}")
+    replay_id = new_session_id()
+    began = time.monotonic()
+    run = asyncio.run(_drive_once(rec, target, options, replay_id))
+    steps, extras, faults = evaluate(rec, run, base, learned)
+    result = ReplayResult(
+        original_id=original_id,
+        replay_id=replay_id if record else None,
+        target=target.describe(),
+        transport="http" if target.url else "stdio",
+        era=rec.era,
+        timing=options.timing,
+        steps=steps,
+        extras=extras,
+        faults=faults,
+        learned=learned_paths,
+        injections=[inj.describe() for inj in options.injections],
+        exit=run.exit,
+        duration_s=time.monotonic() - began,
+        expect_fault=options.expect_fault,
+    )
+    if record:
+        say(f"storing the replay as session {replay_id}")
+        store.append(_session_events(rec, run, result, target, replay_id))
+    return result
+
+
+def _session_events(
+    rec: Recording, run: Run, result: ReplayResult, target: Target, replay_id: str
+) -> list[NewEvent]:
+    """The replay as a session: started, the frames as they crossed, one replay_step per
+    divergence, a summary, ended."""
+    started_doc = {
+        "name": f"replay of {rec.name or rec.session_id[:8]}",
+        "transport": result.transport,
+        "command": target.url if target.url else list(target.argv or ()),
+        "cwd": target.cwd or os.getcwd(),
+        "env_names": [],
+        "tap_version": TAP_VERSION,
+        "pid": os.getpid(),
+        "replay_of": rec.session_id,
+        "timing": result.timing,
+        "injections": result.injections,
+    }
+    wall0 = run.wall0
+    out = [
+        NewEvent(
+            replay_id, 1, wall0, 0, Kind.SESSION_STARTED, Direction.NONE, _compact(started_doc)
+        )
+    ]
+    for ev in run.events:
+        out.append(
+            NewEvent(replay_id, ev.seq + 1, ev.wall_ns, ev.mono_ns, ev.kind, ev.direction, ev.raw)
+        )
+    end_mono = max(run.finished_mono - run.mono0, out[-1].mono_ns)
+    end_wall = wall0 + end_mono
+
+    def add(kind: str, doc: dict) -> None:
+        out.append(
+            NewEvent(
+                replay_id, len(out) + 1, end_wall, end_mono, kind, Direction.NONE, _compact(doc)
+            )
+        )
+
+    for res in result.steps:
+        if res.status != "ok":
+            add(Kind.REPLAY_STEP, res.as_dict() | {"replay_of": rec.session_id})
+    for extra in result.extras:
+        add(Kind.REPLAY_STEP, {"step": None, "status": "unexpected", **extra})
+    add(
+        Kind.REPLAY_STEP,
+        {
+            "step": None,
+            "status": "summary",
+            "verdict": result.verdict,
+            "replay_of": rec.session_id,
+            "summary": result.summary(),
+            "faults": [f.as_dict() for f in result.faults],
+        },
+    )
+    exit_info = run.exit
+    if run.gone_after_step is not None:
+        failed = exit_info is not None and bool(exit_info.signal or exit_info.exit_code)
+        outcome = "crashed" if failed else "server_exited"
+        reason = "server_exited"
+    else:
+        outcome, reason = "ok", "client_closed"
+    add(
+        Kind.SESSION_ENDED,
+        {
+            "reason": reason,
+            "outcome": outcome,
+            "exit_code": exit_info.exit_code if exit_info else None,
+            "signal": exit_info.signal if exit_info else None,
+            "verdict": result.verdict,
+        },
+    )
+    return out
+
+
+__all__ = [
+    "ReplayOptions",
+    "ReplayResult",
+    "StepResult",
+    "Target",
+    "evaluate",
+    "replay_session",
+]

@@ -1,0 +1,98 @@
+"""The divergence report: text for a person, JSON for CI.
+
+A report that only says "mismatch" is useless; each divergent step names its seq, method and
+tool, and every differing JSON path with both values; a missing or unexpected message says what
+came closest and why it did not match. Fault reproduction gets its own sentence per fault.
+"""
+
+from __future__ import annotations
+
+import json
+
+from replay.compare import summarize
+from replay.replayer import ReplayResult
+
+MAX_PATHS = 10  # per step in the text report; the JSON report has them all
+
+
+def as_json(result: ReplayResult) -> dict:
+    """The whole report as a JSON-able document (the `--format json` output)."""
+    return {
+        "verdict": result.verdict,
+        "exit_code": result.exit_code,
+        "original": result.original_id,
+        "replay": result.replay_id,
+        "target": result.target,
+        "transport": result.transport,
+        "era": result.era,
+        "timing": result.timing,
+        "duration_s": round(result.duration_s, 3),
+        "summary": result.summary(),
+        "steps": [s.as_dict() for s in result.steps if s.status != "ok"],
+        "extras": result.extras,
+        "faults": [f.as_dict() for f in result.faults],
+        "learned_masks": result.learned,
+        "injections": result.injections,
+        "server_exit": (
+            None
+            if result.exit is None
+            else {"exit_code": result.exit.exit_code, "signal": result.exit.signal}
+        ),
+    }
+
+
+def render_json(result: ReplayResult) -> str:
+    return json.dumps(as_json(result), indent=2, default=str)
+
+
+def render_text(result: ReplayResult) -> str:
+    """A report a person reads top to bottom: what was replayed, each divergence, faults, total."""
+    lines = [
+        f"replay of {result.original_id} against {result.target} "
+        f"({result.transport}, era {result.era or 'unknown'}, timing {result.timing})"
+    ]
+    if result.injections:
+        lines.append("injected: " + ", ".join(result.injections))
+    if result.learned:
+        lines.append(f"learned {len(result.learned)} volatile path(s) from two runs:")
+        lines.extend(f"  {p}" for p in result.learned[:MAX_PATHS])
+        if len(result.learned) > MAX_PATHS:
+            lines.append(f"  ... {len(result.learned) - MAX_PATHS} more")
+    for step in result.steps:
+        if step.status == "ok":
+            continue
+        name = step.method or "frame"
+        if step.tool:
+            name += f" {step.tool}"
+        lines.append(f"step {step.number} (seq {step.seq}) {name}: {step.status}")
+        for d in step.differences[:MAX_PATHS]:
+            lines.append(
+                f"  {d.path}: recorded {summarize(d.recorded, 80)}, "
+                f"replayed {summarize(d.replayed, 80)}"
+            )
+        if len(step.differences) > MAX_PATHS:
+            lines.append(f"  ... {len(step.differences) - MAX_PATHS} more path(s)")
+        if step.note:
+            lines.append(f"  {step.note}")
+    for extra in result.extras:
+        where = f" (seq {extra['seq']})" if extra.get("seq") else ""
+        where = f" (replay seq {extra['replay_seq']})" if extra.get("replay_seq") else where
+        lines.append(f"{extra['what']} {extra.get('method') or ''}{where}".rstrip())
+        if extra.get("nearest"):
+            lines.append(f"  {extra['nearest']}")
+    for fault in result.faults:
+        lines.append(fault.describe())
+    s = result.summary()
+    lines.append(
+        f"{s['steps']} steps: {s['equivalent']} equivalent, {s['diverged']} diverged, "
+        f"{s['missing']} missing, {s['unexpected']} unexpected, {s['not_sent']} not sent"
+        + (
+            f"; faults {s['faults_reproduced']}/{s['faults_recorded']} reproduced"
+            if s["faults_recorded"]
+            else ""
+        )
+    )
+    if result.replay_id:
+        lines.append(f"replay stored as session {result.replay_id}")
+    lines.append(f"verdict: {result.verdict}")
+    return "\n".join(lines)
