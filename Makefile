@@ -6,7 +6,7 @@ BB := $(VENV)/bin/blackbox
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: demo test lint format bench setup clean
+.PHONY: demo test lint format bench setup services clean
 
 $(PY_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ $(NODE_STAMP): package.json
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
+# The PostgreSQL tests must run: start the local cluster when it is installed but stopped.
+services:
+	@pg_isready -q -h 127.0.0.1 -p 5432 || { \
+	  command -v pg_ctlcluster >/dev/null && \
+	  pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | head -n 1) main start && \
+	  sleep 2; } || true
+
 demo: $(PY_STAMP)
 	$(PY) examples/demo.py
 
@@ -31,7 +38,7 @@ format: $(PY_STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: setup lint
+test: setup services lint
 	$(PY) -m pytest
 
 bench: setup
