@@ -49,6 +49,8 @@ META_KEY = b"mcp_blackbox.schema_version"
 DAY_NS = 86_400 * 1_000_000_000
 # How many records a refresh buffers before writing files (bounds memory on a big first export).
 CHUNK = 200_000
+# How often a refresh reports progress (records).
+PROGRESS_EVERY = 25_000
 # A day partition with more files than this is compacted into one file.
 COMPACT_FILES = 8
 # session_ended outcomes that are not faults: calls still open then are `no_response`, not
@@ -544,8 +546,8 @@ class ParquetCopy:
             if len(events) >= CHUNK:
                 files += self._write_chunk(events, calls, chunk_first, last)
                 events, calls, chunk_first = _Columns(EVENTS_SCHEMA), [], last + 1
-                if progress is not None:
-                    progress(done, total)
+            if progress is not None and done % PROGRESS_EVERY == 0:
+                progress(done, max(done, total))
         if len(events):
             files += self._write_chunk(events, calls, chunk_first, last)
         if progress is not None and total:

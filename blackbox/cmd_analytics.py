@@ -1,5 +1,250 @@
-"""Commands of the analytics area (filled in by the work on that area)."""
+"""Commands of the analytics area: `blackbox report`, `blackbox sql`, `blackbox doctor`."""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from analytics.doctor import SLOW_S, doctor, render_text
+from analytics.html import render as render_html
+from analytics.reports import GROUPS, KINDS, Filters, Report, parse_time, run_report
+from analytics.sql import run_sql
+from blackbox import config
+from blackbox.options import format_option, open_configured_store, store_option
+from blackbox.output import render
+from recorder.errors import BlackboxError
+
+TABLES_QUERY = (
+    "SELECT view_name AS view FROM duckdb_views() "
+    "WHERE NOT internal AND NOT starts_with(view_name, '_') ORDER BY 1;"
+)
+# Refreshes shorter than this many records stay quiet.
+QUIET_BELOW = 20_000
+
+
+def _progress(done: int, total: int) -> None:
+    if total >= QUIET_BELOW:
+        click.echo(f"blackbox: updating the analytics copy: {done:,}/{total:,} records", err=True)
+
+
+def _markdown(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    if not rows:
+        return "(no rows)"
+
+    def cell(value: object) -> str:
+        if value is None:
+            return ""
+        text = f"{value:.3f}" if isinstance(value, float) else str(value)
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _render_report(report: Report, fmt: str) -> str:
+    if fmt == "json":
+        doc = {
+            "report": report.kind,
+            "by": report.by,
+            "filters": {k: v for k, v in vars(report.filters).items() if v is not None},
+            "sections": {s.name: s.rows for s in report.sections},
+        }
+        return json.dumps(doc, indent=2, default=str)
+    blocks = []
+    for section in report.sections:
+        if fmt == "markdown":
+            blocks.append(f"## {section.title}\n\n{_markdown(section.rows, section.columns)}")
+        elif fmt == "csv":
+            body = render(section.rows, "csv", section.columns)
+            blocks.append(body if len(report.sections) == 1 else f"# {section.name}\n{body}")
+        else:
+            blocks.append(f"{section.title}\n{render(section.rows, 'table', section.columns)}")
+    return "\n\n".join(blocks)
+
+
+@click.command()
+@click.argument("kind", type=click.Choice(KINDS))
+@click.option(
+    "--by", type=click.Choice(GROUPS), help="Group by (default: tool; server for sessions)."
+)
+@click.option("--since", metavar="WHEN", help="From this time: 7d, 12h, 30m, 2w or an ISO date.")
+@click.option("--until", metavar="WHEN", help="Before this time (same forms as --since).")
+@click.option("--session", metavar="ID", help="Only this session (id, unique prefix or 'last').")
+@click.option("--server", metavar="NAME", help="Only sessions of this server name.")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML page with charts to this file.",
+)
+@store_option
+@format_option(("table", "csv", "json", "markdown"))
+def report(
+    kind: str,
+    by: str | None,
+    since: str | None,
+    until: str | None,
+    session: str | None,
+    server: str | None,
+    html_file: Path | None,
+    store_url: str | None,
+    fmt: str,
+) -> None:
+    """Report latency, errors, permissions or sessions from the recorded log.
+
+    \b
+    latency      count, p50, p95, p99, max and mean latency of answered calls
+    errors       calls and the share of each outcome (ok, rpc_error, tool_error,
+                 no_response, transport_fault, denied, cancelled)
+    permissions  decisions per tool, source, rule and verdict; tool calls with no
+                 decision; decisions that match no call
+    sessions     sessions, durations, frames, calls and outcomes
+
+    Grouping by tool covers tools/call requests; by method, every request. The analytics
+    copy (Parquet, in the data directory) is brought up to date first.
+
+    \b
+    Example:
+      blackbox report latency --by tool --since 7d
+      blackbox report errors --by day --server time --format markdown
+      blackbox report permissions --html permissions.html
+    """
+    store = open_configured_store(store_url)
+    filters = Filters(
+        since_ns=parse_time(since) if since else None,
+        until_ns=parse_time(until) if until else None,
+        session=session,
+        server=server,
+    )
+    result = run_report(
+        store,
+        config.analytics_dir(),
+        kind,
+        by,
+        filters,
+        progress=_progress,
+        with_charts=html_file is not None,
+    )
+    if html_file is not None:
+        try:
+            html_file.write_text(render_html(result, store.url), encoding="utf-8")
+        except OSError as exc:
+            raise BlackboxError(f"cannot write {html_file}: {exc.strerror}") from None
+        click.echo(f"blackbox: wrote {html_file}", err=True)
+    click.echo(_render_report(result, fmt))
+
+
+def _print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
+    dicts = [dict(zip(columns, row, strict=True)) for row in rows]
+    if fmt == "markdown":
+        click.echo(_markdown(dicts, columns))
+    else:
+        click.echo(render(dicts, fmt, columns))
+
+
+def _interactive(store, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    """Read statements ending in ';' (or a blank line) until EOF or .quit."""
+    tty = sys.stdin.isatty()
+    if tty:
+        import readline  # noqa: F401  (line editing and history for input())
+
+        click.echo(
+            "blackbox sql: DuckDB over frames, messages, sessions, calls, faults, decisions "
+            "(read-only). End a query with ';'. .tables lists the views, .quit leaves.",
+            err=True,
+        )
+    buffer: list[str] = []
+    while True:
+        try:
+            line = input("sql> " if not buffer else "...> ") if tty else sys.stdin.readline()
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not tty and line == "":
+            break
+        line = line.rstrip("\n")
+        if not buffer and line.strip() in (".quit", ".exit", "\\q", "quit", "exit"):
+            break
+        if not buffer and line.strip() == ".tables":
+            line = TABLES_QUERY
+        buffer.append(line)
+        text = "\n".join(buffer).strip()
+        if not text:
+            buffer = []
+            continue
+        if not text.endswith(";") and line.strip():
+            continue
+        buffer = []
+        try:
+            columns, rows = run_sql(store, config.analytics_dir(), text, progress=_progress)
+        except BlackboxError as exc:
+            click.echo(f"blackbox: {exc}", err=True)
+            continue
+        _print_rows(columns, rows, fmt)
+
+
+@click.command()
+@click.argument("query", required=False)
+@store_option
+@format_option(("table", "csv", "json", "jsonl", "markdown"))
+def sql(query: str | None, store_url: str | None, fmt: str) -> None:
+    """Run DuckDB SQL over the analytics views (read-only); without QUERY, a prompt.
+
+    Views: frames, messages, sessions, calls, faults, decisions (columns in
+    docs/analytics.md). Statements that write are refused.
+
+    \b
+    Example:
+      blackbox sql "SELECT tool, count(*) FROM calls WHERE outcome <> 'ok' GROUP BY 1"
+      blackbox sql "SELECT * FROM faults ORDER BY time DESC LIMIT 5" --format json
+      blackbox sql            # interactive: end each query with ';'
+    """
+    store = open_configured_store(store_url)
+    if query is None:
+        _interactive(store, fmt)
+        return
+    columns, rows = run_sql(store, config.analytics_dir(), query, progress=_progress)
+    _print_rows(columns, rows, fmt)
+
+
+@click.command(name="doctor")
+@click.argument("session")
+@click.option(
+    "--slow",
+    "slow_s",
+    type=float,
+    default=SLOW_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Calls slower than this are reported.",
+)
+@store_option
+@format_option(("table", "json"))
+def doctor_command(session: str, slow_s: float, store_url: str | None, fmt: str) -> None:
+    """Diagnose one session: transport -> handshake -> discovery -> execution.
+
+    Prints each finding with its evidence (seqs, an excerpt) and the likely fix. Exits 0
+    when nothing is wrong, 1 when an error or warning is found (info notes, such as an era
+    fallback that worked, do not count).
+
+    SESSION is a full id, a unique prefix of one, or 'last'.
+
+    \b
+    Example:
+      blackbox doctor last
+      blackbox doctor 01a2 --format json
+    """
+    store = open_configured_store(store_url)
+    diagnosis = doctor(store, session, slow_s=slow_s)
+    if fmt == "json":
+        click.echo(json.dumps(diagnosis.as_dict(), indent=2))
+    else:
+        click.echo(render_text(diagnosis))
+    sys.exit(1 if diagnosis.failing else 0)
+
+
+COMMANDS = [report, sql, doctor_command]

@@ -1,0 +1,467 @@
+"""The reports behind `blackbox report`: latency, errors, permissions, sessions.
+
+A report is a list of sections (rows with named columns), computed by SQL over the views after an
+incremental refresh of the Parquet copy. Percentiles are exact and interpolated (DuckDB's
+`quantile_cont`, the same definition as numpy's default `percentile`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from analytics.parquet import ParquetCopy, Progress, RefreshResult, copy_dir
+from analytics.views import DEFAULT_WINDOW_S, connect
+from recorder.errors import BlackboxError
+from recorder.store import EventStore
+
+KINDS = ("latency", "errors", "permissions", "sessions")
+GROUPS = ("method", "tool", "server", "session", "day")
+DEFAULT_BY = {"latency": "tool", "errors": "tool", "permissions": "tool", "sessions": "server"}
+OUTCOMES = (
+    "ok",
+    "rpc_error",
+    "tool_error",
+    "no_response",
+    "transport_fault",
+    "denied",
+    "cancelled",
+)
+
+
+class ReportError(BlackboxError):
+    """A report asked for in a way that cannot be answered (bad option value)."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which calls, sessions or decisions a report covers. Times are UTC ns; `session` is a full
+    id (resolve prefixes with the store first)."""
+
+    since_ns: int | None = None
+    until_ns: int | None = None
+    session: str | None = None
+    server: str | None = None
+
+
+@dataclass
+class Section:
+    """One table of a report."""
+
+    name: str
+    title: str
+    columns: list[str]
+    rows: list[dict]
+
+
+@dataclass
+class Report:
+    """A report: its kind, grouping, filters and sections (charts are for the HTML page)."""
+
+    kind: str
+    by: str
+    filters: Filters
+    sections: list[Section]
+    refresh: RefreshResult | None = None
+    charts: dict = field(default_factory=dict)
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_time(text: str, now_ns: int | None = None) -> int:
+    """`7d`, `12h`, `30m`, `2w` (ago), or an ISO date/time (UTC unless it says otherwise)."""
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    value = text.strip()
+    match = _DURATION.match(value)
+    if match:
+        return now_ns - int(float(match.group(1)) * _UNIT_S[match.group(2)] * 1e9)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ReportError(
+            f"cannot read time {text!r}: use 7d, 12h, 30m, 2w, or an ISO date like 2026-11-30"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+# -- SQL helpers ------------------------------------------------------------------------------
+
+
+def _call_group(by: str) -> str:
+    return {
+        "method": "method",
+        "tool": "tool",
+        "server": "coalesce(server, '(unknown)')",
+        "session": "session_id",
+        "day": "CAST(day AS VARCHAR)",
+    }[by]
+
+
+def _call_where(filters: Filters, by: str, alias: str = "") -> tuple[str, list]:
+    """WHERE clause and parameters over the calls view."""
+    a = f"{alias}." if alias else ""
+    clauses: list[str] = []
+    params: list = []
+    if by == "tool":
+        clauses.append(f"{a}method = 'tools/call'")
+    if filters.since_ns is not None:
+        clauses.append(f"{a}started_ns >= ?")
+        params.append(filters.since_ns)
+    if filters.until_ns is not None:
+        clauses.append(f"{a}started_ns < ?")
+        params.append(filters.until_ns)
+    if filters.session is not None:
+        clauses.append(f"{a}session_id = ?")
+        params.append(filters.session)
+    if filters.server is not None:
+        clauses.append(f"{a}server = ?")
+        params.append(filters.server)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> list[dict]:
+    cursor = con.execute(sql, params)
+    names = [d[0] for d in cursor.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _round(rows: list[dict], digits: int = 3) -> list[dict]:
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, float):
+                row[key] = round(value, digits)
+    return rows
+
+
+# -- the reports ------------------------------------------------------------------------------
+
+
+def latency(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[Section]:
+    """count, p50, p95, p99, max and mean latency of answered calls per group."""
+    where, params = _call_where(filters, by)
+    where += (" AND " if where else " WHERE ") + "latency_ms IS NOT NULL"
+    rows = _rows(
+        con,
+        f"""
+        SELECT {by}, calls, q[1] AS p50_ms, q[2] AS p95_ms, q[3] AS p99_ms, max_ms, mean_ms
+        FROM (
+            SELECT {_call_group(by)} AS {by}, count(*) AS calls,
+                   quantile_cont(latency_ms, [0.5, 0.95, 0.99]) AS q,
+                   max(latency_ms) AS max_ms, avg(latency_ms) AS mean_ms
+            FROM calls {where} GROUP BY 1
+        ) ORDER BY calls DESC, 1
+        """,
+        params,
+    )
+    columns = [by, "calls", "p50_ms", "p95_ms", "p99_ms", "max_ms", "mean_ms"]
+    return [Section("latency", f"Latency by {by} (answered calls)", columns, _round(rows))]
+
+
+def errors(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[Section]:
+    """Calls and the share of each outcome per group."""
+    where, params = _call_where(filters, by)
+    g = _call_group(by)
+    summary = _rows(
+        con,
+        f"""
+        SELECT {g} AS {by}, count(*) AS calls,
+               count(*) FILTER (WHERE outcome <> 'ok') AS failed,
+               count(*) FILTER (WHERE outcome <> 'ok') / count(*) AS error_rate
+        FROM calls {where} GROUP BY 1 ORDER BY calls DESC, 1
+        """,
+        params,
+    )
+    detail = _rows(
+        con,
+        f"""
+        SELECT {by}, outcome, calls, calls / sum(calls) OVER (PARTITION BY {by}) AS rate
+        FROM (SELECT {g} AS {by}, outcome, count(*) AS calls FROM calls {where} GROUP BY 1, 2)
+        ORDER BY sum(calls) OVER (PARTITION BY {by}) DESC, {by}, calls DESC, outcome
+        """,
+        params,
+    )
+    return [
+        Section(
+            "summary",
+            f"Error rate by {by}",
+            [by, "calls", "failed", "error_rate"],
+            _round(summary, 4),
+        ),
+        Section(
+            "outcomes",
+            f"Outcomes by {by}",
+            [by, "outcome", "calls", "rate"],
+            _round(detail, 4),
+        ),
+    ]
+
+
+def _decision_where(filters: Filters) -> tuple[str, list]:
+    clauses: list[str] = []
+    params: list = []
+    if filters.since_ns is not None:
+        clauses.append("time >= make_timestamp(? // 1000)")
+        params.append(filters.since_ns)
+    if filters.until_ns is not None:
+        clauses.append("time < make_timestamp(? // 1000)")
+        params.append(filters.until_ns)
+    if filters.session is not None:
+        clauses.append("(session_id = ? OR call_session_id = ?)")
+        params.extend([filters.session, filters.session])
+    if filters.server is not None:
+        clauses.append("server = ?")
+        params.append(filters.server)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def permissions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[Section]:
+    """Decisions per group, source, rule and verdict; calls that ran with no decision; decisions
+    that match no call."""
+    group = {
+        "tool": "coalesce(tool, '(none)')",
+        "server": "coalesce(server, '(unknown)')",
+        "session": "session_id",
+        "day": "CAST(CAST(time AS DATE) AS VARCHAR)",
+        "method": "'tools/call'",
+    }[by]
+    where, params = _decision_where(filters)
+    decided = _rows(
+        con,
+        f"""
+        SELECT {group} AS {by}, source, coalesce(rule, '') AS rule, verdict,
+               count(*) AS decisions, count(matched_by) AS matched_calls
+        FROM decisions {where} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+        """,
+        params,
+    )
+    cwhere, cparams = _call_where(filters, "tool", alias="c")
+    undecided = _rows(
+        con,
+        f"""
+        SELECT {_call_group(by)} AS {by}, count(*) AS calls
+        FROM calls c
+        ANTI JOIN (SELECT call_session_id, call_request_seq FROM decisions
+                   WHERE matched_by IS NOT NULL) d
+               ON d.call_session_id = c.session_id AND d.call_request_seq = c.request_seq
+        {cwhere} GROUP BY 1 ORDER BY calls DESC, 1
+        """,
+        cparams,
+    )
+    uwhere = where + (" AND " if where else " WHERE ") + "matched_by IS NULL"
+    unmatched = _rows(
+        con,
+        f"""
+        SELECT CAST(time AS VARCHAR) AS time, session_id, tool, server, source, verdict,
+               coalesce(rule, '') AS rule, reason
+        FROM decisions {uwhere} ORDER BY time LIMIT 200
+        """,
+        params,
+    )
+    return [
+        Section(
+            "decisions",
+            f"Decisions by {by}, source, rule and verdict",
+            [by, "source", "rule", "verdict", "decisions", "matched_calls"],
+            decided,
+        ),
+        Section(
+            "undecided_calls", f"Tool calls with no decision, by {by}", [by, "calls"], undecided
+        ),
+        Section(
+            "unmatched_decisions",
+            "Decisions that match no recorded call (first 200)",
+            ["time", "session_id", "tool", "server", "source", "verdict", "rule", "reason"],
+            unmatched,
+        ),
+    ]
+
+
+def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[Section]:
+    """Sessions per group: counts, durations, frames, calls and outcomes."""
+    if by not in ("server", "session", "day"):
+        raise ReportError("a sessions report groups by server, day or session")
+    g = {
+        "server": "coalesce(s.server, '(unknown)')",
+        "session": "s.session_id",
+        "day": "CAST(CAST(s.started AS DATE) AS VARCHAR)",
+    }[by]
+    clauses: list[str] = []
+    params: list = []
+    if filters.since_ns is not None:
+        clauses.append("s.started >= make_timestamp(? // 1000)")
+        params.append(filters.since_ns)
+    if filters.until_ns is not None:
+        clauses.append("s.started < make_timestamp(? // 1000)")
+        params.append(filters.until_ns)
+    if filters.session is not None:
+        clauses.append("s.session_id = ?")
+        params.append(filters.session)
+    if filters.server is not None:
+        clauses.append("s.server = ?")
+        params.append(filters.server)
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    base = f"""
+        WITH s AS (
+            SELECT s.*, coalesce(c.calls, 0) AS calls
+            FROM sessions s
+            LEFT JOIN (SELECT session_id, count(*) AS calls FROM calls GROUP BY 1) c
+                   ON c.session_id = s.session_id
+            {where}
+        )
+    """
+    summary = _rows(
+        con,
+        base
+        + f"""
+        SELECT {g.replace("s.", "")} AS {by}, count(*) AS sessions,
+               count(*) FILTER (WHERE outcome = 'open') AS open,
+               count(*) FILTER (WHERE outcome NOT IN ('ok', 'open', 'client_closed', 'ended'))
+                   AS failed,
+               quantile_cont(duration_s, 0.5) AS duration_p50_s,
+               max(duration_s) AS duration_max_s, sum(frames) AS frames, sum(calls) AS calls
+        FROM s GROUP BY 1 ORDER BY sessions DESC, 1
+        """,
+        params,
+    )
+    outcomes = _rows(
+        con,
+        base
+        + f"""
+        SELECT {by}, outcome, sessions, sessions / sum(sessions) OVER (PARTITION BY {by}) AS rate
+        FROM (SELECT {g.replace("s.", "")} AS {by}, outcome, count(*) AS sessions
+              FROM s GROUP BY 1, 2)
+        ORDER BY {by}, sessions DESC, outcome
+        """,
+        params,
+    )
+    return [
+        Section(
+            "sessions",
+            f"Sessions by {by}",
+            [
+                by,
+                "sessions",
+                "open",
+                "failed",
+                "duration_p50_s",
+                "duration_max_s",
+                "frames",
+                "calls",
+            ],
+            _round(summary),
+        ),
+        Section(
+            "outcomes",
+            f"Session outcomes by {by}",
+            [by, "outcome", "sessions", "rate"],
+            _round(outcomes, 4),
+        ),
+    ]
+
+
+BUILDERS: dict[str, Callable[[duckdb.DuckDBPyConnection, str, Filters], list[Section]]] = {
+    "latency": latency,
+    "errors": errors,
+    "permissions": permissions,
+    "sessions": sessions,
+}
+
+
+def chart_data(con: duckdb.DuckDBPyConnection, filters: Filters, top: int = 8) -> dict:
+    """What the HTML page draws: latency histograms of the busiest tools (log2 buckets in ms),
+    the error rate per day, and decisions per tool and verdict."""
+    where, params = _call_where(filters, "tool")
+    hist_rows = _rows(
+        con,
+        f"""
+        WITH c AS (SELECT tool, latency_ms FROM calls {where}
+                   {"AND" if where else "WHERE"} latency_ms IS NOT NULL),
+             t AS (SELECT tool FROM c GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {int(top)})
+        SELECT c.tool, CAST(floor(log2(greatest(latency_ms, 0.001))) AS INTEGER) AS bucket,
+               count(*) AS calls
+        FROM c JOIN t ON t.tool = c.tool GROUP BY 1, 2 ORDER BY 1, 2
+        """,
+        params,
+    )
+    latency_hist: dict[str, dict[int, int]] = {}
+    for row in hist_rows:
+        latency_hist.setdefault(row["tool"], {})[row["bucket"]] = row["calls"]
+    where, params = _call_where(filters, "method")
+    daily = _rows(
+        con,
+        f"""
+        SELECT CAST(day AS VARCHAR) AS day, count(*) AS calls,
+               count(*) FILTER (WHERE outcome <> 'ok') / count(*) AS error_rate
+        FROM calls {where} GROUP BY 1 ORDER BY 1
+        """,
+        params,
+    )
+    dwhere, dparams = _decision_where(filters)
+    decided = _rows(
+        con,
+        f"""
+        SELECT coalesce(tool, '(none)') AS tool, verdict, count(*) AS decisions
+        FROM decisions {dwhere} GROUP BY 1, 2 ORDER BY 1, 2
+        """,
+        dparams,
+    )
+    decisions: dict[str, dict[str, int]] = {}
+    for row in decided:
+        decisions.setdefault(row["tool"], {})[row["verdict"] or "?"] = row["decisions"]
+    return {"latency_hist": latency_hist, "error_rate": daily, "decisions": decisions}
+
+
+def open_copy(store: EventStore, base_dir: Path) -> ParquetCopy:
+    """The Parquet copy of this store under `base_dir` (one directory per store URL)."""
+    return ParquetCopy(copy_dir(base_dir, store.url))
+
+
+def refreshed_connection(
+    store: EventStore,
+    base_dir: Path,
+    progress: Progress | None = None,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> tuple[duckdb.DuckDBPyConnection, RefreshResult]:
+    """Refresh the copy, then open the read-only views over it."""
+    copy = open_copy(store, base_dir)
+    result = copy.refresh(store, progress=progress)
+    return connect(copy, window_s), result
+
+
+def run_report(
+    store: EventStore,
+    base_dir: Path,
+    kind: str,
+    by: str | None = None,
+    filters: Filters | None = None,
+    progress: Progress | None = None,
+    with_charts: bool = False,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> Report:
+    """Refresh the copy and compute one report (and the chart data when asked)."""
+    if kind not in BUILDERS:
+        raise ReportError(f"unknown report {kind!r}: choose one of {', '.join(KINDS)}")
+    by = by or DEFAULT_BY[kind]
+    if by not in GROUPS:
+        raise ReportError(f"cannot group by {by!r}: choose one of {', '.join(GROUPS)}")
+    filters = filters or Filters()
+    if filters.session is not None:
+        filters = replace(filters, session=store.resolve(filters.session))
+    con, result = refreshed_connection(store, base_dir, progress, window_s)
+    try:
+        report = Report(kind, by, filters, BUILDERS[kind](con, by, filters), refresh=result)
+        if with_charts:
+            report.charts = chart_data(con, filters)
+    finally:
+        con.close()
+    return report
