@@ -1,5 +1,158 @@
-"""Commands of the proxy area (filled in by the work on that area)."""
+"""Commands of the proxy area: `blackbox proxy`, the recorder for remote (HTTP) MCP servers."""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from blackbox import config
+from blackbox.options import store_option
+from recorder.store import open_store
+from recorder.store.sql import normalise_url
+from recorder.taps.http import (
+    DEFAULT_LISTEN,
+    ProxyConfig,
+    ProxySettings,
+    is_loopback,
+    parse_listen,
+    run_proxy,
+)
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+class Duration(click.ParamType):
+    """`30m`, `90s`, `1h`, `250ms`, or plain seconds."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):  # type: ignore[no-untyped-def]
+        if isinstance(value, int | float):
+            return float(value)
+        m = _DURATION.match(str(value))
+        if m is None or float(m.group(1)) <= 0:
+            self.fail(f"{value!r} is not a duration like 30m, 90s, 1h or 250ms", param, ctx)
+        return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def _notice(message: str) -> None:
+    sys.stderr.write(f"blackbox proxy: {message}\n")
+    sys.stderr.flush()
+
+
+@click.command("proxy")
+@click.option("--upstream", required=True, metavar="URL", help="The MCP server's URL.")
+@click.option(
+    "--listen",
+    default=DEFAULT_LISTEN,
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to accept connections (loopback unless you say otherwise).",
+)
+@store_option
+@click.option("--name", default=None, help="Name sessions are recorded under (default: host).")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Gate tools/call requests with this policy file (TOML); denied ones are not forwarded.",
+)
+@click.option(
+    "--idle-gap",
+    type=Duration(),
+    default="30m",
+    show_default=True,
+    help="A client without session id or trace id starts a new session after this much silence.",
+)
+@click.option(
+    "--timeout",
+    type=Duration(),
+    default="300s",
+    show_default=True,
+    help="How long the upstream may stay silent (no answer, no stream bytes) before it is a fault.",
+)
+@click.option(
+    "--rewrite-host",
+    is_flag=True,
+    help="Send the upstream's own Host header (for virtual-hosted servers) instead of the "
+    "client's.",
+)
+def proxy(
+    upstream: str,
+    listen: str,
+    store_url: str | None,
+    name: str | None,
+    policy_file: Path | None,
+    idle_gap: float,
+    timeout: float,
+    rewrite_host: bool,
+) -> None:
+    """Record a remote MCP server: a streaming reverse proxy the host points at instead of the
+    server. Every era works (Streamable HTTP, 2026-07-28 stateless, 2024-11-05 HTTP+SSE); every
+    JSON-RPC message and each HTTP exchange is recorded, with credentials in headers kept only as
+    fingerprints. Paths are forwarded unchanged, so point the host at the proxy's address with the
+    server's path (the URL is printed at start).
+
+    \b
+    Recording sessions over HTTP, in this order:
+      1. the legacy session id: Mcp-Session-Id, or the endpoint of a 2024-11-05 SSE stream;
+      2. else the W3C trace id of traceparent (header or params._meta.traceparent);
+      3. else the client: clientInfo name/version + remote address, a new session after
+         --idle-gap of silence. An initialize request always begins a new session.
+
+    Records are journaled locally before anything is forwarded (if the journal cannot be
+    written the client gets 503 and nothing passes unrecorded) and reach the store in the
+    background, so a slow or unreachable store never stalls the host. Stop with Ctrl-C.
+
+    \b
+    Example:
+      blackbox proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:8750
+      # then point the host at http://127.0.0.1:8750/mcp
+    """
+    settings = ProxySettings(
+        upstream=upstream,
+        name=name,
+        idle_gap_s=idle_gap,
+        timeout_s=timeout,
+        rewrite_host=rewrite_host,
+    )
+    host, _port = parse_listen(listen)
+    if not is_loopback(host):
+        _notice(
+            f"listening on {host}, not loopback: anyone who can reach this address can use the "
+            "upstream through the proxy"
+        )
+    policy = None
+    if policy_file is not None:
+        from recorder.policy import Policy  # only paid for when used
+
+        policy = Policy.load(policy_file)
+    url = config.store_url(store_url)
+    # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.
+    shown_store = normalise_url(url).render_as_string(hide_password=True)
+    report = run_proxy(
+        ProxyConfig(
+            settings=settings,
+            listen=listen,
+            journal_dir=config.journal_dir(),
+            store_factory=lambda: open_store(url),
+            on_notice=_notice,
+            policy=policy,
+            on_ready=lambda proxy_url: _notice(
+                f"recording {upstream} at {proxy_url} into {shown_store}; Ctrl-C stops"
+            ),
+        )
+    )
+    stats = report.stats
+    _notice(
+        f"stopped: {stats.exchanges} exchanges, {stats.frames} messages, {stats.sessions} "
+        f"sessions, {stats.faults} faults recorded"
+    )
+
+
+COMMANDS = [proxy]

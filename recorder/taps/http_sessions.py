@@ -32,6 +32,7 @@ from recorder.model import new_session_id
 
 RULE_SESSION_ID = "mcp-session-id"
 RULE_SSE = "sse-endpoint"
+RULE_HANDSHAKE = "initialize"  # begun by a handshake, then bound to the id the server assigns
 RULE_TRACE = "traceparent"
 RULE_CLIENT = "client"
 DEFAULT_IDLE_GAP_S = 30 * 60.0
@@ -162,7 +163,7 @@ class SessionRouter:
             if handshake:
                 current.handshakes += 1
             return Routing(current, False, tuple(closed))
-        session = self._new(rule, key, remote)
+        session = self._new(RULE_HANDSHAKE if handshake else rule, key, remote)
         session.handshakes = int(handshake)
         self._by_key[key] = session
         return Routing(session, True, tuple(closed))

@@ -1,9 +1,10 @@
 """An MCP server built with the official SDK, served over HTTP for the proxy tests.
 
-Run as `python sdk_server.py PORT [streamable-http|sse] [--json]`: Streamable HTTP on /mcp (both eras),
-or the 2024-11-05 HTTP+SSE transport on /sse. Its tools exercise what a proxy must carry: plain
-results, progress and log notifications on an SSE reply, a tool error, and a question to the user
-(a server-to-client request in the handshake era, an InputRequiredResult round trip in 2026-07-28).
+Run as `python sdk_server.py PORT [streamable-http|sse] [--json]`: Streamable HTTP on /mcp
+(both eras), or the 2024-11-05 HTTP+SSE transport on /sse. Its tools exercise what a proxy must
+carry: plain results, progress notifications on an SSE reply, a tool error, and a question to the
+user (a server-to-client request in the handshake era, an InputRequiredResult round trip in
+2026-07-28).
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import sys
 from typing import Annotated
 
 import anyio
-from pydantic import BaseModel
-
 from mcp.server.mcpserver import Context, Elicit, MCPServer, Resolve
+from pydantic import BaseModel
 
 mcp = MCPServer("proxy-test-server")
 
