@@ -326,6 +326,7 @@ def drain_spool(store: EventStore, directory: Path) -> int:
 # -- correlation: which call did a decision decide? ----------------------------------------------
 
 DEFAULT_WINDOW_NS = 120 * 1_000_000_000
+DEFAULT_SLACK_NS = 100_000_000  # clock skew between a tap and a hook on another host
 
 
 def normalise_server(name: str | None) -> str | None:
@@ -352,11 +353,13 @@ class CallRef:
 @dataclass(frozen=True)
 class HostDecision:
     """A host's final word on one tool use: the last of its decision records that says
-    something (`final` set, else the latest), with what happened before it."""
+    something (`final` set, else the latest), with what happened before it. `first_wall_ns` is
+    the time of the use's first record (the proposal), `wall_ns` that of the final word."""
 
     session_id: str
     seq: int
     wall_ns: int
+    first_wall_ns: int
     server: str | None
     tool: str
     args_fingerprint: str | None
@@ -455,6 +458,7 @@ def host_decisions(store: EventStore, session_id: str) -> list[HostDecision]:
                 session_id=session_id,
                 seq=ev.seq,
                 wall_ns=ev.wall_ns,
+                first_wall_ns=items[0][0].wall_ns,
                 server=doc.get("server"),
                 tool=str(doc.get("tool")),
                 args_fingerprint=doc.get("args_fingerprint"),
@@ -473,22 +477,30 @@ def correlate(
     decisions: Sequence[HostDecision],
     calls: Sequence[CallRef],
     window_ns: int = DEFAULT_WINDOW_NS,
+    slack_ns: int = DEFAULT_SLACK_NS,
 ) -> Correlation:
     """Join each host decision to the `tools/call` it decided: same server (as the host spells
-    it) and tool, same arguments fingerprint, nearest in time within `window_ns`. Each call and
-    each decision is used once; the closest pairs are taken first. A denied decision normally
-    has no call (the host never sent it): it stays unmatched, and so does a call no host
-    decided."""
+    it) and tool, same arguments fingerprint, nearest in time to the decision.
+
+    When the host recorded the use from proposal to outcome (Claude Code hooks), the call must
+    fall inside that span (give or take `slack_ns`): a host sends the call after its PreToolUse
+    and before its PostToolUse, and a later call with the same arguments is another call. A
+    lone decision record (`decision record`, `record_decision`) matches within `window_ns`.
+    Each call and each decision is used once, closest pairs first. A denied call normally has
+    no frame (the host never sent it): it stays unmatched, as does a call no host decided."""
     candidates: list[tuple[int, int, int]] = []
     for di, d in enumerate(decisions):
+        if d.first_wall_ns < d.wall_ns:
+            lo, hi = d.first_wall_ns - slack_ns, d.wall_ns + slack_ns
+        else:
+            lo, hi = d.wall_ns - window_ns, d.wall_ns + window_ns
         for ci, c in enumerate(calls):
             if d.tool != c.tool or d.args_fingerprint != c.args_fingerprint:
                 continue
             if d.server is not None and normalise_server(d.server) != normalise_server(c.server):
                 continue
-            delta = abs(d.wall_ns - c.wall_ns)
-            if delta <= window_ns:
-                candidates.append((delta, di, ci))
+            if lo <= c.wall_ns <= hi:
+                candidates.append((abs(d.wall_ns - c.wall_ns), di, ci))
     candidates.sort()
     used_d: set[int] = set()
     used_c: set[int] = set()
