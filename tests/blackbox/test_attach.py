@@ -12,13 +12,18 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 from click.testing import CliRunner
+from mcp import Client, StdioServerParameters
 
 from blackbox import attach as lib
 from blackbox.cli import main
+from recorder.store import open_store
 from tests.conftest import BLACKBOX
 
 FIXTURES = Path(__file__).parent / "host_configs"
@@ -502,3 +507,73 @@ def test_parser_spans_cover_exactly_each_value() -> None:
         source = text[member.value.start : member.value.end]
         assert json.loads(source) == member.value.to_python()
     assert root.get("c").value == "é"
+
+
+# --- a host launches the attached entry -------------------------------------------------------
+
+
+async def _call_time(params: StdioServerParameters, mode: str) -> str:
+    async with Client(params, mode=mode, read_timeout_seconds=30) as client:
+        result = await client.call_tool("get_current_time", {"timezone": "UTC"})
+    return result.content[0].text
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("backend", "mode"), [("sqlite", "legacy"), ("postgresql", "2026-07-28")])
+def test_a_host_launching_the_attached_entry_is_recorded(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, mode: str
+) -> None:
+    """Attach a Claude Code .mcp.json running mcp-server-time (PyPI), then start the entry the way
+    a host does — the official SDK's stdio client with the command, args and env read from the
+    attached file — and find the session, named after the server key, in the store. Each era
+    once, each backend once (a server start costs seconds on a loaded machine)."""
+    store_url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url")
+    config = tmp_path / ".mcp.json"
+    original = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
+        "env": {"TZ": "UTC"},
+    }
+    config.write_text(json.dumps({"mcpServers": {"clock": original}}, indent=2) + "\n")
+    proc = subprocess.run(
+        [BLACKBOX, "attach", str(config), "--store", store_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+    # A user's store exists before the host starts a server: create its schema now, so the tap's
+    # shutdown window (the SDK allows about 2 s) is not spent on a first migration.
+    open_store(store_url).close()
+    entry = json.loads(config.read_text())["mcpServers"]["clock"]
+    # The host lays the entry's env over its own; BLACKBOX_HOME keeps the journal in tmp_path.
+    env = {**entry["env"], "BLACKBOX_HOME": str(tmp_path / "bbhome")}
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
+    text = anyio.run(_call_time, params, mode)
+    assert "UTC" in text
+
+    store = open_store(store_url)
+    try:
+        deadline = time.monotonic() + 30
+        sessions = []
+        while time.monotonic() < deadline:
+            sessions = [s for s in store.list_sessions() if s.name == "clock" and s.sealed]
+            if sessions:
+                break
+            time.sleep(0.2)
+        assert len(sessions) == 1, "no sealed session named after the server key"
+        events = list(store.read_session(sessions[0].session_id))
+    finally:
+        store.close()
+    calls = [e for e in events if e.kind == "frame" and e.method == "tools/call"]
+    assert [(e.direction, e.tool) for e in calls] == [("c2s", "get_current_time")]
+    replies = [
+        e
+        for e in events
+        if e.kind == "frame" and e.direction == "s2c" and e.rpc_id == calls[0].rpc_id
+    ]
+    assert replies and json.loads(replies[-1].raw)["result"]["content"][0]["text"] == text
+    started = next(e for e in events if e.kind == "session_started")
+    assert "mcp_server_time" in started.raw.decode()  # the original command, not the wrapper
