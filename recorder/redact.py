@@ -135,6 +135,10 @@ class Redactor:
     source: str = "builtin"
     # How many values were replaced, by rule name: what a caller reports.
     counts: dict[str, int] = field(default_factory=dict)
+    # One regex that matches wherever any pattern could: most strings match none, and one
+    # search is far cheaper than one substitution per pattern (None: patterns not combinable).
+    prefilter: re.Pattern[str] | None = None
+    _key_cache: dict[str, bool] = field(default_factory=dict, repr=False)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -170,6 +174,7 @@ class Redactor:
             paths=tuple(_parse_path(p) for p in paths),
             patterns=tuple(compiled),
             source=source,
+            prefilter=_combine(compiled),
         )
 
     @classmethod
@@ -243,6 +248,8 @@ class Redactor:
 
     def redact_text(self, text: str) -> str:
         """A string with every pattern match replaced."""
+        if self.prefilter is not None and self.prefilter.search(text) is None:
+            return text
         for pat in self.patterns:
             if pat.has_secret_group:
 
@@ -266,6 +273,15 @@ class Redactor:
         return text
 
     def _is_secret_key(self, name: str) -> bool:
+        known = self._key_cache.get(name)
+        if known is not None:
+            return known
+        if len(self._key_cache) > 10_000:
+            self._key_cache.clear()
+        known = self._key_cache[name] = self._judge_key(name)
+        return known
+
+    def _judge_key(self, name: str) -> bool:
         folded = _fold_key(name)
         if folded in NOT_SECRET_KEYS:
             return False
@@ -363,6 +379,26 @@ class Redactor:
 
 
 _NOT_JSON = object()
+
+
+def _combine(patterns: Iterable[_Pattern]) -> re.Pattern[str] | None:
+    """One alternation of all patterns: leading global flags become scoped groups and named
+    groups plain ones (names may repeat across patterns). None when that does not compile."""
+    parts = []
+    for pat in patterns:
+        if re.search(r"\\[1-9]|\(\?P=|\(\?\(", pat.regex.pattern):
+            return None  # back-references would point at the wrong group once combined
+        text = re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(", pat.regex.pattern)
+        flags = re.match(r"^\(\?([aiLmsux]+)\)", text)
+        if flags:
+            text = f"(?{flags.group(1)}:{text[flags.end() :]})"
+        parts.append(f"(?:{text})")
+    if not parts:
+        return None
+    try:
+        return re.compile("|".join(parts))
+    except re.error:
+        return None
 
 
 def _path_matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:

@@ -228,3 +228,13 @@ def test_redaction_is_idempotent() -> None:
 def test_without_a_key_fingerprints_join_within_one_redactor_only() -> None:
     a, b = Redactor.default(), Redactor.default()
     assert a.marker("s") == a.marker("s") and a.marker("s") != b.marker("s")
+
+
+def test_patterns_with_back_references_still_apply() -> None:
+    """The combined prefilter must never hide a match of a pattern it cannot combine."""
+    redactor = Redactor.build(key=KEY, patterns=[r"(\w)\1\1-secret", r"(?P<d>\d)(?P=d)x"])
+    assert redactor.prefilter is None
+    assert redactor.redact_text("id aaa-secret and 77x") == (
+        f"id {redactor.marker('aaa-secret')} and {redactor.marker('77x')}"
+    )
+    assert Redactor.default(key=KEY).prefilter is not None
