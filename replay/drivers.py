@@ -211,6 +211,7 @@ class HttpDriver:
         self.protocol_version: str | None = None
         self._client = None
         self._posts: set[asyncio.Task] = set()
+        self._get_stream: asyncio.Task | None = None
         self._closed = False
 
     @property
@@ -252,6 +253,10 @@ class HttpDriver:
     async def send(self, raw: bytes) -> None:
         if self._closed or self._client is None:
             raise TransportClosed("the connection was closed")
+        if self.session_id and self._get_stream is None:
+            # A legacy server sends requests unrelated to a POST (roots/list, list_changed) on
+            # the standalone GET stream: open it once the session exists, as SDK clients do.
+            self._get_stream = asyncio.create_task(self._listen())
         task = asyncio.create_task(self._post(raw, self._headers(raw)))
         self._posts.add(task)
         task.add_done_callback(self._posts.discard)
@@ -287,6 +292,24 @@ class HttpDriver:
         except httpx2.HTTPError as exc:
             detail = {"fault": "upstream_unreachable", "detail": str(exc) or type(exc).__name__}
             self.inbound.put_nowait(Inbound("fault", time.monotonic_ns(), detail=detail))
+
+    async def _listen(self) -> None:
+        import httpx2
+
+        assert self._client is not None
+        headers = {"accept": "text/event-stream", "mcp-session-id": self.session_id or ""}
+        if self.protocol_version:
+            headers["mcp-protocol-version"] = self.protocol_version
+        try:
+            async with self._client.stream(
+                "GET", self.url, headers=headers, timeout=httpx2.Timeout(None)
+            ) as resp:
+                if resp.status_code == 200 and resp.headers.get("content-type", "").startswith(
+                    "text/event-stream"
+                ):
+                    await self._read_sse(resp)
+        except httpx2.HTTPError:
+            pass  # the GET stream is optional: a server may refuse it (405) or drop it
 
     async def _read_sse(self, resp) -> None:  # type: ignore[no-untyped-def]
         data: list[str] = []
@@ -328,6 +351,10 @@ class HttpDriver:
             _done, pending = await asyncio.wait(set(self._posts), timeout=grace_s)
             for task in pending:
                 task.cancel()
+        if self._get_stream is not None:
+            self._get_stream.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._get_stream
         if self._client is not None:
             if self.session_id:
                 with contextlib.suppress(Exception):

@@ -1,0 +1,109 @@
+"""A recorded session read back from the store (both backends) as steps, causal dependencies,
+server requests with their answers, and faults pinned to steps; and the mock server over it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from recorder.store import open_store
+from replay.mock_server import MockServer, ServerExit
+from replay.recording import load_recording
+from tests.replay.kit import c2s, s2c, store_session
+
+
+def req(i: object, method: str, params: dict | None = None) -> dict:
+    m: dict = {"jsonrpc": "2.0", "id": i, "method": method}
+    if params is not None:
+        m["params"] = params
+    return m
+
+
+def res(i: object, result: dict) -> dict:
+    return {"jsonrpc": "2.0", "id": i, "result": result}
+
+
+def text(i: object, value: str, is_error: bool = False) -> dict:
+    return res(i, {"content": [{"type": "text", "text": value}], "isError": is_error})
+
+
+def crash_session(store) -> str:  # type: ignore[no-untyped-def]
+    frames = [
+        c2s(req(1, "initialize", {"protocolVersion": "2025-11-25"}), 0),
+        s2c(res(1, {"protocolVersion": "2025-11-25"}), 5),
+        c2s({"jsonrpc": "2.0", "method": "notifications/initialized"}, 6),
+        c2s(req(2, "tools/call", {"name": "echo", "arguments": {"message": "hi"}}), 10),
+        s2c({"jsonrpc": "2.0", "method": "roots/list", "id": 0}, 11),
+        c2s(res(0, {"roots": [{"uri": "file:///x"}]}), 12),
+        s2c(text(2, "hi"), 15),
+        c2s(req(3, "tools/call", {"name": "fail", "arguments": {}}), 20),
+        s2c(text(3, "nope", is_error=True), 22),
+        c2s(req(4, "tools/call", {"name": "crash", "arguments": {"code": 3}}), 30),
+    ]
+    ended = {"reason": "server_exited", "outcome": "crashed", "exit_code": 3, "signal": None}
+    return store_session(store, frames, command=["server"], ended=ended)
+
+
+def test_steps_dependencies_server_requests_and_faults(store_url: str) -> None:
+    store = open_store(store_url)
+    rec = load_recording(store, crash_session(store))
+    assert [s.label for s in rec.steps] == [
+        "initialize",
+        "notifications/initialized",
+        "tools/call echo",
+        "tools/call fail",
+        "tools/call crash",
+    ]
+    # notifications/initialized was sent after the initialize response: it waits for it
+    assert rec.steps[1].deps == [1]
+    assert rec.steps[3].deps == [3]
+    assert rec.steps[4].response is None
+    (roots,) = rec.server_requests
+    assert roots.frame.method == "roots/list" and roots.answer is not None
+    assert json.loads(roots.answer.raw)["result"]["roots"][0]["uri"] == "file:///x"
+    faults = {(f.fault, f.step) for f in rec.faults}
+    # the unanswered crash call is part of the exit, not a fault of its own
+    assert faults == {("tool_error", 4), ("server_exit", 5)}
+    exit_fault = next(f for f in rec.faults if f.fault == "server_exit")
+    assert exit_fault.detail == "server exited with status 3" and exit_fault.label == (
+        "tools/call crash"
+    )
+    store.close()
+
+
+def test_mock_server_answers_from_the_recording(sqlite_url: str) -> None:
+    store = open_store(sqlite_url)
+    server = MockServer(load_recording(store, crash_session(store)))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+    call = req("a", "tools/call", {"name": "echo", "arguments": {"message": "hi"}, "_meta": meta})
+    (reply,) = server.handle(json.dumps(call).encode())
+    assert json.loads(reply) == text("a", "hi")
+    miss = req(7, "tools/call", {"name": "echo", "arguments": {"message": "bye"}})
+    (error,) = server.handle(json.dumps(miss).encode())
+    error = json.loads(error)
+    assert error["id"] == 7 and error["error"]["code"] == -32602
+    message = error["error"]["message"]
+    assert "$.params.arguments.message" in message and '"hi"' in message and '"bye"' in message
+    assert "seq" in message
+    (unknown,) = server.handle(json.dumps(req(8, "prompts/list")).encode())
+    assert json.loads(unknown)["error"]["code"] == -32601
+    assert server.handle(b'{"jsonrpc":"2.0","method":"notifications/initialized"}') == []
+    crash = req(9, "tools/call", {"name": "crash", "arguments": {"code": 3}})
+    with pytest.raises(ServerExit) as exc:
+        server.handle(json.dumps(crash).encode())
+    assert exc.value.code == 3
+    store.close()
+
+
+def test_mock_server_strict_order(sqlite_url: str) -> None:
+    store = open_store(sqlite_url)
+    server = MockServer(load_recording(store, crash_session(store)), strict_order=True)
+    echo = req(1, "tools/call", {"name": "echo", "arguments": {"message": "hi"}})
+    (error,) = server.handle(json.dumps(echo).encode())
+    assert "expected the recorded request at seq" in json.loads(error)["error"]["message"]
+    (ok,) = server.handle(json.dumps(req(1, "initialize", {})).encode())
+    assert "result" in json.loads(ok)
+    (ok,) = server.handle(json.dumps(echo).encode())
+    assert json.loads(ok)["result"]["content"][0]["text"] == "hi"
+    store.close()
