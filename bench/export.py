@@ -1,0 +1,129 @@
+"""Benchmark: compliance export and verify-export throughput, in records per second, against a
+plain copy + sha256 of the store's database file measured in the same run.
+
+    python bench/export.py            # 100,000 records (about a minute on 2 shared cores)
+    python bench/export.py --quick    # 20,000 records
+    python bench/export.py --records 500000 --store postgresql://postgres@127.0.0.1/bench
+
+The store is filled with realistic sessions (handshake, tool calls with arguments and results,
+decisions, stderr, HTTP exchanges carrying secrets) through the store API; filling is not timed.
+The baseline is copying the bundle's largest file (records.jsonl) and computing its sha256: the
+least any export or verification must do. "vs baseline" is operation time / baseline time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analytics.export import export_bundle
+from analytics.verify_export import verify_export
+from recorder.model import new_session_id
+from recorder.redact import Redactor
+from recorder.store import open_store
+from tests.analytics.test_export_fixtures import session_events
+
+
+def fill(store, records: int) -> int:  # type: ignore[no-untyped-def]
+    """Append sessions until about `records` records are stored; returns the count."""
+    total = 0
+    start = time.time_ns() - 30 * 86_400 * 1_000_000_000
+    i = 0
+    batch = []
+    while total < records:
+        sid = new_session_id(start + i * 1_000_000_000)
+        events = session_events(
+            sid,
+            start + i * 1_000_000_000,
+            era="2026-07-28" if i % 2 else "2025-11-25",
+            secrets=i % 3 == 0,
+            calls=20,
+        )
+        batch.extend(events)
+        total += len(events) + 1  # + the seal the store adds
+        i += 1
+        if len(batch) >= 5000:
+            store.append(batch)
+            batch = []
+    if batch:
+        store.append(batch)
+    return total
+
+
+def timed(fn):  # type: ignore[no-untyped-def]
+    """(seconds, value): CPU seconds of this process, steadier than wall time on a shared
+    machine; the store's own work (SQLite in-process) is included, a PostgreSQL server's not."""
+    t0 = time.process_time()
+    value = fn()
+    return time.process_time() - t0, value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--quick", action="store_true", help="20,000 records")
+    parser.add_argument("--store", default=None, help="store URL (default: a temporary SQLite)")
+    args = parser.parse_args()
+    n = 20_000 if args.quick else args.records
+    work = Path(tempfile.mkdtemp(prefix="bb-bench-export-"))
+    try:
+        url = args.store or f"sqlite:///{work / 'store.db'}"
+        store = open_store(url)
+        print(f"filling {url.split('?')[0]} with ~{n} records ...", file=sys.stderr)
+        fill_s, count = timed(lambda: fill(store, n))
+        print(f"filled {count} records in {fill_s:.1f}s", file=sys.stderr)
+
+        rows: list[tuple[str, float, int]] = []
+        for fmt in ("parquet", "jsonl", "csv"):
+            out = work / f"bundle-{fmt}"
+            secs, result = timed(lambda fmt=fmt, out=out: export_bundle(store, out, fmt=fmt))
+            size = sum(p.stat().st_size for p in out.iterdir())
+            rows.append((f"export {fmt}", secs, size))
+            vsecs, report = timed(lambda out=out: verify_export(out))
+            assert report.ok, report.findings[:3]
+            rows.append((f"verify-export {fmt}", vsecs, size))
+        out = work / "bundle-redacted"
+        secs, result = timed(
+            lambda: export_bundle(store, out, fmt="parquet", redactor=Redactor.default(key=b"b"))
+        )
+        rows.append(
+            ("export parquet, redacted", secs, sum(p.stat().st_size for p in out.iterdir()))
+        )
+        vsecs, report = timed(lambda: verify_export(out))
+        assert report.ok, report.findings[:3]
+        rows.append(("verify-export parquet, redacted", vsecs, 0))
+        store.close()
+
+        # The baseline: what merely copying and hashing the largest bundle file costs.
+        big = work / "bundle-jsonl" / "records.jsonl"
+
+        def copy_and_hash() -> str:
+            shutil.copyfile(big, work / "copy.jsonl")
+            digest = hashlib.sha256()
+            with (work / "copy.jsonl").open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
+            return digest.hexdigest()
+
+        base_s, _ = timed(copy_and_hash)
+        rows.insert(0, ("baseline: copy + sha256 of records.jsonl", base_s, big.stat().st_size))
+
+        print(f"\n{count} records ({result.manifest['counts']['sessions']} sessions)\n")
+        print("| operation | CPU s | records/s | MB | vs baseline |")
+        print("|---|---:|---:|---:|---:|")
+        for name, secs, size in rows:
+            ratio = f"{secs / base_s:.0f}x"
+            print(f"| {name} | {secs:.2f} | {count / secs:,.0f} | {size / 1e6:.1f} | {ratio} |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
