@@ -1,0 +1,231 @@
+"""What the proxy does when things go wrong: the upstream down, a 500, a stream cut mid-event, a
+slow stream (not buffered), an upstream that never answers, a journal that cannot be written, a
+policy that denies; and that secrets in headers never reach the record."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from recorder.journal import JournalError
+from recorder.taps.http_headers import fingerprint
+from tests.recorder.http_servers.fault_server import FaultServer
+from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, free_port, of_kind
+
+pytestmark = pytest.mark.timeout(60)
+
+CALL = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","arguments":{}}}'
+JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def faulty() -> FaultServer:
+    with FaultServer() as server:
+        yield server
+
+
+def _faults(proxy: RecordingProxy) -> list[dict]:
+    return [doc(ev) for ev in of_kind(proxy.records(), "fault")]
+
+
+def test_upstream_down_gives_502_that_says_so(tmp_path: Path) -> None:
+    upstream = f"http://127.0.0.1:{free_port()}/mcp"  # nothing listens there
+    with RecordingProxy(upstream, tmp_path / "j") as proxy:
+        response = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS, timeout=10)
+        plain = httpx2.get(proxy.url, timeout=10)
+    assert response.status_code == 502
+    body = response.json()
+    assert body["id"] == 7 and "unreachable" in body["error"]["message"]
+    assert upstream in body["error"]["message"]
+    assert plain.status_code == 502 and "unreachable" in plain.text
+    (events,) = proxy.sessions().values()
+    # The request was journaled before the attempt; the proxy's reply is what the client saw.
+    assert [ev.direction for ev in frames(events)] == ["c2s", "s2c"]
+    assert frames(events)[0].raw == CALL
+    faults = _faults(proxy)
+    assert [f["fault"] for f in faults] == ["upstream_unreachable", "upstream_unreachable"]
+    assert faults[0]["stage"] == "transport" and faults[0]["seq"] == frames(events)[0].seq
+    exchanges = [doc(e) for e in of_kind(events, "http_exchange")]
+    assert [x["status"] for x in exchanges] == [502, 502]
+    assert not any(x["upstream_answered"] for x in exchanges)
+
+
+def test_upstream_500_is_forwarded_unchanged_and_recorded(
+    faulty: FaultServer, tmp_path: Path
+) -> None:
+    direct = httpx2.post(f"{faulty.url}/500", content=CALL, headers=JSON_HEADERS)
+    with RecordingProxy(f"{faulty.url}/500", tmp_path / "j") as proxy:
+        through = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS)
+    assert (through.status_code, through.content) == (direct.status_code, direct.content)
+    assert through.headers["content-type"] == direct.headers["content-type"]
+    (fault,) = _faults(proxy)
+    assert fault["fault"] == "http_status" and fault["status"] == 500
+    assert fault["stage"] == "execution"
+    (exchange,) = [doc(e) for e in of_kind(proxy.records(), "http_exchange")]
+    assert exchange["status"] == 500 and exchange["note"] == direct.text
+
+
+@pytest.mark.parametrize("path", ["/cut", "/cut-clean"])
+def test_stream_cut_mid_event(faulty: FaultServer, tmp_path: Path, path: str) -> None:
+    """The complete event is recorded and forwarded; the half event is a stream_cut fault, and
+    the client's stream is cut too (it gets the same bytes the server sent)."""
+    with RecordingProxy(f"{faulty.url}{path}", tmp_path / "j") as proxy:
+        got = b""
+        with (
+            pytest.raises(httpx2.RemoteProtocolError),
+            httpx2.stream("POST", proxy.url, content=CALL, headers=JSON_HEADERS) as resp,
+        ):
+            assert resp.status_code == 200
+            for part in resp.iter_raw():
+                got += part
+    assert got.startswith(b"id: e1\ndata: ")
+    assert got.endswith(b'id: e2\ndata: {"jsonrpc":"2.0","id":1,"res')
+    events = proxy.records()
+    s2c = frames(events, "s2c")
+    assert len(s2c) == 1 and json.loads(s2c[0].raw)["method"] == "notifications/progress"
+    (fault,) = _faults(proxy)
+    assert fault["fault"] == "stream_cut" and fault["stage"] == "execution"
+    assert fault["partial"] == 'id: e2\ndata: {"jsonrpc":"2.0","id":1,"res'
+    (exchange,) = [doc(e) for e in of_kind(events, "http_exchange")]
+    assert exchange["sse_events"] == [{"seq": s2c[0].seq, "id": "e1"}]
+
+
+def test_slow_stream_is_not_buffered(faulty: FaultServer, tmp_path: Path) -> None:
+    """Each event reaches the client within a few ms of the server sending it (the server
+    spaces them 200 ms apart, so a buffering proxy would show delays of hundreds of ms)."""
+    with RecordingProxy(f"{faulty.url}/slow", tmp_path / "j") as proxy:
+        delays = []
+        url = proxy.url + "?n=6&gap=0.2"
+        with httpx2.stream("POST", url, content=CALL, headers=JSON_HEADERS, timeout=10) as resp:
+            for line in resp.iter_lines():
+                if line.startswith("data: {") and '"sent"' in line:
+                    sent = json.loads(line[6:])["params"]["data"]["sent"]
+                    delays.append((time.time() - sent) * 1000)
+    assert len(delays) == 6
+    print(
+        f"SSE event delay through the proxy: median {statistics.median(delays):.1f} ms, "
+        f"max {max(delays):.1f} ms"
+    )
+    assert statistics.median(delays) < 25
+    assert max(delays) < 100
+    events = proxy.records()
+    assert len(frames(events, "s2c")) == 7  # 6 notifications + the response; not the primer
+    (exchange,) = [doc(e) for e in of_kind(events, "http_exchange")]
+    ids = [e.get("id") for e in exchange["sse_events"]]
+    assert ids == ["p0", "s0", "s1", "s2", "s3", "s4", "s5", None]  # the reply had no id
+    assert "seq" not in exchange["sse_events"][0]  # the empty priming event carries no message
+
+
+def test_upstream_that_never_answers_times_out(faulty: FaultServer, tmp_path: Path) -> None:
+    with RecordingProxy(f"{faulty.url}/hang", tmp_path / "j", timeout_s=0.5) as proxy:
+        started = time.monotonic()
+        response = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS, timeout=10)
+        waited = time.monotonic() - started
+    assert response.status_code == 504 and "in time" in response.json()["error"]["message"]
+    assert 0.4 < waited < 5
+    (fault,) = _faults(proxy)
+    assert fault["fault"] == "timeout" and fault["stage"] == "execution"
+
+
+def test_journal_failure_answers_503_and_forwards_nothing(
+    faulty: FaultServer, tmp_path: Path
+) -> None:
+    before = len(faulty.requests)
+    with RecordingProxy(f"{faulty.url}/json", tmp_path / "j") as proxy:
+
+        def broken(*_args: object, **_kw: object) -> int:
+            raise JournalError("cannot write the journal: the disk is full")
+
+        proxy.journal.append = broken  # type: ignore[method-assign]
+        response = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS)
+    assert response.status_code == 503
+    assert "not forwarded" in response.text and "disk is full" in response.text
+    assert len(faulty.requests) == before, "nothing may reach the server unrecorded"
+    assert proxy.notices and "disk is full" in proxy.notices[0]
+
+
+def test_secret_headers_are_fingerprinted(faulty: FaultServer, tmp_path: Path) -> None:
+    secrets = {
+        "authorization": "Bearer sk-live-very-secret",
+        "cookie": "session=abc123",
+        "x-api-key": "key-123",
+        "x-github-token": "ghp_zzz",
+    }
+    with RecordingProxy(f"{faulty.url}/json", tmp_path / "j") as proxy:
+        response = httpx2.post(proxy.url, content=CALL, headers={**JSON_HEADERS, **secrets})
+    assert response.json() == {"jsonrpc": "2.0", "id": 7, "result": {"ok": True}}
+    # The upstream got every header unchanged (and the Host the client sent).
+    _method, _target, headers, _body = faulty.requests[-1]
+    assert all(headers[k] == v for k, v in secrets.items())
+    assert headers["host"] == proxy.base_url.split("//")[1]
+    raw = b"".join(ev.raw for ev in proxy.records())
+    for value in secrets.values():
+        assert value.encode() not in raw
+    (exchange,) = [doc(e) for e in of_kind(proxy.records(), "http_exchange")]
+    recorded = exchange["request_headers"]
+    assert recorded["authorization"] == fingerprint(secrets["authorization"])
+    assert recorded["x-github-token"] == fingerprint(secrets["x-github-token"])
+    assert recorded["content-type"] == "application/json"
+
+
+def test_policy_denies_without_forwarding(faulty: FaultServer, tmp_path: Path) -> None:
+    from recorder.policy import Policy
+
+    policy = Policy.from_text(
+        'default = "allow"\n[[rule]]\nid = "no-add"\ndecision = "deny"\ntool = "add"\n'
+    )
+    before = len(faulty.requests)
+    allowed = CALL.replace(b'"add"', b'"echo"')
+    with RecordingProxy(f"{faulty.url}/json", tmp_path / "j", policy=policy) as proxy:
+        denied = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS)
+        passed = httpx2.post(proxy.url, content=allowed, headers=JSON_HEADERS)
+    assert denied.status_code == 200
+    assert denied.json()["error"]["code"] == -32001 and "no-add" in denied.text
+    assert passed.json()["result"] == {"ok": True}
+    assert [r[3] for r in faulty.requests[before:]] == [allowed], "the denied call never left"
+    events = proxy.records()
+    decisions = [doc(e) for e in of_kind(events, "decision")]
+    assert [(d["tool"], d["decision"]) for d in decisions] == [("add", "deny"), ("echo", "allow")]
+    kinds = [(e.kind, e.direction) for e in events if e.kind in ("frame", "decision")]
+    assert kinds == [
+        ("frame", "c2s"),
+        ("decision", "-"),
+        ("frame", "s2c"),  # the denial the client got
+        ("frame", "c2s"),
+        ("decision", "-"),
+        ("frame", "s2c"),
+    ]
+
+
+def test_legacy_sse_absolute_endpoint_is_rewritten(faulty: FaultServer, tmp_path: Path) -> None:
+    """A 2024-11-05 stream that announces an absolute URL on the upstream is pointed back at the
+    proxy, and the messages posted there join the stream's session."""
+    sse = {"accept": "text/event-stream"}
+    with (
+        RecordingProxy(f"{faulty.url}/sse", tmp_path / "j") as proxy,
+        httpx2.Client(timeout=10) as http,
+        http.stream("GET", proxy.url, headers=sse) as resp,
+    ):
+        lines = resp.iter_lines()
+        assert next(lines) == "event: endpoint"
+        endpoint = next(lines)[len("data: ") :]
+        assert endpoint.startswith(proxy.base_url + "/messages?session_id=")
+        posted = http.post(endpoint, content=CALL, headers=JSON_HEADERS)
+        assert posted.status_code == 202
+        for line in lines:
+            if line.startswith("data: "):
+                assert json.loads(line[6:])["id"] == 7
+                break
+    sessions = proxy.sessions()
+    assert len(sessions) == 1
+    (events,) = sessions.values()
+    assert doc(events[0])["session_rule"] == "sse-endpoint"
+    assert [ev.direction for ev in frames(events)] == ["c2s", "s2c"]
+    stream = next(doc(e) for e in of_kind(events, "http_exchange") if doc(e)["method"] == "GET")
+    assert stream["sse_events"][0]["rewritten_to"] == endpoint
+    assert doc(events[-1])["reason"] == "client_closed"
