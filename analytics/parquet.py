@@ -535,8 +535,8 @@ class ParquetCopy:
         done = 0
         files = 0
         for ev in store.read_log(start):
-            if ev.kind == Kind.RETENTION_APPLIED:
-                return None
+            if ev.kind == Kind.RETENTION_APPLIED and start > 0:
+                return None  # records before it may be gone from the store: rebuild
             messages = messages_of(ev)
             events.add(ev, messages)
             calls.extend(tracker.feed(ev, messages))
@@ -581,9 +581,10 @@ class ParquetCopy:
             written += _write_by_day(table, "started_ns", self.dataset_dir("calls"), name)
         return written
 
-    def compact(self, max_files: int = COMPACT_FILES) -> int:
-        """Merge the files of each day partition holding more than `max_files`; returns how many
-        partitions were compacted."""
+    def compact(self, max_files: int | None = None) -> int:
+        """Merge the files of each day partition holding more than `max_files` (default
+        `COMPACT_FILES`); returns how many partitions were compacted."""
+        max_files = COMPACT_FILES if max_files is None else max_files
         merged = 0
         for name in DATASETS:
             for day in sorted(self.dataset_dir(name).glob("day=*")):

@@ -17,8 +17,11 @@ connection `COPY ... TO` a file, which a query must not do).
 
 from __future__ import annotations
 
-import tempfile
+import hashlib
+import os
+import secrets
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 
 import duckdb
@@ -431,18 +434,43 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
 
 
 def connect(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> duckdb.DuckDBPyConnection:
-    """A read-only DuckDB connection with the views over the copy's current files."""
-    with tempfile.TemporaryDirectory(prefix="blackbox-views-") as tmp:
-        path = str(Path(tmp) / "views.duckdb")
-        writer = duckdb.connect(path)
+    """A read-only DuckDB connection with the views over the copy's current files.
+
+    Creating the views costs DuckDB about half a second (it binds every nested view against the
+    Parquet metadata), so the view database is kept in the copy, named by a hash of its SQL
+    (file list and window included), and only rebuilt after a refresh wrote new files.
+    """
+    statements = view_sql(copy, window_s)
+    key = hashlib.sha256("\n;".join(statements).encode()).hexdigest()[:16]
+    folder = copy.root / "views"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"views-{key}.duckdb"
+    for attempt in range(2):
+        if not path.exists():
+            _build(path, statements)
+            for old in folder.glob("views-*.duckdb"):
+                if old != path:
+                    with suppress(OSError):
+                        old.unlink()
         try:
-            for statement in view_sql(copy, window_s):
-                writer.execute(statement)
-        finally:
-            writer.close()
-        # The file may go once it is open: the views live in the connection's catalog.
-        con = duckdb.connect(path, read_only=True)
-    return con
+            return duckdb.connect(str(path), read_only=True)
+        except duckdb.Error:
+            if attempt:
+                raise
+            with suppress(OSError):  # a damaged or vanished file: build it again
+                path.unlink()
+    raise AssertionError("unreachable")
+
+
+def _build(path: Path, statements: list[str]) -> None:
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    writer = duckdb.connect(str(tmp))
+    try:
+        for statement in statements:
+            writer.execute(statement)
+    finally:
+        writer.close()
+    os.replace(tmp, path)  # readers only ever see a complete file
 
 
 def check_read_only(sql: str) -> None:
