@@ -124,153 +124,167 @@ class _ParseError(Exception):
         self.pos = pos
 
 
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
-_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
+# One pattern for every token. A position where nothing matches is an error, so no character is
+# ever skipped silently. (The string pattern is the unrolled form: much faster than (a|b)*.)
+_TOKEN = re.compile(
+    r"""(?P<ws>[ \t\r\n]+)"""
+    r"""|(?P<str>"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*")"""
+    r"""|(?P<punct>[{}\[\]:,])"""
+    r"""|(?P<num>-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)"""
+    r"""|(?P<lit>true|false|null)"""
+    r"""|(?P<comment>//[^\n]*|/\*.*?\*/)""",
+    re.DOTALL,
+)
 _LITERALS = {"true": True, "false": False, "null": None}
-_WS = re.compile(r"[ \t\r\n]*")
+MAX_DEPTH = 200
+
+# Parser states: what the innermost open container expects next.
+_VALUE = 0  # a value (after ':' in an object, after ',' in an array)
+_FIRST_KEY = 1  # after '{': a key or '}'
+_KEY = 2  # after ',' in an object: a key (or '}', a trailing comma)
+_COLON = 3
+_NEXT = 4  # after a member or an item: ',' or the closing bracket
+_FIRST_ITEM = 5  # after '[': a value or ']'
+_ITEM = 6  # after ',' in an array: a value (or ']', a trailing comma)
+
+_EXPECTING = {
+    _VALUE: "expecting a value",
+    _FIRST_KEY: "expecting a property name in double quotes",
+    _KEY: "expecting a property name in double quotes",
+    _COLON: "expecting ':' after a property name",
+    _FIRST_ITEM: "expecting a value",
+    _ITEM: "expecting a value",
+}
 
 
 class _Parser:
-    """Recursive descent over the text. Comments and trailing commas are accepted (VS Code reads
-    its files with a JSONC parser) and the first one seen is remembered, so that a caller can
-    refuse it with its position for a host that reads strict JSON."""
+    """A table-driven JSON parser over one token pattern, iterative (no recursion limit). Comments
+    and trailing commas are accepted (VS Code reads its files with a JSONC parser) and the first
+    one seen is remembered, so that a caller can refuse it with its position for a host that
+    reads strict JSON."""
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.pos = 0
         self.first_extension: tuple[int, str] | None = None  # (pos, "comment"|"trailing comma")
 
     def parse(self) -> Node:
-        if self.text.startswith("\ufeff"):
-            self.pos = 1
-        self._skip()
-        node = self._value()
-        self._skip()
-        if self.pos != len(self.text):
-            raise _ParseError("unexpected data after the JSON document", self.pos)
-        return node
-
-    def _note(self, what: str) -> None:
-        if self.first_extension is None:
-            self.first_extension = (self.pos, what)
-
-    def _skip(self) -> None:
-        text, n = self.text, len(self.text)
+        text = self.text
+        n = len(text)
+        pos = 1 if text.startswith("\ufeff") else 0
+        match = _TOKEN.match
+        # Open containers: [node, state, key, key_start, key_end]
+        stack: list[list[Any]] = []
+        root: Node | None = None
         while True:
-            self.pos = _WS.match(text, self.pos).end()  # type: ignore[union-attr]
-            if self.pos >= n or text[self.pos] != "/":
-                return
-            if text.startswith("//", self.pos):
-                self._note("comment")
-                end = text.find("\n", self.pos)
-                self.pos = n if end < 0 else end
-            elif text.startswith("/*", self.pos):
-                self._note("comment")
-                end = text.find("*/", self.pos + 2)
-                if end < 0:
-                    raise _ParseError("unterminated /* comment", self.pos)
-                self.pos = end + 2
+            m = match(text, pos)
+            if m is None:
+                if pos >= n:
+                    break
+                if text.startswith("/*", pos):
+                    raise _ParseError("unterminated /* comment", pos)
+                if text[pos] == '"':
+                    raise _ParseError("invalid or unterminated string", pos)
+                raise _ParseError(self._expecting(stack, root), pos)
+            kind = m.lastgroup
+            start, pos = pos, m.end()
+            if kind == "ws":
+                continue
+            if kind == "comment":
+                self._note(start, "comment")
+                continue
+            if not stack:
+                if root is not None:
+                    raise _ParseError("unexpected data after the JSON document", start)
+                state = _VALUE
             else:
-                return
-
-    def _value(self) -> Node:
-        if self.pos >= len(self.text):
-            raise _ParseError("unexpected end of file, expecting a value", self.pos)
-        ch = self.text[self.pos]
-        if ch == "{":
-            return self._object()
-        if ch == "[":
-            return self._array()
-        if ch == '"':
-            start = self.pos
-            value = self._string()
-            return Node("string", start, self.pos, value)
-        match = _NUMBER.match(self.text, self.pos)
-        if match:
-            self.pos = match.end()
-            return Node("number", match.start(), match.end(), json.loads(match.group()))
-        for word, value in _LITERALS.items():
-            if self.text.startswith(word, self.pos):
-                start = self.pos
-                self.pos += len(word)
-                return Node("literal", start, self.pos, value)
-        raise _ParseError("expecting a value", self.pos)
-
-    def _string(self) -> str:
-        match = _STRING.match(self.text, self.pos)
-        if not match:
-            raise _ParseError("invalid or unterminated string", self.pos)
-        self.pos = match.end()
-        token = match.group()
-        # Most strings have no escapes: slicing is exact for them and much cheaper than decoding.
-        return token[1:-1] if "\\" not in token else json.loads(token)
-
-    def _object(self) -> Node:
-        node = Node("object", self.pos, self.pos)
-        self.pos += 1
-        self._skip()
-        if self._peek() == "}":
-            self.pos += 1
-            node.end = self.pos
-            return node
-        while True:
-            if self._peek() != '"':
-                raise _ParseError("expecting a property name in double quotes", self.pos)
-            key_start = self.pos
-            key = self._string()
-            key_end = self.pos
-            self._skip()
-            if self._peek() != ":":
-                raise _ParseError("expecting ':' after a property name", self.pos)
-            self.pos += 1
-            self._skip()
-            node.members.append(Member(key, key_start, key_end, self._value()))
-            self._skip()
-            ch = self._peek()
-            if ch == ",":
-                self.pos += 1
-                self._skip()
-                if self._peek() == "}":
-                    self._note("trailing comma")
-                    self.pos += 1
-                    node.end = self.pos
-                    return node
+                frame = stack[-1]
+                state = frame[1]
+            token = m.group()
+            node: Node | None = None
+            if state in (_FIRST_KEY, _KEY):
+                if kind == "str":
+                    frame[2] = token[1:-1] if "\\" not in token else json.loads(token)
+                    frame[3], frame[4], frame[1] = start, pos, _COLON
+                    continue
+                if token != "}":
+                    raise _ParseError(_EXPECTING[state], start)
+                if state == _KEY:
+                    self._note(start, "trailing comma")
+                node = stack.pop()[0]
+                node.end = pos
+            elif state == _COLON:
+                if token != ":":
+                    raise _ParseError(_EXPECTING[_COLON], start)
+                frame[1] = _VALUE
                 continue
-            if ch == "}":
-                self.pos += 1
-                node.end = self.pos
-                return node
-            raise _ParseError("expecting ',' or '}' in an object", self.pos)
+            elif state == _NEXT:
+                container = frame[0]
+                if token == ",":
+                    frame[1] = _KEY if container.kind == "object" else _ITEM
+                    continue
+                if token == ("}" if container.kind == "object" else "]"):
+                    node = stack.pop()[0]
+                    node.end = pos
+                elif container.kind == "object":
+                    raise _ParseError("expecting ',' or '}' in an object", start)
+                else:
+                    raise _ParseError("expecting ',' or ']' in an array", start)
+            else:  # a value is expected (or, in an array, possibly its end)
+                if token == "]" and state in (_FIRST_ITEM, _ITEM):
+                    if state == _ITEM:
+                        self._note(start, "trailing comma")
+                    node = stack.pop()[0]
+                    node.end = pos
+                elif kind == "str":
+                    value = token[1:-1] if "\\" not in token else json.loads(token)
+                    node = Node("string", start, pos, value)
+                elif kind == "num":
+                    is_int = "." not in token and "e" not in token and "E" not in token
+                    node = Node("number", start, pos, int(token) if is_int else float(token))
+                elif kind == "lit":
+                    node = Node("literal", start, pos, _LITERALS[token])
+                elif token in "{[":
+                    if len(stack) >= MAX_DEPTH:
+                        # No host config nests this deep; the limit keeps every later step
+                        # (recursive to_python, the C json module) clear of recursion limits.
+                        raise _ParseError(f"nested deeper than {MAX_DEPTH} levels", start)
+                    if token == "{":
+                        stack.append([Node("object", start, start), _FIRST_KEY, None, 0, 0])
+                    else:
+                        stack.append([Node("array", start, start), _FIRST_ITEM, None, 0, 0])
+                    continue
+                else:
+                    raise _ParseError(_EXPECTING[state], start)
+            # A value is complete: hand it to its container, or it is the document.
+            if stack:
+                frame = stack[-1]
+                if frame[0].kind == "object":
+                    frame[0].members.append(Member(frame[2], frame[3], frame[4], node))
+                else:
+                    frame[0].items.append(node)
+                frame[1] = _NEXT
+            else:
+                root = node
+        if stack:
+            raise _ParseError("unexpected end of file, " + self._expecting(stack, root), n)
+        if root is None:
+            raise _ParseError("unexpected end of file, expecting a value", n)
+        return root
 
-    def _array(self) -> Node:
-        node = Node("array", self.pos, self.pos)
-        self.pos += 1
-        self._skip()
-        if self._peek() == "]":
-            self.pos += 1
-            node.end = self.pos
-            return node
-        while True:
-            node.items.append(self._value())
-            self._skip()
-            ch = self._peek()
-            if ch == ",":
-                self.pos += 1
-                self._skip()
-                if self._peek() == "]":
-                    self._note("trailing comma")
-                    self.pos += 1
-                    node.end = self.pos
-                    return node
-                continue
-            if ch == "]":
-                self.pos += 1
-                node.end = self.pos
-                return node
-            raise _ParseError("expecting ',' or ']' in an array", self.pos)
+    def _note(self, pos: int, what: str) -> None:
+        if self.first_extension is None:
+            self.first_extension = (pos, what)
 
-    def _peek(self) -> str:
-        return self.text[self.pos] if self.pos < len(self.text) else ""
+    @staticmethod
+    def _expecting(stack: list[list[Any]], root: Node | None) -> str:
+        if not stack:
+            return "expecting a value" if root is None else "unexpected data after the document"
+        frame = stack[-1]
+        if frame[1] == _NEXT:
+            if frame[0].kind == "object":
+                return "expecting ',' or '}' in an object"
+            return "expecting ',' or ']' in an array"
+        return _EXPECTING[frame[1]]
 
 
 def line_col(text: str, pos: int) -> tuple[int, int]:

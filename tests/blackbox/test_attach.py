@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import stat
 import subprocess
@@ -577,3 +578,61 @@ def test_a_host_launching_the_attached_entry_is_recorded(
     assert replies and json.loads(replies[-1].raw)["result"]["content"][0]["text"] == text
     started = next(e for e in events if e.kind == "session_started")
     assert "mcp_server_time" in started.raw.decode()  # the original command, not the wrapper
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> object:
+    choice = rng.randrange(8 if depth < 4 else 5)
+    if choice == 0:
+        return rng.choice([True, False, None])
+    if choice == 1:
+        return rng.choice([0, -1, 7, 10**20, 1.5, -2.25e-7, 3e100])
+    if choice in (2, 3, 4):
+        alphabet = 'ab "\\/\n\t\u00e9\u2028\U0001f600{}[],:'
+        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+    if choice in (5, 6):
+        return {
+            "".join(rng.choice('kq"\\é') for _ in range(rng.randrange(1, 4))): _random_value(
+                rng, depth + 1
+            )
+            for _ in range(rng.randrange(4))
+        }
+    return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+
+
+def test_parser_agrees_with_json_on_random_documents_and_their_corruptions() -> None:
+    rng = random.Random(20261202)
+    for _ in range(400):
+        value = _random_value(rng)
+        text = json.dumps(
+            value,
+            indent=rng.choice([None, 0, 2, "\t"]),
+            ensure_ascii=rng.choice([True, False]),
+            separators=rng.choice([None, (",", ":"), (", ", ": ")]),
+        )
+        assert lib.parse_json_text(text, jsonc=False).to_python() == json.loads(text)
+        # Spans: every member's source text decodes to that member's value.
+        root = lib.parse_json_text(text, jsonc=False)
+        for member in root.members if root.kind == "object" else []:
+            assert (
+                json.loads(text[member.value.start : member.value.end]) == member.value.to_python()
+            )
+        # Delete one character: both parsers accept the result (alike) or both refuse it.
+        if text:
+            cut = rng.randrange(len(text))
+            broken = text[:cut] + text[cut + 1 :]
+            try:
+                expected = json.loads(broken)
+            except ValueError:
+                with pytest.raises(lib.MalformedConfig):
+                    lib.parse_json_text(broken, jsonc=False)
+            else:
+                assert lib.parse_json_text(broken, jsonc=False).to_python() == expected
+
+
+def test_absurd_nesting_is_a_clear_error_not_a_crash(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    original = '{"mcpServers": {"a": {"command": "x", "deep": ' + "[" * 50_000 + "]" * 50_000
+    config.write_text(original + "}}}")
+    code, out = run_cli("attach", str(config))
+    assert code == 2 and f"nested deeper than {lib.MAX_DEPTH} levels" in out
+    assert lib.parse_json_text("[" * 150 + "]" * 150, jsonc=False).kind == "array"
