@@ -756,10 +756,11 @@ def attach(
         raise NoServers(f'{config.path}: "{config.format.section}" is empty: nothing to attach')
     # Ports already promised to attached servers stay theirs; new servers probe from their hash.
     taken = {r["port"] for r in records.values() if r.get("port") is not None}
+    last_of = {m.key: m for m in members}  # with duplicate keys the host reads the last one
 
     for member in members:
         key, node = member.key, member.value
-        if config.servers.member(key) is not member:
+        if last_of[key] is not member:
             changes.append(
                 EntryChange(key, "skipped", "duplicate key: the host reads the last one")
             )
@@ -942,11 +943,12 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
     changes: list[EntryChange] = []
     done: set[str] = set()
     expected: dict[str, Any] = {}
+    last_of = {m.key: m for m in config.servers.members}
 
     for member in config.servers.members:
         key, node = member.key, member.value
         record = records.get(key)
-        if node.kind != "object" or config.servers.member(key) is not member:
+        if node.kind != "object" or last_of[key] is not member:
             continue
         entry_text = text[node.start : node.end]
         if record and entry_text == record.get("wrapped"):

@@ -636,3 +636,15 @@ def test_absurd_nesting_is_a_clear_error_not_a_crash(tmp_path: Path) -> None:
     code, out = run_cli("attach", str(config))
     assert code == 2 and f"nested deeper than {lib.MAX_DEPTH} levels" in out
     assert lib.parse_json_text("[" * 150 + "]" * 150, jsonc=False).kind == "array"
+
+
+def test_duplicate_keys_wrap_the_entry_the_host_reads(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    original = b'{"mcpServers": {"a": {"command": "old"}, "a": {"command": "new"}}}'
+    config.write_bytes(original)
+    report = lib.attach(config, wrapper=WRAPPER)
+    assert [(c.key, c.action) for c in report.changes] == [("a", "skipped"), ("a", "wrapped")]
+    assert json.loads(config.read_text())["mcpServers"]["a"]["args"][-1] == "new"
+    assert b'{"command": "old"}' in config.read_bytes()
+    lib.detach(config)
+    assert config.read_bytes() == original
