@@ -1,5 +1,125 @@
-"""Commands of the record area (filled in by the work on that area)."""
+"""Commands of the record area: `blackbox record` (the stdio tap) and `blackbox ship`."""
 
 from __future__ import annotations
 
-COMMANDS: list = []
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from blackbox import config
+from blackbox.options import store_option
+from recorder.shipper import ship_leftovers
+from recorder.store import open_store
+from recorder.taps.stdio import DEFAULT_MAX_FRAME, TapConfig, run_tap
+
+
+def _notice(message: str) -> None:
+    # The tap's own diagnostics go to stderr only: stdout belongs to the protocol.
+    sys.stderr.write(f"blackbox: {message}\n")
+    sys.stderr.flush()
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@store_option
+@click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Gate tools/call requests with this policy file (TOML).",
+)
+@click.option(
+    "--redact",
+    "redact_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Redact frames with these rules before they are journalled (forwarded unchanged).",
+)
+@click.option(
+    "--max-frame",
+    type=click.IntRange(min=1024),
+    default=DEFAULT_MAX_FRAME,
+    show_default=True,
+    metavar="BYTES",
+    help="Frames above this size are forwarded intact but stored as a prefix, length and sha256.",
+)
+@click.option(
+    "--quarantine-noise",
+    is_flag=True,
+    help="Divert non-JSON lines the server writes to stdout to stderr (still recorded as faults).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def record(
+    store_url: str | None,
+    name: str | None,
+    policy_file: Path | None,
+    redact_file: Path | None,
+    max_frame: int,
+    quarantine_noise: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run an MCP stdio server under the recorder: every frame is relayed byte for byte and
+    recorded, with stderr, faults and how the session ended. Exits with the server's status.
+
+    Put it in front of the server command in the host's configuration (or let `blackbox attach`
+    do it). Records go to a local journal first and reach the store in the background, so a slow
+    or unreachable store never stalls the host; `blackbox ship` moves what a killed tap left.
+
+    \b
+    Example:
+      blackbox record --name time -- python -m mcp_server_time
+      blackbox record --store postgresql://me@db/blackbox -- npx -y my-server
+    """
+    policy = None
+    if policy_file is not None:
+        from recorder.policy import Policy  # rarely used: no import cost without --policy
+
+        policy = Policy.load(policy_file)
+    redactor = None
+    if redact_file is not None:
+        from recorder.redact import Redactor
+
+        redactor = Redactor.load(redact_file)
+    url = config.store_url(store_url)
+    tap = TapConfig(
+        command=list(command),
+        journal_dir=config.journal_dir(),
+        store_factory=lambda: open_store(url),
+        on_notice=_notice,
+        name=name,
+        cwd=os.getcwd(),
+        env_names=sorted(os.environ),
+        max_frame=max_frame,
+        quarantine_noise=quarantine_noise,
+        policy=policy,
+        redactor=redactor,
+    )
+    result = run_tap(tap)
+    sys.exit(result.exit_status)
+
+
+@click.command()
+@store_option
+def ship(store_url: str | None) -> None:
+    """Ship journals left behind by taps that were killed, and close their sessions as
+    'recovered'. Journals of taps still running are left alone.
+
+    \b
+    Example:
+      blackbox ship
+      blackbox ship --store postgresql://me@db/blackbox
+    """
+    store = open_store(config.store_url(store_url))
+    directory = config.journal_dir()
+    report = ship_leftovers(directory, store, on_progress=_notice)
+    live = f"; {report.live} journal(s) of running taps left alone" if report.live else ""
+    click.echo(
+        f"shipped {report.records} records from {report.journals} journal(s) into {store.url}; "
+        f"{len(report.recovered)} session(s) closed as recovered{live}"
+    )
+
+
+COMMANDS = [record, ship]

@@ -1,0 +1,182 @@
+"""What a tap learns from the frames it relayed, worked out by the shipper, never by the relay.
+
+Why it exists: parsing JSON on the relay's path would cost every round trip; the relay only splits
+lines and journals them. This observer sees each journalled record once (through
+`recorder.shipper.Shipper`'s observer hook) and turns what it finds into session events appended to
+the same journal:
+
+- `era_detected` from the `initialize` exchange (legacy eras) or from the first request carrying
+  `_meta` with a protocol version (2026-07-28; after `server/discover` answers when that comes
+  first, so the server's info is included);
+- `fault` events for lines that are not JSON-RPC: `stdout_pollution` from the server,
+  `invalid_json` from the client, `invalid_utf8` from either side;
+- the requests still waiting for an answer, which the tap names in an `exit_with_outstanding` fault
+  when the server exits under them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, id_fields, parse
+from recorder.model import Direction, Kind, NewEvent
+
+Emit = Callable[[str, str, dict[str, Any]], None]  # (session id, kind, document)
+
+
+def dumps(doc: dict[str, Any]) -> bytes:
+    """The compact JSON of a session event's raw document."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class FrameObserver:
+    """Follows one stdio session's frames: era, invalid lines, outstanding requests."""
+
+    def __init__(self, emit: Emit, quarantine_noise: bool = False) -> None:
+        self.emit = emit
+        self.quarantine_noise = quarantine_noise
+        self.era: str | None = None
+        self._lock = threading.Lock()
+        self._initialize: dict[str, Any] | None = None  # the pending initialize request
+        self._discover: dict[str, Any] | None = None
+        # (direction of the request, id text, id type) -> what the request was
+        self._pending: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
+
+    def __call__(self, events: Sequence[NewEvent]) -> None:
+        with self._lock:
+            for ev in events:
+                if ev.kind == Kind.FRAME and ev.raw_size is None:
+                    self._frame(ev)
+
+    def outstanding(self) -> list[dict[str, Any]]:
+        """The client's requests the server has not answered, oldest first."""
+        with self._lock:
+            return [
+                dict(req)
+                for (direction, _i, _t), req in self._pending.items()
+                if direction == Direction.CLIENT_TO_SERVER
+            ]
+
+    # -- per frame ---------------------------------------------------------------------------------
+
+    def _frame(self, ev: NewEvent) -> None:
+        value, problem = parse(ev.raw)
+        if problem == "empty":
+            return
+        if problem is not None or not isinstance(value, dict | list):
+            self._invalid(ev, problem or "not_jsonrpc")
+            return
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, dict):
+                self._message(ev, item)
+            else:
+                self._invalid(ev, "not_jsonrpc")
+                return
+
+    def _invalid(self, ev: NewEvent, problem: str) -> None:
+        server = ev.direction == Direction.SERVER_TO_CLIENT
+        if problem == "invalid_utf8":
+            fault, detail = "invalid_utf8", "a line that is not valid UTF-8"
+        elif server:
+            fault, detail = "stdout_pollution", "the server wrote a line that is not JSON-RPC"
+        else:
+            fault = "invalid_json"
+            detail = "the client sent a line that is not JSON-RPC"
+        doc: dict[str, Any] = {
+            "fault": fault,
+            "stage": "transport",
+            "detail": f"{detail} ({problem})",
+            "seq": ev.seq,
+            "direction": str(ev.direction),
+            "excerpt": ev.raw[:200].decode("utf-8", errors="replace"),
+        }
+        if server and fault == "stdout_pollution":
+            doc["quarantined"] = self.quarantine_noise
+        self.emit(ev.session_id, Kind.FAULT, doc)
+
+    def _message(self, ev: NewEvent, msg: dict[str, Any]) -> None:
+        direction = str(ev.direction)
+        method = msg.get("method")
+        has_id = "id" in msg
+        if isinstance(method, str):
+            if has_id:
+                rpc_id, id_type = id_fields(msg.get("id"))
+                params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+                tool = params.get("name") if method == "tools/call" else None
+                self._pending[(direction, rpc_id, id_type)] = {
+                    "id": rpc_id,
+                    "id_type": id_type,
+                    "method": method,
+                    "tool": tool if isinstance(tool, str) else None,
+                    "seq": ev.seq,
+                }
+                if direction == Direction.CLIENT_TO_SERVER and self.era is None:
+                    self._era_from_request(ev, method, (rpc_id, id_type), params)
+            return
+        if not has_id:
+            return
+        rpc_id, id_type = id_fields(msg.get("id"))
+        # A response travels the other way from its request: key on (request direction, id).
+        other = (
+            Direction.CLIENT_TO_SERVER
+            if ev.direction == Direction.SERVER_TO_CLIENT
+            else Direction.SERVER_TO_CLIENT
+        )
+        request = self._pending.pop((str(other), rpc_id, id_type), None)
+        if request is None or self.era is not None or other != Direction.CLIENT_TO_SERVER:
+            return
+        result = msg.get("result")
+        if not isinstance(result, dict):
+            return
+        for pending in (self._initialize, self._discover):
+            if pending is not None and pending["id"] == (rpc_id, id_type):
+                era = result.get("protocolVersion") or pending.get("era")
+                if isinstance(era, str):
+                    self._detected(ev.session_id, era, pending, result.get("serverInfo"))
+
+    def _era_from_request(
+        self,
+        ev: NewEvent,
+        method: str,
+        ident: tuple[str | None, str | None],
+        params: dict[str, Any],
+    ) -> None:
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        version = meta.get(META_PROTOCOL_VERSION)
+        if method == "initialize":
+            self._initialize = {
+                "id": ident,
+                "era": params.get("protocolVersion"),
+                "client_info": params.get("clientInfo"),
+                "requested": params.get("protocolVersion"),
+                "via": "initialize",
+            }
+        elif isinstance(version, str):
+            pending = {
+                "id": ident,
+                "era": version,
+                "client_info": meta.get(META_CLIENT_INFO),
+                "via": method,
+            }
+            if method == "server/discover":
+                self._discover = pending
+            else:
+                self._detected(ev.session_id, version, pending, None)
+
+    def _detected(
+        self, session_id: str, era: str, pending: dict[str, Any], server_info: object
+    ) -> None:
+        self.era = era
+        doc = {
+            "era": era,
+            "client_info": pending.get("client_info"),
+            "server_info": server_info,
+            "via": pending.get("via"),
+        }
+        if pending.get("requested") and pending["requested"] != era:
+            doc["requested"] = pending["requested"]
+        self.emit(session_id, Kind.ERA_DETECTED, doc)
