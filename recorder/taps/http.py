@@ -794,14 +794,16 @@ class HttpProxyTap:
                 ex, "invalid_json", _stage(ex.first_method), "the server sent invalid JSON", seq=seq
             )
             return seq
-        if ex.initialize and ex.session is not None and ex.session.era is None:
+        session = ex.session
+        if session is not None and session.era is None:
+            # The initialize result may come on another exchange (the 2024-11-05 SSE stream).
             for message in _messages(value):
                 result = message.get("result")
                 if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
                     self._era(
-                        ex.session,
+                        session,
                         result["protocolVersion"],
-                        ex.client_info,
+                        session.client_info,
                         result.get("serverInfo"),
                     )
         return seq

@@ -176,6 +176,13 @@ def check_session_integrity(events: list[NewEvent]) -> None:
             if "method" in msg and "id" in msg:
                 assert (ev.direction, key) not in requests, f"request recorded twice: {msg}"
                 requests[(ev.direction, key)] = ev.seq
+            elif "error" in msg and msg.get("id") is None:
+                # A request refused before its id was read (server-everything does this): it
+                # answers the latest unanswered request of the other side.
+                asker = "c2s" if ev.direction == "s2c" else "s2c"
+                waiting = [k for k in requests if k[0] == asker and k not in answered]
+                assert waiting, f"an id-less error with no request before it: {msg}"
+                answered[max(waiting, key=requests.__getitem__)] = ev.seq
             elif "id" in msg:
                 asker = "c2s" if ev.direction == "s2c" else "s2c"
                 assert (asker, key) in requests, f"response without its request: {msg}"
