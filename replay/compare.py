@@ -297,5 +297,11 @@ def summarize(value: object, width: int = 120) -> str:
     """A value for a one-line report."""
     if value is ABSENT:
         return "(absent)"
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if isinstance(value, dict):
+        # An item's identity first, so a cut-off summary still says which tool or resource it is.
+        first = [k for k in ALIGN_KEYS if k in value]
+        value = {k: value[k] for k in first} | {
+            k: value[k] for k in sorted(value) if k not in first
+        }
+    text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= width else text[: width - 1] + "…"

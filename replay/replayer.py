@@ -538,6 +538,12 @@ class _Driving:
                     await asyncio.wait_for(event.wait(), remaining)
                 except TimeoutError:
                     break
+        if any(f.fault == "server_exit" for f in self.rec.faults):
+            # The recorded server exited on its own: give the replayed one the same chance
+            # before closing its input, or its exit would look like our doing.
+            deadline = time.monotonic() + self.opt.response_timeout_s
+            while not self.gone and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
         deadline = time.monotonic() + self.opt.server_request_wait_s
         while not self.gone and time.monotonic() < deadline:
             if all(

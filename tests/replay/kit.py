@@ -3,6 +3,7 @@ recorded through `blackbox record` (the stdio tap)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -97,3 +98,55 @@ def run_blackbox(
         env=env or os.environ.copy(),
         cwd=cwd,
     )
+
+
+def record_session(
+    store: EventStore,
+    store_url: str,
+    home: Path,
+    server: Sequence[str],
+    calls: Sequence[tuple[str, dict]],
+    era: str,
+    name: str,
+    timeout: float = 60,
+) -> str:
+    """Record a real SDK client session through `blackbox record`; return its id once sealed.
+
+    A call that makes the server crash ends the client with an error: that is the point of such
+    a session, so the error is swallowed and the recording kept."""
+    from tests import peers
+
+    env = peers.tap_env(home, store_url)
+    with contextlib.suppress(Exception):
+        peers.run_client(
+            era, peers.params(peers.record_command(server, name, store_url), env), calls
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [s for s in store.list_sessions(name=name) if s.sealed]
+        if found:
+            return found[0].session_id
+        time.sleep(0.2)
+    raise AssertionError(f"session {name} was not recorded within {timeout} s")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"HTTP server exited with {proc.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"HTTP server on port {port} did not start within {timeout} s")

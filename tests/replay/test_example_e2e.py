@@ -1,0 +1,201 @@
+"""End to end against the example server: sessions recorded by `blackbox record` from the
+official SDK client (both eras), replayed against the same server, a changed build, a fixed build,
+the mock server and the same server over Streamable HTTP. The store is PostgreSQL here."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from recorder.model import Direction, Kind
+from recorder.store import EventStore, open_store
+from replay.replayer import ReplayOptions, replay_session
+from replay.report import render_text
+from tests import peers
+from tests.replay.kit import SERVERS, free_port, record_session, run_blackbox, wait_http
+
+CALLS = [("echo", {"message": "hi"}), ("ask", {}), ("fail", {})]
+VARIANT = [sys.executable, str(SERVERS / "variant.py")]
+
+
+@pytest.fixture(scope="module")
+def pg_store(pg_database: str) -> Iterator[tuple[str, EventStore]]:
+    schema = f"replay_{secrets.token_hex(4)}"
+    engine = create_engine(pg_database, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = f"{pg_database}?options=-csearch_path%3D{schema}"
+    store = open_store(url)
+    yield url, store
+    store.close()
+    with engine.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def sessions(pg_store, tmp_path_factory) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    url, store = pg_store
+    home = tmp_path_factory.mktemp("bbhome")
+    server = peers.EXAMPLE_SERVER
+    return {
+        "legacy": record_session(store, url, home, server, CALLS, "legacy", "ex-legacy"),
+        "modern": record_session(store, url, home, server, CALLS, "modern", "ex-modern"),
+        "crash": record_session(
+            store, url, home, server, [("echo", {"message": "a"}), ("crash", {})], "legacy", "crash"
+        ),
+    }
+
+
+def env_for(url: str, tmp_path: Path) -> dict:
+    import os
+
+    return {**os.environ, "BLACKBOX_STORE": url, "BLACKBOX_HOME": str(tmp_path / "home")}
+
+
+def test_replay_against_the_same_server_is_equivalent_in_both_eras(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
+    _url, store = pg_store
+    for era in ("legacy", "modern"):
+        result = replay_session(store, sessions[era])
+        assert result.exit_code == 0, render_text(result)
+        assert result.verdict == "equivalent"
+        # the recorded tool error is a fault that the replay reproduces at the same step
+        (fault,) = result.faults
+        assert fault.reproduced and fault.fault.label == "tools/call fail"
+        # the replay is a session of its own, pointing at the original
+        info = store.session(result.replay_id)
+        assert info.replay_of == sessions[era] and info.sealed
+        replayed = list(store.read_session(result.replay_id))
+        original = list(store.read_session(sessions[era]))
+        sent = [e.raw for e in replayed if e.direction == Direction.CLIENT_TO_SERVER]
+        recorded = [e.raw for e in original if e.direction == Direction.CLIENT_TO_SERVER]
+        if era == "modern":
+            # 2026-07-28: every request's _meta went out exactly as recorded
+            assert sent == recorded
+        else:
+            # legacy: the handshake as recorded; the roots/list answer was sent from the recording
+            assert sent[:3] == recorded[:3] and len(sent) == len(recorded)
+            assert any(b"test-root" in raw for raw in sent)
+        assert any(e.kind == Kind.REPLAY_STEP for e in replayed)
+
+
+def test_cli_exit_codes_changed_build_names_path_and_values(pg_store, sessions, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url, _store = pg_store
+    env = env_for(url, tmp_path)
+    same = run_blackbox(["replay", sessions["legacy"], "--format", "json"], env=env)
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["verdict"] == "equivalent"
+    changed = run_blackbox(
+        ["replay", sessions["legacy"], "--against", f"{VARIANT[0]} {VARIANT[1]} changed"], env=env
+    )
+    assert changed.returncode == 1, changed.stderr
+    out = changed.stdout
+    assert "tools/call echo: diverged" in out
+    assert '$.result.content[0].text: recorded "hi", replayed "hi!"' in out
+    # the removed tool is one difference: the recorded definition, replayed absent
+    tools_report = out.split("tools/list: diverged")[1].split("step ")[0]
+    (removed,) = [line for line in tools_report.splitlines() if "replayed (absent)" in line]
+    assert '"name": "sleep"' in removed
+    missing = run_blackbox(["replay", "nope"], env=env)
+    assert missing.returncode == 2 and missing.stderr.startswith("blackbox: no session matches")
+
+
+def test_crash_reproduces_and_a_fixed_server_does_not(pg_store, sessions, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url, store = pg_store
+    result = replay_session(store, sessions["crash"])
+    (fault,) = [f for f in result.faults if f.fault.fault == "server_exit"]
+    assert fault.reproduced, render_text(result)
+    assert fault.describe().startswith(
+        "reproduced: server exited with status 3 after tools/call crash, step"
+    )
+    assert result.exit_code == 0
+    assert store.session(result.replay_id).outcome == "crashed"
+    env = env_for(url, tmp_path)
+    fixed = [VARIANT[0], VARIANT[1], "fixed"]
+    proc = run_blackbox(
+        ["replay", sessions["crash"], "--against", " ".join(fixed), "--timeout", "3"], env=env
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "not reproduced: server exited with status 3 after tools/call crash" in proc.stdout
+    assert "the server kept running" in proc.stdout
+    strict = run_blackbox(
+        [
+            "replay",
+            sessions["crash"],
+            "--against",
+            " ".join(fixed),
+            "--expect-fault",
+            "--timeout",
+            "3",
+        ],
+        env=env,
+    )
+    assert strict.returncode == 1 and "verdict: fault not reproduced" in strict.stdout
+
+
+def test_serve_answers_the_sdk_client_from_the_recording(pg_store, sessions, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import anyio
+    from mcp.shared.exceptions import MCPError
+
+    url, store = pg_store
+    env = peers.tap_env(tmp_path / "home", url)
+    serve = [peers.BLACKBOX, "serve", sessions["modern"], "--store", url]
+    outcome = peers.run_client("modern", peers.params(serve, env), CALLS[:1] + CALLS[2:])
+    assert outcome.results[0]["content"][0]["text"] == "hi"
+    assert outcome.results[1]["isError"] is True
+
+    async def unrecorded() -> str:
+        from mcp import Client
+
+        async with Client(peers.params(serve, env), mode=peers.MODERN) as client:
+            try:
+                await client.call_tool("echo", {"message": "never recorded"})
+            except MCPError as exc:
+                return str(exc)
+        return "no error"
+
+    message = anyio.run(unrecorded)
+    assert "no recorded tools/call matches" in message
+    assert '$.params.arguments.message: recorded "hi", got "never recorded"' in message
+    # the mock can stand in for the server in a replay
+    result = replay_session(store, sessions["modern"], against=" ".join(serve))
+    assert result.exit_code == 0, render_text(result)
+
+
+def test_http_target_both_eras(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
+    _url, store = pg_store
+    port = free_port()
+    proc = subprocess.Popen(
+        [*VARIANT, "same", "http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(port, proc)
+        for era in ("legacy", "modern"):
+            result = replay_session(store, sessions[era], url=f"http://127.0.0.1:{port}/mcp")
+            assert result.exit_code == 0, render_text(result)
+            assert result.transport == "http"
+            assert store.session(result.replay_id).transport == "http"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_injected_cut_stops_the_replay_and_is_reported(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
+    from replay.inject import parse_injection
+
+    _url, store = pg_store
+    options = ReplayOptions(injections=[parse_injection("cut@3")], response_timeout_s=3)
+    result = replay_session(store, sessions["legacy"], options=options)
+    assert result.exit_code == 1
+    statuses = {s.number: s.status for s in result.steps}
+    assert statuses[4] == "not_sent" and statuses[5] == "not_sent"
+    assert "injected: cut at step 3" in render_text(result)
