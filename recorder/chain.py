@@ -13,6 +13,7 @@ import json
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 from recorder.model import Kind, NewEvent, StoredEvent
@@ -40,19 +41,16 @@ class ChainRecord(NamedTuple):
     hash: bytes
 
 
+@lru_cache(maxsize=4096)
+def _prefix(session_id: str, kind: str, direction: str) -> bytes:
+    sid, k, d = session_id.encode(), kind.encode(), direction.encode()
+    return _LENGTHS.pack(len(sid), len(k), len(d)) + sid + k + d
+
+
 def _header(event: NewEvent | StoredEvent | ChainRecord) -> bytes:
-    sid = event.session_id.encode()
-    kind = event.kind.encode()
-    direction = event.direction.encode()
     size = -1 if event.raw_size is None else event.raw_size
-    return b"".join(
-        (
-            _LENGTHS.pack(len(sid), len(kind), len(direction)),
-            sid,
-            kind,
-            direction,
-            _FIXED.pack(event.wall_ns, event.mono_ns, size, len(event.raw)),
-        )
+    return _prefix(event.session_id, event.kind, event.direction) + _FIXED.pack(
+        event.wall_ns, event.mono_ns, size, len(event.raw)
     )
 
 
