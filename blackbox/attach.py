@@ -32,6 +32,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from recorder.errors import BlackboxError
 
@@ -454,9 +455,13 @@ def proxy_command(
     return argv
 
 
-def proxy_url(port: int, kind: str) -> str:
-    # Legacy HTTP+SSE clients open GET /sse; Streamable HTTP clients post to /mcp.
-    return f"http://127.0.0.1:{port}/{'sse' if kind == 'sse' else 'mcp'}"
+def proxy_url(port: int, upstream: str) -> str:
+    """The URL the host uses instead of `upstream`: `blackbox proxy` forwards paths unchanged to
+    the upstream's origin, so the local URL keeps the upstream's path and query (`/mcp` for most
+    Streamable HTTP servers, `/sse` for legacy HTTP+SSE ones)."""
+    parts = urlsplit(upstream)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return f"http://127.0.0.1:{port}{path}"
 
 
 def preferred_port(key: str, base: int) -> int:
@@ -809,6 +814,9 @@ def attach(
                 )
             )
             continue
+        if not url.startswith(("http://", "https://")):
+            changes.append(EntryChange(key, "skipped", f"not an http(s) URL: {url}"))
+            continue
         if "${" in url:
             changes.append(
                 EntryChange(
@@ -822,7 +830,7 @@ def attach(
         while port in taken:
             port = port_base + (port - port_base + 1) % PORT_WINDOW
         taken.add(port)
-        local = proxy_url(port, kind)
+        local = proxy_url(port, url)
         url_node = node.get("url")
         entry_edits = [Edit(url_node.start, url_node.end, _dump(local))]
         wrapped_text = _rebase(text, node, entry_edits)
@@ -998,9 +1006,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             # Attached once, but the host or the user has changed the entry since: theirs now.
             changes.append(EntryChange(key, "kept", "changed since attach; left as it is"))
             done.add(key)
-        elif kind in ("http", "sse") and re.match(
-            r"http://127\.0\.0\.1:\d+/(mcp|sse)$", entry["url"]
-        ):
+        elif kind in ("http", "sse") and entry["url"].startswith("http://127.0.0.1:"):
             changes.append(
                 EntryChange(key, "kept", "points at a local URL with no attach record; left as is")
             )

@@ -7,10 +7,14 @@ tmp_path so the host's file-name rules (`.vscode/mcp.json`, `.cursor/mcp.json`) 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import shlex
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -648,3 +652,104 @@ def test_duplicate_keys_wrap_the_entry_the_host_reads(tmp_path: Path) -> None:
     assert b'{"command": "old"}' in config.read_bytes()
     lib.detach(config)
     assert config.read_bytes() == original
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{proc.args[0]} exited with {proc.returncode}"
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on port {port} after {timeout}s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _echo_over_http(url: str) -> str:
+    async with Client(url, mode="legacy", read_timeout_seconds=30) as client:
+        result = await client.call_tool("echo", {"message": "through the attached proxy"})
+    return result.content[0].text
+
+
+@pytest.mark.timeout(120)
+def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """An HTTP entry for @modelcontextprotocol/server-everything (npm, Streamable HTTP): attach
+    it, run the `blackbox proxy` command attach printed, connect the SDK client to the URL now in
+    the config, and find the session under the server key."""
+    server_bin = Path(__file__).resolve().parents[2] / "node_modules" / ".bin"
+    upstream_port = _free_port()
+    server = subprocess.Popen(
+        [str(server_bin / "mcp-server-everything"), "streamableHttp"],
+        env={**os.environ, "PORT": str(upstream_port)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    proxy = None
+    try:
+        _wait_port(upstream_port, server)
+        config = tmp_path / ".mcp.json"
+        entry = {"type": "http", "url": f"http://127.0.0.1:{upstream_port}/mcp"}
+        config.write_text(json.dumps({"mcpServers": {"everything": entry}}, indent=2) + "\n")
+        # A base that puts this key's hashed port on a port the OS just reported free.
+        base = _free_port() - (lib.preferred_port("everything", 0))
+        code, out = run_cli(
+            "attach", str(config), "--store", sqlite_url, "--proxy-port-base", str(base)
+        )
+        assert code == 0, out
+        attached_url = json.loads(config.read_text())["mcpServers"]["everything"]["url"]
+        printed = next(line for line in out.splitlines() if " proxy --upstream " in line)
+        argv = shlex.split(printed)
+        assert argv[1:4] == ["proxy", "--upstream", entry["url"]]
+        proxy = subprocess.Popen(
+            argv,
+            env={**os.environ, "BLACKBOX_HOME": str(tmp_path / "bbhome")},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert attached_url == f"http://127.0.0.1:{base + lib.preferred_port('everything', 0)}/mcp"
+        _wait_port(base + lib.preferred_port("everything", 0), proxy)
+        assert anyio.run(_echo_over_http, attached_url).endswith("through the attached proxy")
+    finally:
+        if proxy is not None:
+            _stop(proxy)
+        _stop(server)
+
+    store = open_store(sqlite_url)
+    try:
+        deadline = time.monotonic() + 30
+        calls: list = []
+        while time.monotonic() < deadline and not calls:
+            sessions = [s for s in store.list_sessions() if s.name == "everything"]
+            calls = [
+                e
+                for s in sessions
+                for e in store.read_session(s.session_id)
+                if e.kind == "frame" and e.method == "tools/call"
+            ]
+            time.sleep(0.2)
+    finally:
+        store.close()
+    assert [(e.direction, e.tool) for e in calls] == [("c2s", "echo")]
