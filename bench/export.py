@@ -1,8 +1,8 @@
 """Benchmark: compliance export and verify-export throughput, in records per second, against a
-plain copy + sha256 of the store's database file measured in the same run.
+a plain copy + sha256 of the bundle's largest file, measured in the same run.
 
-    python bench/export.py            # 100,000 records (about a minute on 2 shared cores)
-    python bench/export.py --quick    # 20,000 records
+    python bench/export.py            # 50,000 records (under a minute of CPU)
+    python bench/export.py --quick    # 10,000 records
     python bench/export.py --records 500000 --store postgresql://postgres@127.0.0.1/bench
 
 The store is filled with realistic sessions (handshake, tool calls with arguments and results,
@@ -67,11 +67,11 @@ def timed(fn):  # type: ignore[no-untyped-def]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--quick", action="store_true", help="20,000 records")
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--quick", action="store_true", help="10,000 records")
     parser.add_argument("--store", default=None, help="store URL (default: a temporary SQLite)")
     args = parser.parse_args()
-    n = 20_000 if args.quick else args.records
+    n = 10_000 if args.quick else args.records
     work = Path(tempfile.mkdtemp(prefix="bb-bench-export-"))
     try:
         url = args.store or f"sqlite:///{work / 'store.db'}"
