@@ -1,5 +1,5 @@
 """Benchmark: compliance export and verify-export throughput, in records per second, against a
-a plain copy + sha256 of the bundle's largest file, measured in the same run.
+plain copy + sha256 of the bundle's largest file, measured in the same run.
 
     python bench/export.py            # 50,000 records (under a minute of CPU)
     python bench/export.py --quick    # 10,000 records
