@@ -659,10 +659,12 @@ def unit_name(key: str) -> str:
 
 
 def unit_text(key: str, upstream: str, argv: list[str]) -> str:
+    # systemd expands %-specifiers in Description too (URLs often hold %XX): escape them.
+    description = f"mcp-blackbox recording proxy for MCP server {key!r} ({upstream!r})"
     return (
-        "# Written by `blackbox attach --install-service`; remove with the config's detach.\n"
+        "# Written by `blackbox attach --install-service`; `blackbox detach` says how to remove.\n"
         "[Unit]\n"
-        f"Description=mcp-blackbox recording proxy for MCP server {key!r} ({upstream})\n"
+        f"Description={description.replace('%', '%%')}\n"
         "After=network-online.target\n"
         "\n"
         "[Service]\n"

@@ -306,6 +306,7 @@ def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
         "--store sqlite:///a%%b.db"  # systemd expands %: escaped
     )
     assert "[Install]\nWantedBy=default.target" in text
+    assert "Description=mcp-blackbox recording proxy for MCP server 'docs'" in text
     assert "systemctl --user daemon-reload && systemctl --user enable --now" in out
     code, out = run_cli("detach", str(config))
     assert code == 0 and "systemctl --user disable --now blackbox-proxy-docs.service" in out
