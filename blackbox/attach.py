@@ -716,14 +716,17 @@ class Report:
         return self.before != self.after
 
     def diff(self) -> str:
-        """A unified diff of the config from before to after."""
+        """A unified diff of the config from before to after (GNU diff's marker for a last line
+        without a newline, so the diff never runs into what is printed after it)."""
+        lines = difflib.unified_diff(
+            self.before.splitlines(keepends=True),
+            self.after.splitlines(keepends=True),
+            fromfile=f"{self.path} (current)",
+            tofile=f"{self.path} ({self.operation})",
+        )
         return "".join(
-            difflib.unified_diff(
-                self.before.splitlines(keepends=True),
-                self.after.splitlines(keepends=True),
-                fromfile=f"{self.path} (current)",
-                tofile=f"{self.path} ({self.operation})",
-            )
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines
         )
 
     def by_action(self, action: str) -> list[EntryChange]:

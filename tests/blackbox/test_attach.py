@@ -754,3 +754,23 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
     finally:
         store.close()
     assert [(e.direction, e.tool) for e in calls] == [("c2s", "echo")]
+
+
+def test_the_diff_of_a_file_without_a_final_newline_applies_with_patch(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    original = b'{"mcpServers": {"a": {"command": "x"}}}'  # no final newline
+    config.write_bytes(original)
+    report = lib.attach(config, wrapper=WRAPPER, dry_run=True)
+    diff = report.diff()
+    assert diff.endswith("\\ No newline at end of file\n")
+    # The diff is a real patch: `patch` turns the current file into the attached one.
+    patch = subprocess.run(
+        ["patch", "--quiet", "-o", str(tmp_path / "patched"), str(config)],
+        input=diff,
+        text=True,
+        capture_output=True,
+        timeout=30,
+    )
+    assert patch.returncode == 0, patch.stderr
+    assert (tmp_path / "patched").read_text() == report.after
+    assert config.read_bytes() == original
