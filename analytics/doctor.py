@@ -520,8 +520,25 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
                 [c["request_seq"] for c in rpc],
             )
         )
-    if groups.get("no_response"):
-        items = groups["no_response"]
+    # A server's own request (roots/list, sampling) often arrives after the client is done and
+    # is never answered: worth a note, not a failure.
+    asked_by_server = [c for c in groups.get("no_response", []) if c["direction"] == "s2c"]
+    if asked_by_server:
+        out.append(
+            Finding(
+                "execution",
+                "server_request_unanswered",
+                "info",
+                f"the client never answered {_plural(len(asked_by_server), 'server request')}: "
+                + ", ".join(f"{_label(c)} (seq {c['request_seq']})" for c in asked_by_server[:5]),
+                "nothing to fix if the client closed first; otherwise check that the client "
+                "supports the capability the server asked for",
+                [c["request_seq"] for c in asked_by_server],
+            )
+        )
+    unanswered = [c for c in groups.get("no_response", []) if c["direction"] != "s2c"]
+    if unanswered:
+        items = unanswered
         out.append(
             Finding(
                 "execution",
@@ -541,7 +558,8 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
                 "execution",
                 "open_at_fault",
                 "error",
-                f"{_plural(len(items), 'request')} were open when the session failed: "
+                f"{_plural(len(items), 'request')} {'was' if len(items) == 1 else 'were'} "
+                "open when the session failed: "
                 + ", ".join(f"{_label(c)} (seq {c['request_seq']})" for c in items[:5]),
                 "see the transport finding: the server went away before answering",
                 [c["request_seq"] for c in items],

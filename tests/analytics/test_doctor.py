@@ -160,6 +160,13 @@ def cancelled(s: Session) -> None:
     s.end(20)
 
 
+def server_request_unanswered(s: Session) -> None:
+    base(s)
+    s.call("echo", 10, 3.0)
+    s.request("roots/list", None, 15, direction="s2c", rpc_id=0)
+    s.end(20)
+
+
 def no_end(s: Session) -> None:
     base(s)
     s.call("echo", 10, 3.0)
@@ -191,6 +198,7 @@ SCENARIOS: dict[str, tuple[Callable[[Session], None], set[str], bool]] = {
     "slow_calls": (slow_calls, {"slow_calls"}, True),
     "denied": (denied, {"denied"}, True),
     "cancelled": (cancelled, {"cancelled"}, False),
+    "server_request_unanswered": (server_request_unanswered, {"server_request_unanswered"}, False),
     "no_end": (no_end, {"no_end"}, False),
 }
 
