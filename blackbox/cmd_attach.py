@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
 import click
 
 from blackbox import attach as lib
-from blackbox.options import store_option
+from blackbox import config as bbconfig
 
 
 def blackbox_executable() -> str:
@@ -25,13 +24,13 @@ def blackbox_executable() -> str:
     argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if argv0 is not None and argv0.name.startswith("blackbox") and argv0.is_file():
         return os.path.abspath(argv0)
+    # Not started as the console script (tests, `python -c`): the one installed beside Python.
     sibling = Path(sys.executable).with_name("blackbox")
     if sibling.is_file():
         return str(sibling)
-    found = shutil.which("blackbox")
-    if found:
-        return os.path.abspath(found)
-    raise lib.AttachError("cannot find the blackbox executable to write into the config")
+    raise lib.AttachError(
+        "cannot find the blackbox executable to write into the config; run attach as `blackbox`"
+    )
 
 
 def _echo_changes(report: lib.Report) -> None:
@@ -43,7 +42,14 @@ def _echo_changes(report: lib.Report) -> None:
 
 @click.command("attach")
 @click.argument("config", type=click.Path(dir_okay=True, path_type=str))
-@store_option
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    default=None,
+    help="Store the servers record into, written into the config (default: none written; each "
+    "server then uses BLACKBOX_STORE or the default store of the host's environment).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
 @click.option(
     "--proxy-port-base",
@@ -109,6 +115,13 @@ def attach_command(
                 click.echo(f"  {shlex.join(change.proxy_argv or [])}")
     if report.written:
         click.echo("restart the host so it starts the servers through blackbox")
+    if store_url is None and bbconfig.store_url(None) != bbconfig.default_store_url():
+        # BLACKBOX_STORE is set in this shell; a host started from the desktop may not see it.
+        click.echo(
+            "note: BLACKBOX_STORE is set here, but hosts started outside this shell may not "
+            "see it; pass --store URL to write the store into the config",
+            err=True,
+        )
 
 
 @click.command("detach")

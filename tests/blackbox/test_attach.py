@@ -774,3 +774,14 @@ def test_the_diff_of_a_file_without_a_final_newline_applies_with_patch(tmp_path:
     assert patch.returncode == 0, patch.stderr
     assert (tmp_path / "patched").read_text() == report.after
     assert config.read_bytes() == original
+
+
+def test_a_store_only_in_this_shell_is_pointed_out(
+    tmp_path: Path, blackbox_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = place(tmp_path, "cursor")
+    code, out = run_cli("attach", str(config), "--dry-run")
+    assert code == 0 and "BLACKBOX_STORE is set here" not in out
+    monkeypatch.setenv("BLACKBOX_STORE", "postgresql://me@db/bb")
+    code, out = run_cli("attach", str(config), "--dry-run")
+    assert code == 0 and "note: BLACKBOX_STORE is set here" in out
