@@ -124,6 +124,7 @@ class _Tap:
         self.signals: list[int] = []
         self.host_closed_first = False
         self.failure: str | None = None
+        self._store_lock = threading.Lock()
 
     # -- the session -------------------------------------------------------------------------------
 
@@ -152,7 +153,7 @@ class _Tap:
         }
         self._event(Kind.SESSION_STARTED, started)
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
-        self.shipper = Shipper(self.journal, cfg.store_factory, cfg.on_notice, self.observer)
+        self.shipper = Shipper(self.journal, self._open_store, cfg.on_notice, self.observer)
         self.shipper.start()
         if cfg.ship_leftovers:
             threading.Thread(target=self._ship_leftovers, daemon=True).start()
@@ -193,9 +194,15 @@ class _Tap:
             self._restore_signals(old_handlers)
         return self._close()
 
+    def _open_store(self) -> EventStore:
+        # One store opening at a time in this process: two threads migrating a fresh PostgreSQL
+        # schema at once were seen to hang inside Alembic.
+        with self._store_lock:
+            return self.config.store_factory()
+
     def _ship_leftovers(self) -> None:
         try:
-            store = self.config.store_factory()
+            store = self._open_store()
             try:
                 ship_leftovers(self.config.journal_dir, store)
             finally:
