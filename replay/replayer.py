@@ -39,7 +39,10 @@ from replay.recording import (
 )
 
 TAP_VERSION = "replay-1"
-LEARN_SPACING_S = 1.1  # learning runs start this far apart so second-resolution clocks differ
+# The second learning run starts this long after the first one ended, so any answer of the second
+# comes more than a second after any answer of the first: second-resolution clocks then differ.
+LEARN_SPACING_S = 1.1
+SPIN_NS = 1_000_000  # the last millisecond of a timed wait is spent yielding, not sleeping
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,14 +431,15 @@ class _Driving:
         return self.run.sent_at.get(anchor_step) or time.monotonic_ns()
 
     async def _sleep_until(self, target_ns: int) -> None:
-        # asyncio.sleep alone overshoots by about a millisecond; sleep most of the way, then
-        # yield until the deadline so gaps stay within the accuracy the report promises.
+        # asyncio.sleep wakes up to a millisecond late: sleep most of the way, then yield to
+        # the loop until the deadline. Spinning longer backfires on a busy machine: the
+        # scheduler preempts a spinning process but promptly wakes a sleeping one.
         while True:
             remaining = target_ns - time.monotonic_ns()
             if remaining <= 0:
                 return
-            if remaining > 2_000_000:
-                await asyncio.sleep((remaining - 1_500_000) / 1e9)
+            if remaining > SPIN_NS:
+                await asyncio.sleep((remaining - SPIN_NS) / 1e9)
             else:
                 await asyncio.sleep(0)
 
@@ -766,10 +770,9 @@ def replay_session(
         runs = []
         for i in range(2):
             say(f"learning run {i + 1}/2 against {target.describe()}")
-            started = time.monotonic()
             runs.append(asyncio.run(_drive_once(rec, target, options, "learn")))
             if i == 0:
-                time.sleep(max(0.0, LEARN_SPACING_S - (time.monotonic() - started)))
+                time.sleep(LEARN_SPACING_S)
         learned = learn_masks(runs, rec)
         from replay.compare import format_path
 

@@ -121,6 +121,11 @@ def record_session(
         peers.run_client(
             era, peers.params(peers.record_command(server, name, store_url), env), calls
         )
+    return wait_recorded(store, name, timeout)
+
+
+def wait_recorded(store: EventStore, name: str, timeout: float = 60) -> str:
+    """The id of the sealed session called `name`, once the tap has shipped it."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = [s for s in store.list_sessions(name=name) if s.sealed]
