@@ -138,6 +138,9 @@ class Redactor:
     # One regex that matches wherever any pattern could: most strings match none, and one
     # search is far cheaper than one substitution per pattern (None: patterns not combinable).
     prefilter: re.Pattern[str] | None = None
+    # Substrings any secret key name contains (lower-cased): with the prefilter, lets a frame
+    # with no candidate at all skip parsing (None: no fast path for these rules).
+    key_needles: re.Pattern[str] | None = None
     _key_cache: dict[str, bool] = field(default_factory=dict, repr=False)
 
     # -- construction ------------------------------------------------------------------------
@@ -167,14 +170,16 @@ class Redactor:
             except re.error as exc:
                 raise RedactionRulesError(f"bad regular expression {text!r}: {exc}") from None
             compiled.append(_Pattern(name, regex, "secret" in regex.groupindex))
+        parsed_paths = tuple(_parse_path(p) for p in paths)
         return cls(
             key=key if key is not None else secrets.token_bytes(32),
             keys=frozenset(names),
             key_suffixes=tuple("_" + n for n in sorted(names)),
-            paths=tuple(_parse_path(p) for p in paths),
+            paths=parsed_paths,
             patterns=tuple(compiled),
             source=source,
             prefilter=_combine(compiled),
+            key_needles=_needles(names, compiled, parsed_paths),
         )
 
     @classmethod
@@ -351,6 +356,17 @@ class Redactor:
             return self.marker(bytes(raw)).encode()
 
     def _redact_frame(self, raw: bytes) -> bytes:
+        if self.key_needles is not None and self.prefilter is not None:
+            # Fast path, for frames with no escapes: JSON strings then appear verbatim in the
+            # text, so no pattern match and no key-name substring in the whole frame means no
+            # match in any of its strings or keys.
+            text = raw.decode("utf-8", "surrogateescape")
+            if (
+                "\\" not in text
+                and self.prefilter.search(text) is None
+                and self.key_needles.search(text.lower()) is None
+            ):
+                return raw
         before = sum(self.counts.values())
         body = raw.strip()
         try:
@@ -379,6 +395,23 @@ class Redactor:
 
 
 _NOT_JSON = object()
+
+
+def _needles(
+    names: Iterable[str], patterns: Iterable[_Pattern], paths: tuple[tuple[str, ...], ...]
+) -> re.Pattern[str] | None:
+    """A regex of the substrings every secret key name contains, in each spelling (snake,
+    camel folded, kebab); None when the fast path would be unsound: path rules (they match any
+    value) or patterns anchored to a string's edges or looking around it (negatively)."""
+    edges = re.compile(r"(?<![\[\\])\^|(?<!\\)\$|\\[AZbB]|\(\?<[=!]|\(\?!")
+    if paths or any(edges.search(p.regex.pattern.replace(r"\b", "")) for p in patterns):
+        return None
+    variants = set()
+    for name in names:
+        variants.update({name, name.replace("_", ""), name.replace("_", "-")})
+    if not variants:
+        return re.compile(r"(?!x)x")  # never matches: no key rules
+    return re.compile("|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True)))
 
 
 def _combine(patterns: Iterable[_Pattern]) -> re.Pattern[str] | None:

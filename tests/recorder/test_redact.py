@@ -238,3 +238,26 @@ def test_patterns_with_back_references_still_apply() -> None:
         f"id {redactor.marker('aaa-secret')} and {redactor.marker('77x')}"
     )
     assert Redactor.default(key=KEY).prefilter is not None
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"^EMP-\d{4}$", r"EMP-\d{4}(?!\d)", r"(?<!x)EMP-\d{4}", r"\AEMP-\d{4}\Z"]
+)
+def test_patterns_that_see_string_edges_are_applied_per_string(pattern: str) -> None:
+    """The whole-frame fast path would miss these: they must disable it, not leak."""
+    redactor = Redactor.build(key=KEY, builtins=False, patterns=[pattern])
+    out = redactor.redact_frame(b'{"jsonrpc":"2.0","id":1,"result":{"ref":"EMP-1234"}}')
+    assert b"EMP-1234" not in out
+
+
+def test_fast_path_still_finds_secrets_in_keys_and_escaped_strings() -> None:
+    redactor = Redactor.default(key=KEY)
+    assert redactor.key_needles is not None  # the built-ins allow the fast path
+    for raw in (
+        b'{"params":{"clientSecret":"abc"}}',
+        b'{"params":{"X-API-KEY":"abc"}}',
+        b'{"text":"line\\nmail me: x@y.org"}',
+        b'{"text":"{\\"password\\": \\"abc\\"}"}',
+    ):
+        out = redactor.redact_frame(raw)
+        assert b"abc" not in out and b"x@y.org" not in out, raw
