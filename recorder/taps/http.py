@@ -978,7 +978,25 @@ def _bind(host: str, port: int) -> socket.socket:
 _quiet_installed = False
 
 
-def _uvicorn_server(app: HttpProxyTap) -> uvicorn.Server:
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that a SIGINT or SIGTERM only stops it gracefully: uvicorn
+    re-raises the signal afterwards, which would kill the process before the journal is shipped
+    (SIGTERM) or surface as an abort (SIGINT)."""
+
+    stop_signals: list[int]
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[no-untyped-def]
+        self.stop_signals = []
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self.stop_signals = list(self._captured_signals)
+                self._captured_signals.clear()
+
+
+def _uvicorn_server(app: HttpProxyTap) -> _Server:
     global _quiet_installed
     if not _quiet_installed:
         logging.getLogger("uvicorn.error").addFilter(_QuietAbort())
@@ -997,7 +1015,7 @@ def _uvicorn_server(app: HttpProxyTap) -> uvicorn.Server:
         timeout_graceful_shutdown=2,
         timeout_keep_alive=30,
     )
-    return uvicorn.Server(config)
+    return _Server(config)
 
 
 class ProxyServer:
@@ -1056,7 +1074,7 @@ class ProxyConfig:
     policy: Any = None
     on_ready: Callable[[str], None] | None = None
     ship_leftovers: bool = True
-    final_ship_seconds: float = 5.0
+    final_ship_seconds: float = 2.5
 
 
 @dataclass(frozen=True)
@@ -1082,11 +1100,12 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
     except JournalError as exc:
         sock.close()
         raise ProxyError(f"{exc}; not starting a proxy that cannot record") from None
-    shipper = Shipper(journal, config.store_factory, config.on_notice)
+    store_factory = _one_at_a_time(config.store_factory)
+    shipper = Shipper(journal, store_factory, config.on_notice)
     shipper.start()
     if config.ship_leftovers:
         threading.Thread(
-            target=_ship_leftovers, args=(config.journal_dir, config.store_factory), daemon=True
+            target=_ship_leftovers, args=(config.journal_dir, store_factory), daemon=True
         ).start()
     tap = HttpProxyTap(config.settings, journal, config.policy, config.on_notice)
     bound_host, bound_port = sock.getsockname()[:2]
@@ -1109,6 +1128,19 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
                 f"{config.journal_dir} and will be shipped by the next tap or `blackbox ship`"
             )
     return ProxyReport(url, tap.stats, shipped)
+
+
+def _one_at_a_time(factory: Callable[[], EventStore]) -> Callable[[], EventStore]:
+    """Open stores one at a time: opening migrates a fresh store, and two migrations running at
+    once in one process (the shipper's and the leftovers') trip over alembic's process-global
+    state and can hang on PostgreSQL."""
+    lock = threading.Lock()
+
+    def open_one() -> EventStore:
+        with lock:
+            return factory()
+
+    return open_one
 
 
 def _ship_leftovers(directory: Path, store_factory: Callable[[], EventStore]) -> None:

@@ -1,0 +1,173 @@
+"""`blackbox proxy` as a user runs it: a process that records into the store (SQLite and
+PostgreSQL), stops cleanly on Ctrl-C, survives a store outage without losing a record, and says
+what is wrong in one line."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import httpx2
+import pytest
+from click.testing import CliRunner
+
+from blackbox.cli import main
+from recorder.store import open_store
+from tests.conftest import BLACKBOX
+from tests.recorder.http_servers.fault_server import FaultServer
+from tests.recorder.http_servers.kit import free_port, wait_port
+
+pytestmark = pytest.mark.timeout(90)
+
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def _call(i: int) -> bytes:
+    meta = {"io.modelcontextprotocol/clientInfo": {"name": "cli-test", "version": "1"}}
+    msg = {
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "tools/call",
+        "params": {"name": "echo", "_meta": meta},
+    }
+    return json.dumps(msg).encode()
+
+
+@pytest.fixture(scope="module")
+def faulty() -> FaultServer:
+    with FaultServer() as server:
+        yield server
+
+
+def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [BLACKBOX, "proxy", *args, "--listen", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    wait_port(port, proc)
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> tuple[int, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        _out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, err
+
+
+def test_proxy_records_into_the_store_and_stops_on_ctrl_c(
+    faulty: FaultServer, store_url: str, blackbox_env: dict[str, str]
+) -> None:
+    port = free_port()
+    proc = _start(
+        ["--upstream", f"{faulty.url}/json", "--store", store_url, "--name", "api"],
+        blackbox_env,
+        port,
+    )
+    try:
+        for i in range(3):
+            reply = httpx2.post(f"http://127.0.0.1:{port}/json", content=_call(i), headers=HEADERS)
+            assert reply.json()["id"] == i
+    finally:
+        code, err = _stop(proc)
+    assert code == 0, err
+    assert f"at http://127.0.0.1:{port}/json" in err
+    assert "stopped: 3 exchanges, 6 messages, 1 sessions, 0 faults" in err
+    store = open_store(store_url)
+    try:
+        sessions = store.list_sessions()
+        assert len(sessions) == 1, err
+        info = sessions[0]
+        assert (info.name, info.transport, info.frames, info.sealed) == ("api", "http", 6, True)
+        assert info.outcome == "interrupted"
+        events = list(store.read_session(info.session_id))
+        assert [e.tool for e in events if e.method == "tools/call"] == ["echo"] * 3
+        assert store.verify() == []
+    finally:
+        store.close()
+    journal = Path(blackbox_env["BLACKBOX_HOME"]) / "journal"
+    assert not list(journal.glob("*.journal")), "a shipped journal is deleted"
+
+
+def test_store_outage_loses_nothing(
+    faulty: FaultServer, sqlite_url: str, blackbox_env: dict[str, str]
+) -> None:
+    """The store is unreachable the whole time: traffic flows, the records wait in the journal,
+    and `blackbox ship` delivers them later."""
+    down = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    port = free_port()
+    proc = _start(["--upstream", f"{faulty.url}/json", "--store", down], blackbox_env, port)
+    try:
+        for i in range(5):
+            reply = httpx2.post(f"http://127.0.0.1:{port}/json", content=_call(i), headers=HEADERS)
+            assert reply.status_code == 200
+    finally:
+        code, err = _stop(proc)
+    assert code == 0, err
+    assert "unreachable" in err and "kept in the journal" in err
+    journal = Path(blackbox_env["BLACKBOX_HOME"]) / "journal"
+    assert list(journal.glob("*.journal"))
+    shipped = subprocess.run(
+        [BLACKBOX, "ship", "--store", sqlite_url],
+        capture_output=True,
+        text=True,
+        env=blackbox_env,
+        timeout=60,
+    )
+    assert shipped.returncode == 0, shipped.stderr
+    store = open_store(sqlite_url)
+    try:
+        (info,) = store.list_sessions()
+        assert info.frames == 10 and info.sealed and info.outcome == "interrupted"
+        assert store.verify() == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--upstream", "ftp://x/y"], "bad upstream URL"),
+        (["--upstream", "http://127.0.0.1:9/mcp", "--listen", "nowhere"], "bad --listen"),
+        (["--upstream", "http://127.0.0.1:9/mcp", "--store", "mysql://x/y"], "unsupported store"),
+    ],
+)
+def test_user_errors_are_one_line(
+    args: list[str], message: str, blackbox_env: dict[str, str]
+) -> None:
+    result = CliRunner().invoke(main, ["proxy", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_address_in_use_is_one_line(blackbox_env: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["proxy", "--upstream", "http://127.0.0.1:9/mcp", "--listen", f"127.0.0.1:{port}"]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (
+        f"blackbox: cannot listen on 127.0.0.1:{port}: the address is already in use"
+    )
+
+
+def test_help_documents_the_session_rule() -> None:
+    result = CliRunner().invoke(main, ["proxy", "--help"])
+    assert result.exit_code == 0
+    for words in ("Mcp-Session-Id", "traceparent", "clientInfo", "--idle-gap", "Example"):
+        assert words in result.output
+    bad = CliRunner().invoke(main, ["proxy", "--upstream", "http://x/mcp", "--idle-gap", "soon"])
+    assert bad.exit_code == 2 and "not a duration" in bad.stderr
