@@ -581,8 +581,9 @@ def test_a_host_launching_the_attached_entry_is_recorded(
         if e.kind == "frame" and e.direction == "s2c" and e.rpc_id == calls[0].rpc_id
     ]
     assert replies and json.loads(replies[-1].raw)["result"]["content"][0]["text"] == text
-    started = next(e for e in events if e.kind == "session_started")
-    assert "mcp_server_time" in started.raw.decode()  # the original command, not the wrapper
+    started = json.loads(next(e for e in events if e.kind == "session_started").raw)
+    assert started["command"] == [sys.executable, *original["args"]]  # the server, not the wrapper
+    assert "TZ" in started["env_names"]  # the entry's env reached the server through the wrapper
 
 
 def _random_value(rng: random.Random, depth: int = 0) -> object:
