@@ -868,7 +868,16 @@ def attach(
     if dry_run:
         return report
 
-    units_to_write = [c for c in changes if c.unit_path and c.proxy_argv]
+    # Units only on request; one already installed with the same text is not rewritten, so
+    # attaching twice changes nothing here either.
+    units_to_write = [
+        c
+        for c in changes
+        if service_dir is not None
+        and c.unit_path
+        and c.proxy_argv
+        and not _same_file(Path(c.unit_path), _unit_bytes(c))
+    ]
     if not edits and not units_to_write:
         return report
 
@@ -907,10 +916,20 @@ def attach(
             unit_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise AttachError(f"{unit_path.parent}: cannot create: {exc.strerror}") from None
-        data = unit_text(change.key, change.upstream or "", change.proxy_argv or []).encode()
-        _write_or_fail(unit_path, data, 0o644, "service unit")
+        _write_or_fail(unit_path, _unit_bytes(change), 0o644, "service unit")
         report.units.append(str(unit_path))
     return report
+
+
+def _unit_bytes(change: EntryChange) -> bytes:
+    return unit_text(change.key, change.upstream or "", change.proxy_argv or []).encode("utf-8")
+
+
+def _same_file(path: Path, data: bytes) -> bool:
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
 
 
 def verify_rewrite(config: HostConfig, after: str, expected: dict[str, Any]) -> None:

@@ -99,20 +99,26 @@ def attach_command(
     if report.backup:
         click.echo(f"backup: {report.backup}")
     proxies = [c for c in report.changes if c.proxy_argv]
-    if proxies:
-        if report.units:
-            click.echo("service units written (start them with systemctl --user):")
-            for unit in report.units:
-                name = Path(unit).name
-                click.echo(
-                    f"  systemctl --user daemon-reload && systemctl --user enable --now {name}"
-                )
-        elif service_dir and dry_run:
-            click.echo(f"would write service units into {service_dir}")
-        else:
-            click.echo("run a recording proxy for each HTTP server (or use --install-service DIR):")
-            for change in proxies:
-                click.echo(f"  {shlex.join(change.proxy_argv or [])}")
+    if proxies and service_dir:
+        click.echo("proxy service units:")
+        for change in proxies:
+            unit = change.unit_path or ""
+            state = (
+                "would be written"
+                if dry_run
+                else "written"
+                if unit in report.units
+                else "already installed"
+            )
+            click.echo(f"  {unit} ({state})")
+        names = " ".join(Path(c.unit_path or "").name for c in proxies)
+        click.echo(
+            f"start them: systemctl --user daemon-reload && systemctl --user enable --now {names}"
+        )
+    elif proxies:
+        click.echo("run a recording proxy for each HTTP server (or use --install-service DIR):")
+        for change in proxies:
+            click.echo(f"  {shlex.join(change.proxy_argv or [])}")
     if report.written:
         click.echo("restart the host so it starts the servers through blackbox")
     if store_url is None and bbconfig.store_url(None) != bbconfig.default_store_url():

@@ -307,7 +307,19 @@ def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
     )
     assert "[Install]\nWantedBy=default.target" in text
     assert "Description=mcp-blackbox recording proxy for MCP server 'docs'" in text
-    assert "systemctl --user daemon-reload && systemctl --user enable --now" in out
+    assert (
+        "systemctl --user daemon-reload && systemctl --user enable --now "
+        "blackbox-proxy-docs.service blackbox-proxy-legacy.service" in out
+    )
+    # Again, with and without --install-service: nothing is rewritten, units included.
+    stamps = {p.name: p.stat().st_mtime_ns for p in [*units.iterdir(), *config.parent.iterdir()]}
+    for extra in (["--install-service", str(units)], []):
+        code, out = run_cli("attach", str(config), "--store", "sqlite:///a%b.db", *extra)
+        assert code == 0 and "no change to the file" in out
+        assert ("(already installed)" in out) == bool(extra)
+    assert stamps == {
+        p.name: p.stat().st_mtime_ns for p in [*units.iterdir(), *config.parent.iterdir()]
+    }
     code, out = run_cli("detach", str(config))
     assert code == 0 and "systemctl --user disable --now blackbox-proxy-docs.service" in out
 
