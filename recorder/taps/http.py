@@ -67,7 +67,7 @@ from recorder.taps.http_sessions import (
     SessionRouter,
     trace_id,
 )
-from recorder.taps.http_sse import SseParser
+from recorder.taps.http_sse import SseEvent, SseParser
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -816,38 +816,44 @@ class HttpProxyTap:
         try:
             async for chunk in response.aiter_raw():
                 events = parser.feed(chunk)
-                if not events:
-                    continue
-                out: list[bytes] = []
-                for event in events:
-                    raw = event.raw
-                    entry: dict[str, object] = {}
-                    message_event = event.event in (None, "message")
-                    if event.event == "endpoint" and event.data is not None:
-                        raw = self._endpoint(ex, event.data, raw, entry)
-                    elif event.data is not None and event.data.strip() and message_event:
-                        entry["seq"] = self._server_message(ex, event.data)
-                    if event.id is not None:
-                        entry["id"] = event.id
-                    if event.event is not None:
-                        entry["event"] = event.event
-                    if event.retry is not None:
-                        entry["retry"] = event.retry
-                    if entry:
-                        self._note_sse(ex, entry)
-                    out.append(raw)
-                data = b"".join(out)
-                ex.bytes_out += len(data)
-                await send({"type": "http.response.body", "body": data, "more_body": True})
+                if events:
+                    await self._sse_events(ex, events, send)
         except httpx2.TimeoutException:
             await self._cut(ex, send, response, parser.pending(), True, "timeout")
         except httpx2.TransportError as exc:
             await self._cut(ex, send, response, parser.pending(), True, "stream_cut", exc)
+        tail = parser.finish()  # a final CR ends a line once the body is over
+        if tail:
+            await self._sse_events(ex, tail, send)
         pending = parser.pending()
         if pending.strip():
             # The upstream ended its body cleanly but mid-event: the event never completed.
             await self._cut(ex, send, response, pending, True, "stream_cut")
         await send({"type": "http.response.body", "body": pending})
+
+    async def _sse_events(self, ex: _Exchange, events: list[SseEvent], send: Send) -> None:
+        """Journal what complete events carry, then forward their bytes in one write."""
+        out: list[bytes] = []
+        for event in events:
+            raw = event.raw
+            entry: dict[str, object] = {}
+            message_event = event.event in (None, "message")
+            if event.event == "endpoint" and event.data is not None:
+                raw = self._endpoint(ex, event.data, raw, entry)
+            elif event.data is not None and event.data.strip() and message_event:
+                entry["seq"] = self._server_message(ex, event.data)
+            if event.id is not None:
+                entry["id"] = event.id
+            if event.event is not None:
+                entry["event"] = event.event
+            if event.retry is not None:
+                entry["retry"] = event.retry
+            if entry:
+                self._note_sse(ex, entry)
+            out.append(raw)
+        data = b"".join(out)
+        ex.bytes_out += len(data)
+        await send({"type": "http.response.body", "body": data, "more_body": True})
 
     def _endpoint(self, ex: _Exchange, data: bytes, raw: bytes, entry: dict[str, object]) -> bytes:
         """A 2024-11-05 stream announced where to POST: the stream is a new session, and an

@@ -53,10 +53,18 @@ class SseParser:
         """Add bytes; return the events they complete, in order."""
         if not chunk:
             return []
+        self._buf += chunk
+        return self._scan(eof=False)
+
+    def finish(self) -> list[SseEvent]:
+        """The body ended: a CR at the very end was a line end after all. Returns the events that
+        completes; `pending()` is then what the stream cut off."""
+        return self._scan(eof=True)
+
+    def _scan(self, eof: bool) -> list[SseEvent]:
         buf = self._buf
-        buf += chunk
         if self._first:
-            if len(buf) < len(_BOM) and _BOM.startswith(bytes(buf)):
+            if not eof and len(buf) < len(_BOM) and _BOM.startswith(bytes(buf)):
                 return []  # maybe a BOM still arriving
             self._first = False
             if buf.startswith(_BOM):
@@ -69,10 +77,10 @@ class SseParser:
             nl = buf.find(b"\n", pos)
             cr = buf.find(b"\r", pos, nl if nl >= 0 else size)
             if cr >= 0:
-                if cr + 1 == size:
+                if cr + 1 == size and not eof:
                     break  # a CR at the end: it may be the first half of a CRLF
                 end = cr
-                nxt = cr + 2 if buf[cr + 1] == 0x0A else cr + 1
+                nxt = cr + 2 if cr + 1 < size and buf[cr + 1] == 0x0A else cr + 1
             elif nl >= 0:
                 end = nl
                 nxt = nl + 1
