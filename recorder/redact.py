@@ -96,6 +96,23 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
 )
 
+# Literals (lower-case) at least one of which every match of a built-in pattern contains: a
+# string containing none of them cannot match, which is far cheaper to check than the regexes.
+BUILTIN_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "bearer": ("bearer", "token"),
+    "basic_auth": ("basic",),
+    "url_password": ("://",),
+    "assignment": ("password", "passwd", "pwd", "secret", "token", "api", "access"),
+    "openai_anthropic_key": ("sk-",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "aws_access_key": ("akia", "asia"),
+    "slack_token": ("xox",),
+    "google_api_key": ("aiza",),
+    "jwt": ("eyj",),
+    "private_key_block": ("-----begin",),
+    "email": ("@",),
+}
+
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -121,6 +138,7 @@ class _Pattern:
     name: str
     regex: re.Pattern[str]
     has_secret_group: bool
+    builtin: bool = False
 
 
 @dataclass
@@ -137,7 +155,7 @@ class Redactor:
     counts: dict[str, int] = field(default_factory=dict)
     # One regex that matches wherever any pattern could: most strings match none, and one
     # search is far cheaper than one substitution per pattern (None: patterns not combinable).
-    prefilter: re.Pattern[str] | None = None
+    prefilter: _Prefilter | None = None
     # Substrings any secret key name contains (lower-cased): with the prefilter, lets a frame
     # with no candidate at all skip parsing (None: no fast path for these rules).
     key_needles: re.Pattern[str] | None = None
@@ -161,15 +179,16 @@ class Redactor:
         if builtins:
             names.update(BUILTIN_KEYS)
         compiled: list[_Pattern] = []
+        n_builtin = len(BUILTIN_PATTERNS) if builtins else 0
         sources: list[tuple[str, str]] = list(BUILTIN_PATTERNS) if builtins else []
         for i, pat in enumerate(patterns):
             sources.append(pat if isinstance(pat, tuple) else (f"pattern_{i + 1}", pat))
-        for name, text in sources:
+        for i, (name, text) in enumerate(sources):
             try:
                 regex = re.compile(text)
             except re.error as exc:
                 raise RedactionRulesError(f"bad regular expression {text!r}: {exc}") from None
-            compiled.append(_Pattern(name, regex, "secret" in regex.groupindex))
+            compiled.append(_Pattern(name, regex, "secret" in regex.groupindex, i < n_builtin))
         parsed_paths = tuple(_parse_path(p) for p in paths)
         return cls(
             key=key if key is not None else secrets.token_bytes(32),
@@ -178,7 +197,7 @@ class Redactor:
             paths=parsed_paths,
             patterns=tuple(compiled),
             source=source,
-            prefilter=_combine(compiled),
+            prefilter=_Prefilter.build(compiled),
             key_needles=_needles(names, compiled, parsed_paths),
         )
 
@@ -253,7 +272,7 @@ class Redactor:
 
     def redact_text(self, text: str) -> str:
         """A string with every pattern match replaced."""
-        if self.prefilter is not None and self.prefilter.search(text) is None:
+        if self.prefilter is not None and not self.prefilter.may_match(text):
             return text
         for pat in self.patterns:
             if pat.has_secret_group:
@@ -363,7 +382,7 @@ class Redactor:
             text = raw.decode("utf-8", "surrogateescape")
             if (
                 "\\" not in text
-                and self.prefilter.search(text) is None
+                and not self.prefilter.may_match(text)
                 and self.key_needles.search(text.lower()) is None
             ):
                 return raw
@@ -414,20 +433,54 @@ def _needles(
     return re.compile("|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True)))
 
 
+class _Prefilter:
+    """Whether a string may match any pattern: built-ins by their trigger literals, the rules
+    file's patterns by one combined regex (most strings match nothing, and one check is far
+    cheaper than one substitution per pattern)."""
+
+    def __init__(self, triggers: tuple[str, ...], combined: re.Pattern[str] | None) -> None:
+        self.triggers = triggers
+        self.combined = combined
+
+    @classmethod
+    def build(cls, patterns: Iterable[_Pattern]) -> _Prefilter | None:
+        """None when the patterns cannot be combined soundly (then every pattern runs)."""
+        triggers: list[str] = []
+        custom: list[_Pattern] = []
+        for pat in patterns:
+            known = BUILTIN_TRIGGERS.get(pat.name)
+            if known is not None and pat.builtin:
+                triggers.extend(known)
+            else:
+                custom.append(pat)
+        combined = None
+        if custom:
+            combined = _combine(custom)
+            if combined is None:
+                return None
+        return cls(tuple(dict.fromkeys(triggers)), combined)
+
+    def may_match(self, text: str) -> bool:
+        if self.triggers:
+            low = text.lower()
+            if any(t in low for t in self.triggers):
+                return True
+        return self.combined is not None and self.combined.search(text) is not None
+
+
 def _combine(patterns: Iterable[_Pattern]) -> re.Pattern[str] | None:
     """One alternation of all patterns: leading global flags become scoped groups and named
-    groups plain ones (names may repeat across patterns). None when that does not compile."""
+    groups plain ones (names may repeat across patterns). None when that does not compile or
+    when back-references would point at the wrong group once combined."""
     parts = []
     for pat in patterns:
         if re.search(r"\\[1-9]|\(\?P=|\(\?\(", pat.regex.pattern):
-            return None  # back-references would point at the wrong group once combined
+            return None
         text = re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(", pat.regex.pattern)
         flags = re.match(r"^\(\?([aiLmsux]+)\)", text)
         if flags:
             text = f"(?{flags.group(1)}:{text[flags.end() :]})"
         parts.append(f"(?:{text})")
-    if not parts:
-        return None
     try:
         return re.compile("|".join(parts))
     except re.error:

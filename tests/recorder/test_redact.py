@@ -261,3 +261,24 @@ def test_fast_path_still_finds_secrets_in_keys_and_escaped_strings() -> None:
     ):
         out = redactor.redact_frame(raw)
         assert b"abc" not in out and b"x@y.org" not in out, raw
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "BEARER abcdefgh12345678",
+        "Token abcdefgh12345678",
+        "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+        "postgresql://admin:S3cr3tPw@db.internal/app",
+        "API-KEY: zz9zz9zz9",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.abcdefghijk",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
+        "Ops@Example.COM",
+    ],
+)
+def test_every_builtin_is_reached_through_the_prefilter(text: str) -> None:
+    redactor = Redactor.default(key=KEY)
+    assert redactor.prefilter is not None and redactor.prefilter.may_match(text)
+    out = redactor.redact_text(text)
+    assert "[redacted:" in out
+    assert not any(s in out for s in ("12345678", "S3cr3tPw", "zz9zz9", "MIIEow", "Example"))
