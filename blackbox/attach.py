@@ -345,7 +345,6 @@ CURSOR = HostFormat("cursor", "Cursor", "mcpServers", True)
 VSCODE = HostFormat("vscode", "VS Code", "servers", True)
 # Any other file with a top-level `mcpServers` object (Windsurf, Cline, ... share the shape).
 GENERIC = HostFormat("mcpServers", "mcpServers", "mcpServers", False)
-FORMATS = (CLAUDE_DESKTOP, CLAUDE_CODE, CURSOR, VSCODE, GENERIC)
 
 
 def detect_format(path: Path, root: Node) -> HostFormat:
@@ -686,7 +685,7 @@ class EntryChange:
     """What attach or detach does (or did) to one server entry."""
 
     key: str
-    action: str  # wrapped, proxied, attached (already), skipped, restored, unchanged, kept
+    action: str  # attach: wrapped, proxied, attached (already), skipped; detach: restored, kept
     detail: str = ""
     exact: bool = True  # detach: byte-exact restore (False: rebuilt from the wrapped entry)
     port: int | None = None
