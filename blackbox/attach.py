@@ -340,7 +340,8 @@ class HostFormat:
 
 CLAUDE_DESKTOP = HostFormat("claude-desktop", "Claude Desktop", "mcpServers", False)
 CLAUDE_CODE = HostFormat("claude-code", "Claude Code", "mcpServers", False)
-# Cursor and VS Code are the same editor family and read these files with a JSONC parser.
+# VS Code reads mcp.json as JSONC. Cursor, a VS Code fork, is given the same leniency: comments
+# already in the file are the user's choice and are kept, not a reason to refuse the file.
 CURSOR = HostFormat("cursor", "Cursor", "mcpServers", True)
 VSCODE = HostFormat("vscode", "VS Code", "servers", True)
 # Any other file with a top-level `mcpServers` object (Windsurf, Cline, ... share the shape).
