@@ -24,7 +24,13 @@ from replay.report import render_json, render_text
     show_default=True,
     help="none: as fast as causal order allows; original: keep the recorded gaps.",
 )
-@click.option("--speed", type=float, default=1.0, show_default=True, help="Scale recorded gaps.")
+@click.option(
+    "--speed",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Scale recorded gaps (2 = twice as fast; implies --timing original).",
+)
 @click.option(
     "--ignore",
     "ignore",

@@ -298,7 +298,8 @@ def detect_faults(
                 detail = f"JSON-RPC error {response.error_code}"
                 faults.append(RecordedFault("jsonrpc_error", step.number, step.label, detail))
         elif response is not None and response.is_error:
-            faults.append(RecordedFault("tool_error", step.number, step.label, "isError: true"))
+            detail = "tool error (isError: true)"
+            faults.append(RecordedFault("tool_error", step.number, step.label, detail))
     seen_transport: set[str] = set()
     for seq, doc in fault_docs:
         name = str(doc.get("fault") or "fault")

@@ -24,7 +24,14 @@ from pathlib import Path
 
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import EventStore
-from replay.compare import DEFAULT_MASKS, Difference, Masks, compare_messages, parse_pattern
+from replay.compare import (
+    DEFAULT_MASKS,
+    Difference,
+    Masks,
+    compare_messages,
+    parse_pattern,
+    summarize,
+)
 from replay.drivers import ExitInfo, HttpDriver, Inbound, StdioDriver, TransportClosed
 from replay.inject import Injection
 from replay.matchers import matches, nearest
@@ -164,7 +171,9 @@ class FaultResult:
     replay_detail: str
 
     def describe(self) -> str:
-        where = f"after {self.fault.label}, step {self.fault.step}"
+        # An exit or a transport fault follows a step; an error or a silence is the step's own.
+        own = self.fault.fault in ("tool_error", "jsonrpc_error", "no_response")
+        where = f"{'at' if own else 'after'} {self.fault.label}, step {self.fault.step}"
         if self.reproduced:
             return f"reproduced: {self.fault.detail} {where}"
         return f"not reproduced: {self.fault.detail} {where} ({self.replay_detail})"
@@ -658,13 +667,19 @@ def evaluate(
 
 def _explain_missing(recorded: Frame, run: Run) -> str:
     if run.stray_responses:
-        near = min(
-            run.stray_responses,
-            key=lambda fr: len(compare_messages(recorded.message, fr.message, Masks())),
+        scored = [
+            (compare_messages(recorded.message, fr.message, Masks()), fr)
+            for fr in run.stray_responses
+        ]
+        differences, near = min(scored, key=lambda pair: len(pair[0]))
+        shown = "; ".join(
+            f"{d.path}: recorded {summarize(d.recorded, 60)}, got {summarize(d.replayed, 60)}"
+            for d in differences[:3]
         )
         return (
             f"no response with this id; nearest unmatched response is replay seq {near.seq} "
             f"(id {near.id_key[0] if near.id_key else None})"
+            + (f", differing at {shown}" if shown else "")
         )
     if run.gone_after_step is not None:
         return f"the server went away after step {run.gone_after_step}"
@@ -680,7 +695,7 @@ def _replay_faults(
         if replayed is not None and replayed.kind == "error":
             found.append(("jsonrpc_error", res.number, f"JSON-RPC error {replayed.error_code}"))
         elif replayed is not None and replayed.is_error:
-            found.append(("tool_error", res.number, "isError: true"))
+            found.append(("tool_error", res.number, "tool error (isError: true)"))
         elif (
             replayed is None
             and step.frame.kind == "request"
@@ -759,6 +774,8 @@ def replay_session(
     """
     options = options or ReplayOptions()
     options.check()
+    if options.speed != 1.0 and options.timing == "none":
+        options.timing = "original"  # a speed only means something for recorded gaps
     say = progress or (lambda _msg: None)
     original_id = store.resolve(session_ref)
     rec = load_recording(store, original_id)

@@ -107,3 +107,32 @@ def test_mock_server_strict_order(sqlite_url: str) -> None:
     (ok,) = server.handle(json.dumps(echo).encode())
     assert json.loads(ok)["result"]["content"][0]["text"] == "hi"
     store.close()
+
+
+def test_evaluate_explains_a_miss_and_spares_fault_explained_steps(sqlite_url: str) -> None:
+    """Unit test of the verdicts on a hand-made run (no server): a response that came back under
+    another id type is named as the nearest candidate; a response where the recording crashed is
+    'fault not reproduced', not a divergence."""
+    from replay.compare import Masks
+    from replay.recording import frame_from_raw
+    from replay.replayer import Run, evaluate
+
+    store = open_store(sqlite_url)
+    rec = load_recording(store, crash_session(store))
+    run = Run()
+    for step in rec.steps:
+        run.sent_at[step.number] = step.number
+    for number in (1, 4):
+        run.responses[number] = rec.steps[number - 1].response
+    # step 3 (echo, id 2) came back with the id as a string: a different id
+    run.stray_responses.append(frame_from_raw(9, 0, "s2c", json.dumps(text("2", "hi")).encode()))
+    run.responses[5] = frame_from_raw(10, 0, "s2c", json.dumps(text(4, "fine")).encode())
+    run.server_used = [1]
+    results, extras, faults = evaluate(rec, run, Masks())
+    status = {r.number: r.status for r in results}
+    assert status == {1: "ok", 2: "ok", 3: "missing", 4: "ok", 5: "fault_not_reproduced"}
+    assert "nearest unmatched response is replay seq 9 (id 2)" in results[2].note
+    assert [e["what"] for e in extras] == ["response to no request"]
+    verdicts = {f.fault.fault: f.reproduced for f in faults}
+    assert verdicts == {"tool_error": True, "server_exit": False}
+    store.close()

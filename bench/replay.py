@@ -1,0 +1,167 @@
+"""Benchmark: replay throughput against the official SDK client, and --timing original accuracy.
+
+1. Throughput. The official SDK client (`mcp.Client`, handshake era) makes N `echo` calls to a
+   minimal SDK server through `blackbox record`, which records the session. Then, in the same
+   run and alternating, the SDK client makes the same N calls directly (the baseline), and
+   `replay_session` replays the recorded session at --timing none against the same server. The
+   replay's time is everything `blackbox replay` does: load the session from the store, start
+   the server, drive it, compare every response, store the replay as a new session. The
+   baseline's time is connect + N calls + close. Target: replay within 1.5x of the direct client.
+
+2. Accuracy. A session of 100 calls with random gaps (2-40 ms) between a response and the next
+   request is recorded the same way, then replayed at --timing original; for each request the
+   error is |replayed gap - recorded gap|. Target: median under 1 ms.
+
+    python bench/replay.py            # 10,000 calls, 1 round (--rounds N for more)
+    python bench/replay.py --quick    # 1,000 calls, 1 round
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import itertools
+
+from recorder.model import Direction, Kind
+from recorder.store import open_store
+from replay.replayer import ReplayOptions, replay_session
+
+HERE = Path(__file__).resolve()
+BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
+SERVER = [sys.executable, str(HERE), "--serve-minimal"]
+
+
+def serve_minimal() -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("bench-minimal")
+
+    @server.tool()
+    def echo(message: str) -> str:
+        """Return the message."""
+        return message
+
+    server.run()
+
+
+def params(argv: list[str], env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+
+
+def client_calls(
+    argv: list[str], calls: int, gaps_ms: list[float] | None = None, env=None
+) -> float:  # type: ignore[no-untyped-def]
+    """The official SDK client making `calls` echo calls; returns the seconds it took."""
+    import anyio
+    from mcp import Client
+
+    async def run() -> float:
+        started = time.perf_counter()
+        async with Client(params(argv, env), mode="legacy") as client:
+            for i in range(calls):
+                if gaps_ms:
+                    await anyio.sleep(gaps_ms[i] / 1000)
+                await client.call_tool("echo", {"message": f"m{i}"})
+        return time.perf_counter() - started
+
+    return anyio.run(run)
+
+
+def record(store_url: str, home: Path, name: str, calls: int, gaps_ms=None) -> str:  # type: ignore[no-untyped-def]
+    env = {"BLACKBOX_HOME": str(home), "BLACKBOX_STORE": store_url}
+    argv = [BLACKBOX, "record", "--name", name, "--store", store_url, "--", *SERVER]
+    client_calls(argv, calls, gaps_ms, env)
+    store = open_store(store_url)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = [s for s in store.list_sessions(name=name) if s.sealed]
+        if found:
+            return found[0].session_id
+        time.sleep(0.2)
+    raise SystemExit(f"the {name} session was not recorded")
+
+
+def gap_errors(store, original: str, replayed: str) -> list[float]:  # type: ignore[no-untyped-def]
+    """|replayed gap - recorded gap| in ms for each request that followed a response."""
+
+    def gaps(session_id: str) -> list[float]:
+        frames = [e for e in store.read_session(session_id) if e.kind == Kind.FRAME]
+        out = []
+        for prev, cur in itertools.pairwise(frames):
+            if (
+                cur.direction == Direction.CLIENT_TO_SERVER
+                and cur.method == "tools/call"
+                and prev.direction == Direction.SERVER_TO_CLIENT
+            ):
+                out.append((cur.mono_ns - prev.mono_ns) / 1e6)
+        return out
+
+    recorded, replayed_gaps = gaps(original), gaps(replayed)
+    return [abs(a - b) for a, b in zip(recorded, replayed_gaps, strict=False)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="1,000 calls, 1 round")
+    parser.add_argument("--serve-minimal", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_minimal:
+        serve_minimal()
+        return
+    if args.quick:
+        args.calls, args.rounds = 1_000, 1
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        url = f"sqlite:///{home / 'bench.db'}"
+        print(
+            f"recording a {args.calls:,}-call session through blackbox record ...", file=sys.stderr
+        )
+        sid = record(url, home, "bench", args.calls)
+        store = open_store(url)
+        direct, replays = [], []
+        for r in range(args.rounds):
+            print(f"round {r + 1}/{args.rounds}: direct SDK client, then replay", file=sys.stderr)
+            direct.append(client_calls(SERVER, args.calls))
+            started = time.perf_counter()
+            result = replay_session(store, sid)
+            replays.append(time.perf_counter() - started)
+            if result.exit_code != 0:
+                raise SystemExit(f"the replay diverged: {result.summary()}")
+        d, p = statistics.median(direct), statistics.median(replays)
+        print(f"\nthroughput, {args.calls:,} calls (median of {args.rounds} round(s)):")
+        print("| run | seconds | calls/s | vs direct SDK client |")
+        print("|---|---:|---:|---:|")
+        print(f"| direct SDK client | {d:.2f} | {args.calls / d:,.0f} | 1.00x |")
+        print(f"| blackbox replay --timing none | {p:.2f} | {args.calls / p:,.0f} | {p / d:.2f}x |")
+
+        print("\nrecording a 100-call session with random gaps ...", file=sys.stderr)
+        rng = random.Random(7)
+        gaps = [rng.uniform(2, 40) for _ in range(100)]
+        timed = record(url, home, "timed", 100, gaps)
+        result = replay_session(store, timed, options=ReplayOptions(timing="original"))
+        errors = sorted(gap_errors(store, timed, result.replay_id))
+        p95 = errors[int(len(errors) * 0.95) - 1]
+        print(
+            f"\n--timing original, {len(errors)} gaps of 2-40 ms (load {os.getloadavg()[0]:.1f}):"
+        )
+        print("| median abs error | p95 abs error | max abs error |")
+        print("|---:|---:|---:|")
+        print(f"| {statistics.median(errors):.3f} ms | {p95:.3f} ms | {errors[-1]:.3f} ms |")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()
