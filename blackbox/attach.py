@@ -7,9 +7,10 @@ that remembers where every value sits in the text, and rewrites only the few spa
 endings, comments, `env`, `cwd` and every key it does not know stay byte for byte as they were.
 
 Where the originals are kept: in a sidecar file next to the config
-(`<config>.blackbox-attach.json`), never inside the host's own file. Hosts validate their
-entries (VS Code's schema forbids unknown keys) and some rewrite the file from what they parsed,
-dropping keys they do not know; a sidecar is never touched by a host. The wrapped entry is also
+(`<config>.blackbox-attach.json`), never inside the host's own file. Entries are checked
+against schemas that forbid unknown keys (the published mcp.json schema does), and hosts that
+rewrite their file from what they parsed drop keys they do not know; a sidecar is never touched
+by a host. The wrapped entry is also
 self-describing (`blackbox record --name KEY -- ORIGINAL COMMAND ARGS...`), so a stdio entry can
 still be unwrapped when the sidecar is gone or the host has reformatted the file: then the
 restore is exact in meaning rather than in bytes.
