@@ -85,7 +85,8 @@ class StdioDriver:
                 start_new_session=True,  # so stopping it reaches its children too
             )
         except (OSError, ValueError) as exc:
-            raise ReplayError(f"cannot start {' '.join(self.argv)}: {exc}") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ReplayError(f"cannot start {' '.join(self.argv)}: {reason}") from None
         self._tasks = [
             asyncio.create_task(self._read_stdout()),
             asyncio.create_task(self._read_stderr()),

@@ -136,3 +136,28 @@ def test_evaluate_explains_a_miss_and_spares_fault_explained_steps(sqlite_url: s
     verdicts = {f.fault.fault: f.reproduced for f in faults}
     assert verdicts == {"tool_error": True, "server_exit": False}
     store.close()
+
+
+def test_cli_could_not_run_is_one_line_and_exit_2(sqlite_url: str) -> None:
+    from click.testing import CliRunner
+
+    from blackbox.cli import main
+
+    store = open_store(sqlite_url)
+    sid = crash_session(store)
+    store.close()
+    runner = CliRunner()
+    cases = [
+        (["replay", sid, "--inject", "explode@3"], "blackbox: bad --inject 'explode@3'"),
+        (["replay", sid, "--ignore", "$.a["], "blackbox: cannot parse path '$.a['"),
+        (["replay", sid, "--against", "/nonexistent/server"], "blackbox: cannot start"),
+        (["replay", sid, "--against", "x", "--url", "http://h/mcp"], "blackbox: give --against"),
+        (["serve", "0000"], "blackbox: no session matches '0000'"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(main, [*args, "--store", sqlite_url])
+        assert result.exit_code == 2, (args, result.output)
+        # progress lines may come first; the error is the one last line, without a traceback
+        lines = result.stderr.strip().splitlines()
+        assert lines[-1].startswith(message), (args, result.stderr)
+        assert "Traceback" not in result.stderr and result.stdout == ""
