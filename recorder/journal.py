@@ -169,6 +169,11 @@ class Journal:
 
     # -- writing -------------------------------------------------------------------------------
 
+    def mono_offset(self, session_id: str) -> int:
+        """Now, as a monotonic offset within the session (what `append` uses by default)."""
+        now = time.monotonic_ns()
+        return now - self._mono_base.get(session_id, now)
+
     def next_seq(self, session_id: str) -> int:
         """The seq the next record of this session will get."""
         return self._seqs.get(session_id, 0) + 1

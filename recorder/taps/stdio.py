@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from recorder import __version__
 from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
-from recorder.model import Direction, Kind, new_session_id
+from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.shipper import Shipper, ship_leftovers
 from recorder.store import EventStore
 from recorder.taps.observer import FrameObserver, dumps
@@ -625,6 +625,16 @@ class _Tap:
                 f"{self.failure}; stopped forwarding so nothing passes unrecorded"
             )
             shipped = self._finish()
+            if shipped:
+                self._end_in_store(
+                    {
+                        "reason": reason,
+                        "outcome": outcome,
+                        "exit_code": code if sig is None else None,
+                        "signal": sig_name,
+                        "detail": self.failure,
+                    }
+                )
             return TapResult(self.sid, 2, reason, outcome, shipped)
         if self.host_closed_first:
             # The MCP stdio shutdown: the client closes stdin, waits, then SIGTERMs. A server
@@ -686,6 +696,31 @@ class _Tap:
             self.config.on_notice(str(exc))
         shipped = self._finish()
         return TapResult(self.sid, exit_status, reason, outcome, shipped)
+
+    def _end_in_store(self, doc: dict[str, Any]) -> None:
+        """Close the session straight in the store: the journal cannot take another record, and
+        everything it held is shipped."""
+        try:
+            store = self._open_store()
+            try:
+                last_seq, _head = store.head(self.sid)
+                store.append(
+                    [
+                        NewEvent(
+                            self.sid,
+                            last_seq + 1,
+                            time.time_ns(),
+                            self.journal.mono_offset(self.sid),
+                            Kind.SESSION_ENDED,
+                            Direction.NONE,
+                            dumps(doc),
+                        )
+                    ]
+                )
+            finally:
+                store.close()
+        except BlackboxError as exc:
+            self.config.on_notice(f"could not close the session in the store: {exc}")
 
     def _finish(self) -> bool:
         self.journal.close()
