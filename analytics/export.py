@@ -36,7 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recorder import __version__
+from recorder import __version__, chain
 from recorder.errors import BlackboxError
 from recorder.model import Kind, SessionInfo, StoredEvent
 from recorder.redact import Redactor
@@ -335,6 +335,8 @@ class ExportResult:
     manifest: dict
     manifest_sha256: str
     sessions: list[str] = field(default_factory=list)
+    # Sessions whose chain did not verify in the store at export time (exported anyway).
+    broken: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -404,13 +406,20 @@ def export_bundle(
     first_ns: int | None = None
     last_ns: int | None = None
     redacted_total = 0
+    broken: list[str] = []
     try:
         for done, info in enumerate(infos, start=1):
             count = redacted = 0
             head: bytes | None = None
             last_seq = 0
             sealed_count: int | None = None
+            # The store's chain is checked on the way out (one hash per record): a session
+            # already broken in the store is still exported — it is evidence — but said so.
+            prev, intact = chain.genesis(info.session_id), True
             for ev in store.read_session(info.session_id):
+                if intact and (ev.seq != last_seq + 1 or chain.link(prev, ev) != ev.hash):
+                    intact = False
+                prev = ev.hash
                 row = record_row(ev, redactor)
                 writers["records"].write(row)
                 count += 1
@@ -433,7 +442,10 @@ def export_bundle(
                 "head": head.hex() if head is not None else None,
                 "sealed_count": sealed_count,
                 "redacted_records": redacted,
+                "chain_intact_at_export": intact,
             }
+            if not intact:
+                broken.append(info.session_id)
             writers["sessions"].write(
                 _session_row(info, per_session[info.session_id], holds, redactor)
             )
@@ -452,7 +464,7 @@ def export_bundle(
             "sha256": sha256_file(out_dir / name),
         }
     manifest = _manifest(
-        selection, fmt, files, per_session, first_ns, last_ns, redactor, redacted_total
+        selection, fmt, files, per_session, first_ns, last_ns, redactor, redacted_total, broken
     )
     text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
     (out_dir / MANIFEST).write_text(text, encoding="utf-8")
@@ -461,6 +473,7 @@ def export_bundle(
         manifest=manifest,
         manifest_sha256=hashlib.sha256(text.encode()).hexdigest(),
         sessions=list(per_session),
+        broken=broken,
     )
 
 
@@ -509,6 +522,7 @@ def _manifest(
     last_ns: int | None,
     redactor: Redactor | None,
     redacted_total: int,
+    broken: list[str],
 ) -> dict:
     from recorder.store import migrate
 
@@ -560,6 +574,7 @@ def _manifest(
             "fields are covered only by the file sha256",
             "complete_sessions": "every exported session is exported whole, from seq 1 to its "
             "head at export time",
+            "broken_in_store": broken,
         },
         "sessions": per_session,
     }

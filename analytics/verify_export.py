@@ -59,15 +59,14 @@ class ExportFinding:
         }
 
     def message(self) -> str:
-        where = [p for p in (self.file, self.session_id and f"session {self.session_id}") if p]
+        """One line: where (file, session, seq), what, and the detail."""
+        where = [self.file] if self.file else []
+        if self.session_id:
+            where.append(f"session {self.session_id}")
         if self.seq is not None:
             where.append(f"seq {self.seq}")
-        prefix = ": ".join([", ".join(where)] if where else [])
-        return (
-            f"{prefix}: {self.problem}: {self.detail}"
-            if prefix
-            else (f"{self.problem}: {self.detail}")
-        )
+        head = f"{', '.join(where)}: " if where else ""
+        return f"{head}{self.problem}: {self.detail}"
 
 
 @dataclass(slots=True)
@@ -186,7 +185,7 @@ def _check_records(
             done.add(current)
 
     try:
-        for row in read_rows(path / name, FILES["records"][:], fmt):
+        for row in read_rows(path / name, FILES["records"], fmt):
             total += 1
             if progress is not None and total % 10_000 == 0:
                 progress(total)

@@ -156,6 +156,12 @@ def export_cmd(
 
     result = export_bundle(store, out_dir, selection, fmt, redactor, progress)
     counts = result.manifest["counts"]
+    if result.broken:
+        click.echo(
+            f"warning: {len(result.broken)} session(s) were already broken in the store and will "
+            f"not verify: {', '.join(result.broken)} (see `blackbox verify`)",
+            err=True,
+        )
     click.echo(
         f"wrote {out_dir}: {counts['sessions']} session(s), {counts['records']} records, "
         f"{counts['decisions']} decision(s), {counts['redacted_records']} redacted record(s); "

@@ -379,3 +379,29 @@ def test_marking_a_changed_record_as_redacted_is_caught(redacted_bundle) -> None
     target["redacted"] = True
     _write(bdir, "records.jsonl", docs, rehash=True)
     assert _problems(bdir) == [("redaction_mismatch", sid, None)]
+
+
+def test_a_session_broken_in_the_store_is_exported_and_flagged(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    from sqlalchemy import create_engine, text
+
+    store = open_store(sqlite_url)
+    now = time.time_ns()
+    good = record_session(store, now - DAY_NS)
+    bad = record_session(store, now)
+    engine = create_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TRIGGER events_no_update"))
+        conn.execute(
+            text("UPDATE events SET raw = :r WHERE session_id = :s AND seq = 3"),
+            {"r": b'{"jsonrpc":"2.0","id":1,"result":{}}', "s": bad},
+        )
+    engine.dispose()
+    result = export_bundle(store, tmp_path / "b", fmt="jsonl")
+    assert result.broken == [bad]
+    assert result.manifest["sessions"][bad]["chain_intact_at_export"] is False
+    assert result.manifest["sessions"][good]["chain_intact_at_export"] is True
+    assert result.manifest["chain_coverage"]["broken_in_store"] == [bad]
+    # The raw no longer matches its hash, nor the fields the store derived from the original.
+    assert _problems(tmp_path / "b") == [("modified", bad, 3), ("field_modified", bad, 3)]
