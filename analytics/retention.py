@@ -124,12 +124,13 @@ def plan_retention(
     return plan
 
 
-def seal_abandoned(store: EventStore, session_id: str, now_ns: int, idle_ns: int) -> None:
-    """Append the `abandoned` end of an idle session; the store seals it."""
+def seal_abandoned(store: EventStore, session_id: str, now_ns: int, idle_ns: int) -> bool:
+    """Append the `abandoned` end of an idle session (the store seals it); False when the
+    session turned out not to be idle any more (a record arrived since it was judged)."""
     last_seq, _head = store.head(session_id)
     last = next(iter(store.read_session(session_id, after_seq=last_seq - 1)), None)
-    if last is None:
-        return
+    if last is None or last.wall_ns >= now_ns - idle_ns or last.kind == Kind.SESSION_SEALED:
+        return False
     doc = {
         "reason": "abandoned",
         "outcome": "abandoned",
@@ -154,6 +155,7 @@ def seal_abandoned(store: EventStore, session_id: str, now_ns: int, idle_ns: int
             )
         ]
     )
+    return store.session(session_id).sealed
 
 
 def apply_retention(
@@ -176,16 +178,20 @@ def apply_retention(
         return result
     if plan.remove and archive_dir is None:
         raise RetentionError("retention needs an archive directory (--archive DIR)")
-    for sid in plan.abandoned:
-        seal_abandoned(store, sid, plan.now_ns, idle_ns)
-    if plan.abandoned:
-        say(f"sealed {len(plan.abandoned)} abandoned session(s)")
+    sealed = [sid for sid in plan.abandoned if seal_abandoned(store, sid, plan.now_ns, idle_ns)]
+    plan.kept_open.extend(sid for sid in plan.abandoned if sid not in sealed)
+    plan.abandoned = sealed
+    if sealed:
+        say(f"sealed {len(sealed)} abandoned session(s)")
     candidates: list[SessionInfo] = []
     for info in plan.remove:
+        current = store.session(info.session_id)
+        if not current.sealed:
+            continue  # active again since it was judged: not ours to remove
         if store.verify(info.session_id):
             plan.broken.append(info.session_id)
         else:
-            candidates.append(store.session(info.session_id))
+            candidates.append(current)
     plan.remove = candidates
     if plan.broken:
         say(f"kept {len(plan.broken)} session(s) whose chain does not verify")

@@ -190,3 +190,18 @@ def test_a_session_whose_chain_is_broken_is_kept(sqlite_url: str, tmp_path: Path
     assert result.removed == [good]
     assert result.plan.broken == [bad]
     assert bad in _ids(store)
+
+
+def test_a_session_active_again_is_not_sealed(sqlite_url: str) -> None:
+    from analytics.retention import seal_abandoned
+
+    store = open_store(sqlite_url)
+    now = time.time_ns()
+    sid = record_session(store, now - 3 * DAY_NS, ended=False)
+    head = store.head(sid)
+    # Judged idle three days ago, but its last record is newer than the idle threshold now.
+    assert seal_abandoned(store, sid, now, idle_ns=5 * DAY_NS) is False
+    assert store.head(sid) == head and not store.session(sid).sealed
+    assert seal_abandoned(store, sid, now, idle_ns=DAY_NS) is True
+    assert store.session(sid).outcome == "abandoned"
+    assert seal_abandoned(store, sid, now, idle_ns=DAY_NS) is False  # already sealed
