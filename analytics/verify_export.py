@@ -14,6 +14,7 @@ Each finding names what is wrong: `file_missing`, `file_hash_mismatch`, `manifes
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -169,11 +170,13 @@ def _check_records(
     entry: tuple[str, dict],
     report: ExportReport,
     progress: Callable[[int], None] | None,
-) -> list[dict]:
+) -> dict[tuple[str, object], bytes]:
     """Walk the records file session by session; returns the decision rows it implies."""
     name, meta = entry
     expected: dict[str, dict] = manifest["sessions"]
-    decisions: list[dict] = []
+    # (session, seq) -> digest of the decision row each decision record implies: compact, so a
+    # bundle with millions of decisions is still checked in bounded memory.
+    decisions: dict[tuple[str, object], bytes] = {}
     done: set[str] = set()
     current: str | None = None
     rows: list[dict] = []
@@ -205,7 +208,7 @@ def _check_records(
                 current, rows = sid, []
             rows.append(row)
             if row.get("kind") == Kind.DECISION and isinstance(row.get("raw"), bytes):
-                decisions.append(
+                decisions[(str(sid), row.get("seq"))] = _row_digest(
                     decision_row(str(sid), row.get("seq"), row.get("wall_ns"), row["raw"])
                 )
         finish()
@@ -488,24 +491,32 @@ def _check_sessions(
             )
 
 
+def _row_digest(row: dict) -> bytes:
+    return hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).digest()
+
+
 def _check_decisions(
-    path: Path, fmt: str, entry: tuple[str, dict], rebuilt: list[dict], report: ExportReport
+    path: Path,
+    fmt: str,
+    entry: tuple[str, dict],
+    rebuilt: dict[tuple[str, object], bytes],
+    report: ExportReport,
 ) -> None:
     name, _meta = entry
+    have: dict[tuple[str, object], bytes] = {}
     try:
-        rows = list(read_rows(path / name, DECISION_COLUMNS, fmt))
+        for r in read_rows(path / name, DECISION_COLUMNS, fmt):
+            have[(str(r.get("session_id")), r.get("seq"))] = _row_digest(r)
     except Exception as exc:  # a tampered file that does not parse is a finding
         report.findings.append(ExportFinding("unreadable", str(exc), name))
         return
-    want = {(r["session_id"], r["seq"]): r for r in rebuilt}
-    have = {(r.get("session_id"), r.get("seq")): r for r in rows}
-    for key in sorted(set(want) | set(have), key=lambda k: (str(k[0]), k[1] or 0)):
-        if want.get(key) != have.get(key):
+    for key in sorted(set(rebuilt) | set(have), key=lambda k: (k[0], str(k[1]))):
+        if rebuilt.get(key) != have.get(key):
             what = (
                 "missing from the decisions file"
                 if key not in have
                 else "not a decision record in the records file"
-                if key not in want
+                if key not in rebuilt
                 else "differs from the decision record it comes from"
             )
             report.findings.append(
@@ -513,7 +524,7 @@ def _check_decisions(
                     "decisions_mismatch",
                     what,
                     name,
-                    str(key[0]),
+                    key[0],
                     key[1] if _is_int(key[1]) else None,
                 )
             )
