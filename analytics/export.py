@@ -392,6 +392,24 @@ def export_bundle(
 ) -> ExportResult:
     """Write the selected sessions (or `sessions`, when given) as a bundle in `out_dir`, which
     must be new or empty. The manifest is written last: a directory without one is incomplete."""
+    try:
+        return _export(store, out_dir, selection, fmt, redactor, progress, sessions)
+    except OSError as exc:  # a full disk or a vanished directory: one clear line, no traceback
+        raise ExportError(
+            f"cannot write the bundle in {out_dir}: {exc.strerror or exc}; it is incomplete "
+            "(no manifest.json)"
+        ) from None
+
+
+def _export(
+    store: EventStore,
+    out_dir: Path,
+    selection: Selection | None = None,
+    fmt: str = "parquet",
+    redactor: Redactor | None = None,
+    progress: Callable[[Progress], None] | None = None,
+    sessions: Iterable[SessionInfo] | None = None,
+) -> ExportResult:
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
     selection = selection or Selection()

@@ -405,3 +405,13 @@ def test_a_session_broken_in_the_store_is_exported_and_flagged(
     assert result.manifest["chain_coverage"]["broken_in_store"] == [bad]
     # The raw no longer matches its hash, nor the fields the store derived from the original.
     assert _problems(tmp_path / "b") == [("modified", bad, 3), ("field_modified", bad, 3)]
+
+
+def test_unwritable_destination_is_one_clear_error(sqlite_url: str, tmp_path: Path) -> None:
+    store = open_store(sqlite_url)
+    record_session(store, time.time_ns())
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(ExportError, match="exists and is not a directory"):
+        export_bundle(store, tmp_path / "file.txt")
+    with pytest.raises(ExportError, match="cannot create"):
+        export_bundle(store, tmp_path / "file.txt" / "bundle")
