@@ -265,7 +265,12 @@ def retention_apply(
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         archive_dir = config.data_dir() / "archive" / f"retention-{stamp}"
     store = open_configured_store(store_url)
-    say = _Throttled()
+    throttled = _Throttled()
+
+    def say(message: str) -> None:
+        # Each phase is worth a line; the per-session archive progress only once a second.
+        throttled(message, final=not message.startswith("archived "))
+
     result = apply_retention(
         store,
         age,
