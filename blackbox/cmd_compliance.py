@@ -74,10 +74,10 @@ def _redactor(rules: Path | None, no_redact: bool) -> Redactor | None:
         if rules is not None:
             raise click.UsageError("--redact and --no-redact exclude each other")
         return None
-    key = load_or_create_key(config.data_dir() / "redact.key")
     if rules is not None:
-        return Redactor.load(rules, default_key=key)
-    return Redactor.default(key=key)
+        # The rules' own key (or `<rules>.key`), as `blackbox record --redact` uses.
+        return Redactor.load(rules)
+    return Redactor.default(key=load_or_create_key(config.data_dir() / "redact.key"))
 
 
 @click.command("export")
@@ -129,9 +129,9 @@ def export_cmd(
     """Write a verifiable compliance bundle: records, sessions, decisions and manifest.json.
 
     Secrets are redacted with the built-in rules (bearer tokens, API keys, passwords, e-mail
-    addresses) unless --redact RULES or --no-redact says otherwise; fingerprints are keyed by
-    redact.key in the data directory, so equal secrets match across exports. Check a bundle
-    with `blackbox verify-export DIR`.
+    addresses) unless --redact RULES or --no-redact says otherwise. Fingerprints are keyed
+    (redact.key in the data directory, or the rules file's key), so equal secrets match across
+    exports. Check a bundle with `blackbox verify-export DIR`.
 
     \b
     Example:

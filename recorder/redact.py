@@ -219,8 +219,9 @@ class Redactor:
             [patterns_named]               # or named regexes (the name shows in counts)
             iban = '\\bDE[0-9]{20}\\b'
 
-        When the file names no key, `default_key` is used, else a random one (fingerprints then
-        join only within this Redactor).
+        When the file names no key, `default_key` is used, else the key file `<rules file>.key`
+        next to it (created on first use; if it cannot be, a random key, whose fingerprints join
+        only within this Redactor).
         """
         path = Path(path).expanduser()
         try:
@@ -238,11 +239,19 @@ class Redactor:
                 f"redaction rules {path}: unknown setting(s) {', '.join(unknown)} "
                 f"(known: {', '.join(sorted(known))})"
             )
-        key = default_key
         if isinstance(doc.get("key"), str) and doc["key"]:
             key = doc["key"].encode()
         elif isinstance(doc.get("key_file"), str):
             key = load_or_create_key(path.parent / doc["key_file"])
+        elif default_key is not None:
+            key = default_key
+        else:
+            # A key of its own next to the rules file, so that the tap (record time) and the
+            # exports that use the same rules give the same fingerprints.
+            try:
+                key = load_or_create_key(path.with_name(path.name + ".key"))
+            except RedactionRulesError:
+                key = None  # a read-only directory: fingerprints join within this run only
         pats: list[str | tuple[str, str]] = list(_strings(doc, "patterns", path))
         named = doc.get("patterns_named", {})
         if not isinstance(named, dict):

@@ -282,3 +282,11 @@ def test_every_builtin_is_reached_through_the_prefilter(text: str) -> None:
     out = redactor.redact_text(text)
     assert "[redacted:" in out
     assert not any(s in out for s in ("12345678", "S3cr3tPw", "zz9zz9", "MIIEow", "Example"))
+
+
+def test_rules_without_a_key_get_a_key_file_beside_them(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('keys = ["ref"]\n', encoding="utf-8")
+    first, second = Redactor.load(rules), Redactor.load(rules)
+    assert (tmp_path / "rules.toml.key").is_file()
+    assert first.marker("v") == second.marker("v")  # record time and export time agree
