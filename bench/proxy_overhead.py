@@ -1,0 +1,357 @@
+"""What recording costs on the HTTP path: tool calls against a minimal HTTP MCP server, directly,
+through a bare streaming proxy that records nothing (same stack: uvicorn + httpx2), and through
+`blackbox proxy` (journal + shipper into SQLite), all measured in one run.
+
+Each server and proxy runs in its own process; the load generator is a raw HTTP/1.1 keep-alive
+client (so the client's own overhead stays small next to what is measured). Sequential: one
+client, one call at a time. Concurrent: 16 clients at once. Then the blackbox proxy's memory is
+sampled while it serves many calls (it must not grow).
+
+    python bench/proxy_overhead.py            # about a minute: 2,000 sequential, 16 x 500
+    python bench/proxy_overhead.py --full     # the issue's 100,000-call memory run
+    python bench/proxy_overhead.py --requests 500 --memory-requests 5000   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
+TOOL_RESULT = {"content": [{"type": "text", "text": "42"}], "isError": False}
+
+
+# -- the upstream: a minimal stateless MCP-over-HTTP server on raw asyncio ----------------------
+
+
+async def _serve_upstream(port: int) -> None:
+    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                body = await reader.readexactly(length)
+                rid = json.loads(body).get("id") if body else None
+                reply = json.dumps({"jsonrpc": "2.0", "id": rid, "result": TOOL_RESULT}).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    + f"content-length: {len(reply)}\r\n\r\n".encode()
+                    + reply
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(client, "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+# -- the baseline: a bare streaming reverse proxy on the same stack, recording nothing ----------
+
+
+def _serve_bare(port: int, upstream: str) -> None:
+    import httpx2
+    import uvicorn
+
+    hop = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade", b"trailer"}
+    client = httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=None))
+    client.headers.clear()
+
+    async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = [(k, v) for k, v in scope["headers"] if k not in hop and k != b"content-length"]
+        target = scope["raw_path"].decode() + (
+            "?" + scope["query_string"].decode() if scope["query_string"] else ""
+        )
+        request = client.build_request(
+            scope["method"], upstream + target, headers=headers, content=body
+        )
+        response = await client.send(request, stream=True)
+        try:
+            out = [(k.lower(), v) for k, v in response.headers.raw if k.lower() not in hop]
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": out}
+            )
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            await response.aclose()
+
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http="h11",
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        lifespan="off",
+    )
+
+
+# -- the load generator -------------------------------------------------------------------------
+
+
+def _request(i: int, port: int) -> bytes:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {
+                "name": "add",
+                "arguments": {"a": i, "b": 1},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+                },
+            },
+        },
+        separators=(",", ":"),
+    ).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+        "accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n"
+        f"mcp-method: tools/call\r\nmcp-name: add\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def _read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = None
+    chunked = False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    if length is not None:
+        await reader.readexactly(length)
+    elif chunked:
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            await reader.readexactly(size + 2)
+            if size == 0:
+                break
+    return status
+
+
+async def _worker(port: int, count: int, start: int, latencies: list[float]) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for i in range(start, start + count):
+            t0 = time.perf_counter()
+            writer.write(_request(i, port))
+            status = await _read_response(reader)
+            latencies.append(time.perf_counter() - t0)
+            if status != 200:
+                raise RuntimeError(f"HTTP {status} from port {port}")
+    finally:
+        writer.close()
+
+
+async def _load(port: int, clients: int, per_client: int) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    t0 = time.perf_counter()
+    await asyncio.gather(
+        *(_worker(port, per_client, c * per_client, latencies) for c in range(clients))
+    )
+    return latencies, time.perf_counter() - t0
+
+
+def measure(port: int, clients: int, per_client: int) -> dict[str, float]:
+    asyncio.run(_load(port, clients, min(per_client, 100)))  # warm-up
+    latencies, elapsed = asyncio.run(_load(port, clients, per_client))
+    latencies.sort()
+    return {
+        "p50": statistics.median(latencies) * 1000,
+        "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "rps": len(latencies) / elapsed,
+    }
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def _spawn(argv: list[str], port: int, env: dict[str, str] | None = None) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    _wait(port, proc)
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    try:
+        _out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _out, err = proc.communicate(timeout=10)
+    return (err or b"").decode(errors="replace")
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000, help="sequential calls per target")
+    parser.add_argument("--per-client", type=int, default=500, help="calls per concurrent client")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--memory-requests", type=int, default=20000)
+    parser.add_argument("--full", action="store_true", help="100,000 calls for the memory run")
+    parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_upstream:
+        asyncio.run(_serve_upstream(args.serve_upstream))
+        return
+    if args.serve_bare:
+        _serve_bare(int(args.serve_bare[0]), args.serve_bare[1])
+        return
+    if args.full:
+        args.memory_requests = 100_000
+
+    tmp = Path(tempfile.mkdtemp(prefix="bb-proxy-bench-"))
+    up_port, bare_port, bb_port = _free_port(), _free_port(), _free_port()
+    upstream = f"http://127.0.0.1:{up_port}"
+    procs = [_spawn([sys.executable, str(HERE), "--serve-upstream", str(up_port)], up_port)]
+    procs.append(
+        _spawn([sys.executable, str(HERE), "--serve-bare", str(bare_port), upstream], bare_port)
+    )
+    env = {"BLACKBOX_HOME": str(tmp / "home")}
+    store = f"sqlite:///{tmp / 'bench.db'}"
+    blackbox = _spawn(
+        [
+            BLACKBOX,
+            "proxy",
+            "--upstream",
+            f"{upstream}/mcp",
+            "--listen",
+            f"127.0.0.1:{bb_port}",
+            "--store",
+            store,
+        ],
+        bb_port,
+        env,
+    )
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    try:
+        for name, port in (
+            ("direct", up_port),
+            ("bare proxy", bare_port),
+            ("blackbox proxy", bb_port),
+        ):
+            print(f"measuring {name} ...", file=sys.stderr)
+            results[name] = {
+                "sequential": measure(port, 1, args.requests),
+                "concurrent": measure(port, args.clients, args.per_client),
+            }
+        print(
+            f"memory run: {args.memory_requests} calls through blackbox proxy ...", file=sys.stderr
+        )
+        warm = max(2000, args.memory_requests // 10)
+        asyncio.run(_load(bb_port, args.clients, warm // args.clients))
+        rss_start = _rss_mib(blackbox.pid)
+        per = max(1, (args.memory_requests - warm) // args.clients)
+        samples = [rss_start]
+        done = 0
+        step = max(1, per // 4)
+        while done < per:
+            n = min(step, per - done)
+            asyncio.run(_load(bb_port, args.clients, n))
+            done += n
+            samples.append(_rss_mib(blackbox.pid))
+    finally:
+        err = _stop(blackbox)
+        for proc in procs:
+            _stop(proc)
+    total = warm + per * args.clients
+
+    print("\n| target | mode | p50 ms | p99 ms | req/s |")
+    print("|---|---|---:|---:|---:|")
+    for name, modes in results.items():
+        for mode, r in modes.items():
+            print(f"| {name} | {mode} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} |")
+    print("\n| ratio (blackbox / bare proxy) | p50 | p99 | req/s |")
+    print("|---|---:|---:|---:|")
+    for mode in ("sequential", "concurrent"):
+        b, x = results["bare proxy"][mode], results["blackbox proxy"][mode]
+        print(
+            f"| {mode} | {x['p50'] / b['p50']:.2f}x | {x['p99'] / b['p99']:.2f}x | "
+            f"{x['rps'] / b['rps']:.2f}x |"
+        )
+    print("\n| ratio (bare proxy / direct) | p50 | p99 | req/s |")
+    print("|---|---:|---:|---:|")
+    for mode in ("sequential", "concurrent"):
+        d, b = results["direct"][mode], results["bare proxy"][mode]
+        print(
+            f"| {mode} | {b['p50'] / d['p50']:.2f}x | {b['p99'] / d['p99']:.2f}x | "
+            f"{b['rps'] / d['rps']:.2f}x |"
+        )
+    print(
+        f"\nblackbox proxy RSS over {total:,} calls (after a {warm:,}-call warm-up): "
+        + " -> ".join(f"{s:.1f}" for s in samples)
+        + f" MiB; growth {samples[-1] - samples[0]:+.1f} MiB"
+    )
+    print(f"blackbox proxy: {err.strip().splitlines()[-1] if err.strip() else '(no output)'}")
+
+
+if __name__ == "__main__":
+    main()
