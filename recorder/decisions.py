@@ -22,7 +22,7 @@ from pathlib import Path
 
 from recorder.errors import AppendRefused, BlackboxError, StoreError
 from recorder.jsonrpc import id_fields
-from recorder.model import Direction, Kind, NewEvent, new_session_id
+from recorder.model import Direction, Kind, NewEvent
 from recorder.store import EventStore
 
 DECISIONS = ("allow", "deny", "ask")
@@ -87,7 +87,7 @@ def decision_doc(
 # -- recording host decisions ---------------------------------------------------------------------
 
 HOST_TRANSPORT = "hook"
-_APPEND_ATTEMPTS = 20
+_APPEND_ATTEMPTS = 50
 
 
 def split_host_tool(name: str) -> tuple[str | None, str]:
@@ -138,6 +138,19 @@ def open_host_session(store: EventStore, name: str) -> str | None:
     return None
 
 
+def host_session_id(name: str, generation: int) -> str:
+    """The id of the `generation`-th session named `name` (0 first; a new one follows each
+    seal). Derived from the name, not random, so hook processes racing to create the same
+    host session all pick the same id and the store keeps exactly one of their starts. It is a
+    version-8 (custom) UUID: host sessions sort by their start time, not by id."""
+    digest = hashlib.sha256(f"mcp-blackbox/host-session/v1\0{name}\0{generation}".encode())
+    value = int.from_bytes(digest.digest()[:16], "big")
+    value = (value & ~(0xF << 76)) | (0x8 << 76)
+    value = (value & ~(0b11 << 62)) | (0b10 << 62)
+    text = f"{value:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 def append_host_records(
     store: EventStore,
     name: str,
@@ -145,42 +158,45 @@ def append_host_records(
     records: Sequence[tuple[str, bytes]],
     wall_ns: int | None = None,
 ) -> str:
-    """Append (kind, raw) records to the host session called `name`, creating it (with
-    `started_doc`) when there is none; returns its id.
+    """Append (kind, raw) records to the open host session called `name`, creating it (with
+    `started_doc`) when there is none; returns the id of the session the last record went to.
 
     Several hook processes may append to one session at once, each computing the next seq from
-    the store's head. The store skips a seq already taken (appends are idempotent), so an append
-    that stored nothing lost that race: read the head again and retry."""
+    the store's head. The store skips a seq already taken (appends are idempotent per seq), so
+    records go one per append: an append that stored nothing lost a race, and is retried at the
+    new head. A batch could be half skipped and half stored, out of its order."""
     if not records:
         raise ValueError("nothing to append")
-    for _attempt in range(_APPEND_ATTEMPTS):
-        now = wall_ns if wall_ns is not None else time.time_ns()
-        found = store.list_sessions(limit=1, name=name)
-        batch: list[tuple[str, bytes]] = list(records)
-        if found and not found[0].sealed:
-            sid, last_seq = found[0].session_id, found[0].last_seq
-            started_ns = found[0].started_ns or now
+    sid = ""
+    for kind, raw in records:
+        for _attempt in range(_APPEND_ATTEMPTS):
+            now = wall_ns if wall_ns is not None else time.time_ns()
+            found = store.list_sessions(name=name)
+            current = found[0] if found and not found[0].sealed else None
+            try:
+                if current is None:
+                    # Racing creators write the same id: one start is kept, the rest skipped.
+                    sid = host_session_id(name, len(found))
+                    start = NewEvent(
+                        sid, 1, now, 0, Kind.SESSION_STARTED, Direction.NONE, started_doc
+                    )
+                    store.append([start])
+                    continue
+                sid = current.session_id
+                # Host records come from many processes: the offset within the session is
+                # measured on the wall clock from its start (no monotonic clock spans them).
+                mono = max(0, now - (current.started_ns or now))
+                event = NewEvent(sid, current.last_seq + 1, now, mono, kind, Direction.NONE, raw)
+                if store.append([event]) == 1:
+                    break
+            except AppendRefused:
+                pass  # sealed meanwhile: the next look finds it so and starts a new session
+            time.sleep(0.002 * (1 + _attempt))
         else:
-            sid, last_seq, started_ns = new_session_id(now), 0, now
-            batch.insert(0, (Kind.SESSION_STARTED, started_doc))
-        # Host records come from many processes: the offset within the session is measured on
-        # the wall clock from the session's start (no monotonic clock spans processes).
-        mono = max(0, now - started_ns)
-        events = [
-            NewEvent(sid, last_seq + i + 1, now, mono, kind, Direction.NONE, raw)
-            for i, (kind, raw) in enumerate(batch)
-        ]
-        try:
-            stored = store.append(events)
-        except AppendRefused:
-            time.sleep(0.01)  # sealed or raced past: look again
-            continue
-        if stored == len(events):
-            return sid
-        if stored:  # cannot happen with one writer per seq; never silently drop the rest
-            raise StoreError(f"host session {sid}: only {stored} of {len(events)} records stored")
-        time.sleep(0.005)
-    raise StoreError(f"host session {name!r}: could not append after {_APPEND_ATTEMPTS} attempts")
+            raise StoreError(
+                f"host session {name!r}: could not append after {_APPEND_ATTEMPTS} attempts"
+            )
+    return sid
 
 
 def record_decision(
