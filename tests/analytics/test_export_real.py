@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -40,6 +41,7 @@ class Recorded:
     redacted_sid: str  # recorded with --redact
     plain_sid: str  # recorded without
     server_log: list[dict]
+    rules: Path
 
 
 async def _calls(params: StdioServerParameters, mode: str) -> None:
@@ -104,7 +106,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     plain_sid = _record(store_url, tmp, "calllog", mode, None)
     log = tmp / "calls.log"
     server_log = [json.loads(line) for line in log.read_text().splitlines()]
-    yield Recorded(store_url, redacted_sid, plain_sid, server_log)
+    yield Recorded(store_url, redacted_sid, plain_sid, server_log, rules)
     if engine is not None:
         with engine.connect() as conn:
             conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
@@ -161,6 +163,43 @@ def test_export_redacts_a_plain_recording_and_verifies(
     assert check.exit_code == 0, check.output
     report = verify_export(out)
     assert report.records_attested >= 2 and report.records_rehashed > report.records_attested
+
+
+def test_record_time_and_export_time_fingerprints_agree(recorded: Recorded, tmp_path: Path) -> None:
+    """The same rules file redacts the same secret to the same marker at record time (the tap)
+    and at export time, so redacted and exported sessions stay joinable."""
+    out = tmp_path / "bundle"
+    result = CliRunner().invoke(
+        main,
+        [
+            "export",
+            "--out",
+            str(out),
+            "--format",
+            "jsonl",
+            "--redact",
+            str(recorded.rules),
+            "--session",
+            recorded.plain_sid,
+            "--store",
+            recorded.store_url,
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+
+    def echo_markers(raws: list[bytes]) -> list[str]:
+        call = next(json.loads(r) for r in raws if b'"name":"echo"' in r and b"tools/call" in r)
+        return re.findall(r"\[redacted:[0-9a-f]{16}\]", call["params"]["arguments"]["message"])
+
+    docs = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    exported = echo_markers([base64.b64decode(d["raw"]) for d in docs])
+    store = open_store(recorded.store_url)
+    try:
+        stored = echo_markers([ev.raw for ev in store.read_session(recorded.redacted_sid)])
+    finally:
+        store.close()
+    assert len(exported) == 2 and exported == stored
 
 
 def test_retention_archives_real_sessions_in_a_bundle_that_verifies(
