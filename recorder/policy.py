@@ -59,6 +59,7 @@ _DECISIONS = ("allow", "deny", "ask")
 _RULE_KEYS = {"id", "decision", "server", "tool", "method", "reason", "when"}
 _TOP_KEYS = {"default", "rule", "version"}
 _COND_OPS = ("equals", "matches", "present")
+_TARGET_CACHE = 4096
 
 
 class PolicyError(BlackboxError):
@@ -181,17 +182,19 @@ class Rule:
     line: int
 
     def matches(self, server: str | None, method: str, tool: str | None, args: object) -> bool:
+        return self.targets(server, method, tool) and all(c.holds(args) for c in self.when)
+
+    def targets(self, server: str | None, method: str, tool: str | None) -> bool:
+        """Whether the rule's server, method and tool matchers accept this request."""
         if method not in self.methods:
             return False
         if self.servers is not None and (
             server is None or not any(fnmatchcase(server, g) for g in self.servers)
         ):
             return False
-        if self.tools is not None and (
-            tool is None or not any(fnmatchcase(tool, g) for g in self.tools)
-        ):
-            return False
-        return all(cond.holds(args) for cond in self.when)
+        return self.tools is None or (
+            tool is not None and any(fnmatchcase(tool, g) for g in self.tools)
+        )
 
 
 # -- locating problems in the source -----------------------------------------------------------
@@ -285,6 +288,7 @@ class Policy:
         self.methods = frozenset(methods)
         self._needles = tuple(b'"' + m.encode() + b'"' for m in sorted(self.methods))
         self._single = self._needles[0] if len(self._needles) == 1 else None
+        self._targets: dict[tuple[str | None, str, str | None], tuple[Rule, ...]] = {}
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -328,8 +332,16 @@ class Policy:
 
     def evaluate(self, server: str | None, method: str, tool: str | None, args: object) -> Outcome:
         """The first matching rule's decision, else the default."""
-        for rule in self.rules:
-            if rule.matches(server, method, tool, args):
+        # A client calls few distinct (server, method, tool) targets: remember which rules can
+        # apply to each, so the hot path only tests argument conditions.
+        key = (server, method, tool)
+        rules = self._targets.get(key)
+        if rules is None:
+            rules = tuple(r for r in self.rules if r.targets(server, method, tool))
+            if len(self._targets) < _TARGET_CACHE:
+                self._targets[key] = rules
+        for rule in rules:
+            if all(cond.holds(args) for cond in rule.when):
                 reason = rule.reason or f"{method} {tool or ''} matched rule {rule.id}".strip()
                 return Outcome(rule.decision, rule.id, "rule", reason)
         return Outcome(
