@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from analytics.parquet import CallTracker, messages_of
+from analytics.parquet import CallTracker, as_dict
 from recorder.jsonrpc import parse
 from recorder.model import Kind, StoredEvent
 from recorder.store import EventStore
@@ -151,7 +151,8 @@ class _Walk:
             self.ended = (ev, _doc(ev))
         elif ev.kind == Kind.DECISION:
             self.decisions.append((ev, _doc(ev)))
-        self.calls.extend(self.tracker.feed(ev, messages_of(ev)))
+        self.tracker.feed(ev)
+        self.calls.extend(as_dict(c) for c in self.tracker.take_closed())
 
     def _discovery(self, ev: StoredEvent) -> None:
         if ev.msg_type == "request" and ev.method == "tools/list":
@@ -175,7 +176,7 @@ class _Walk:
             self.tool_lists.append((ev.seq, names, first))
 
     def finish(self) -> None:
-        self.calls.extend(self.tracker.pending())
+        self.calls.extend(as_dict(c) for c in self.tracker.pending())
         self.calls.sort(key=lambda c: (c["request_seq"], c["request_item"] or 0))
 
 

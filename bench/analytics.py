@@ -1,0 +1,461 @@
+"""Benchmark of the analytics: the latency report by tool over 1,000,000 calls (and 10,000,000 with
+--big), cold and warm, against the same percentiles computed directly in SQL on a SQLite store of
+matching size; and the incremental refresh of 100,000 new frames.
+
+The big synthetic sets are written straight to Parquet with pyarrow (the same schema the refresh
+writes) and straight into the store's `events` table with sqlite3 (no hash chain: only query
+cost is measured). The report itself runs through the real API: `run_report` checks the store
+for new records (none), opens the read-only views and queries them.
+
+    python bench/analytics.py            # 1,000,000 calls + the refresh benchmark (~2 min)
+    python bench/analytics.py --big      # also 10,000,000 calls (several minutes, ~6 GB disk)
+    python bench/analytics.py --quick    # 100,000 calls: a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+# This script's own name would shadow the `analytics` package: look in the repository first.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from analytics import parquet  # noqa: E402
+from analytics.parquet import CALLS_SCHEMA, EVENTS_SCHEMA, ParquetCopy, copy_dir  # noqa: E402
+from analytics.reports import run_report  # noqa: E402
+from recorder.model import NewEvent, new_session_id  # noqa: E402
+from recorder.store import open_store  # noqa: E402
+
+TOOLS = {  # name: (log-mean of latency in ms, log-sigma)
+    "read_file": (1.5, 0.6),
+    "search": (3.5, 0.9),
+    "write_file": (2.0, 0.7),
+    "fetch": (5.0, 1.1),
+    "get-sum": (0.5, 0.4),
+    "echo": (0.3, 0.3),
+    "list_dir": (1.2, 0.5),
+    "run_query": (4.0, 1.3),
+}
+CALLS_PER_SESSION = 1000
+CHUNK_CALLS = 500_000
+T0 = 1_764_000_000_000_000_000
+SPAN_NS = 7 * 86_400 * 10**9
+MS = 1_000_000
+
+BASELINE_SQL = """
+WITH q AS MATERIALIZED (
+    SELECT session_id, direction, rpc_id, rpc_id_type, tool, mono_ns FROM events
+    WHERE kind = 'frame' AND msg_type = 'request' AND method = 'tools/call'
+), r AS MATERIALIZED (
+    SELECT session_id, direction, rpc_id, rpc_id_type, mono_ns FROM events
+    WHERE kind = 'frame' AND msg_type IN ('response', 'error')
+), calls AS (
+    SELECT q.tool AS tool, (r.mono_ns - q.mono_ns) / 1e6 AS latency_ms
+    FROM q JOIN r
+      ON r.session_id = q.session_id AND r.rpc_id = q.rpc_id
+     AND r.rpc_id_type = q.rpc_id_type AND r.direction <> q.direction
+), ranked AS (
+    SELECT tool, latency_ms,
+           row_number() OVER (PARTITION BY tool ORDER BY latency_ms) AS rn,
+           count(*) OVER (PARTITION BY tool) AS n
+    FROM calls
+)
+SELECT tool, max(n) AS calls,
+       min(CASE WHEN rn >= 0.50 * n THEN latency_ms END) AS p50_ms,
+       min(CASE WHEN rn >= 0.95 * n THEN latency_ms END) AS p95_ms,
+       min(CASE WHEN rn >= 0.99 * n THEN latency_ms END) AS p99_ms,
+       max(latency_ms) AS max_ms
+FROM ranked GROUP BY tool ORDER BY calls DESC
+"""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def synthesize(n_calls: int, seed: int = 1):  # type: ignore[no-untyped-def]
+    """Yield chunks of synthetic calls as numpy columns, sessions in start order."""
+    rng = np.random.default_rng(seed)
+    n_sessions = max(n_calls // CALLS_PER_SESSION, 1)
+    names = list(TOOLS)
+    mu = np.array([TOOLS[t][0] for t in names])
+    sigma = np.array([TOOLS[t][1] for t in names])
+    sessions_per_chunk = max(CHUNK_CALLS // CALLS_PER_SESSION, 1)
+    position = 0
+    for first in range(0, n_sessions, sessions_per_chunk):
+        count = min(sessions_per_chunk, n_sessions - first)
+        k = CALLS_PER_SESSION
+        n = count * k
+        sess = np.repeat(np.arange(first, first + count), k)
+        j = np.tile(np.arange(k), count)
+        tool = rng.integers(0, len(names), n)
+        latency_ms = rng.lognormal(mu[tool], sigma[tool])
+        start_ns = T0 + sess.astype(np.int64) * (SPAN_NS // n_sessions)
+        req_mono = j.astype(np.int64) * 50 * MS
+        resp_mono = req_mono + (latency_ms * MS).astype(np.int64)
+        is_error = rng.random(n) < 0.03
+        records = 2 * k + 2  # session_started, k requests, k responses, session_ended
+        base = position + (sess - first) * records
+        yield {
+            "first_session": first,
+            "count": count,
+            "k": k,
+            "session_ids": [
+                new_session_id(T0 + s * (SPAN_NS // n_sessions))
+                for s in range(first, first + count)
+            ],
+            "sess": sess - first,
+            "j": j,
+            "tool": np.array(names)[tool],
+            "start_ns": start_ns,
+            "req_mono": req_mono,
+            "resp_mono": resp_mono,
+            "is_error": is_error,
+            "req_pos": base + 2 + 2 * j,
+            "resp_pos": base + 3 + 2 * j,
+            "req_seq": 2 + 2 * j,
+            "resp_seq": 3 + 2 * j,
+            "base": position,
+            "records": records,
+        }
+        position += count * records
+
+
+def event_rows(c: dict):  # type: ignore[no-untyped-def]
+    """The chunk as store rows (position, session, seq, wall, mono, kind, direction, raw, ...)."""
+    sids, k = c["session_ids"], c["k"]
+    zero = bytes(32)
+    for s, sid in enumerate(sids):
+        pos = c["base"] + s * c["records"]
+        start = int(c["start_ns"][s * k])
+        started = json.dumps({"name": f"srv{(c['first_session'] + s) % 5}", "transport": "stdio"})
+        yield (
+            pos + 1,
+            sid,
+            1,
+            start,
+            0,
+            "session_started",
+            "-",
+            started.encode(),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            zero,
+        )
+        lo = s * k
+        for i in range(lo, lo + k):
+            rid = int(c["j"][i]) + 1
+            tool = str(c["tool"][i])
+            rq, rs = int(c["req_mono"][i]), int(c["resp_mono"][i])
+            err = bool(c["is_error"][i])
+            yield (
+                int(c["req_pos"][i]),
+                sid,
+                int(c["req_seq"][i]),
+                start + rq,
+                rq,
+                "frame",
+                "c2s",
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s",'
+                b'"arguments":{"q":%d}}}' % (rid, tool.encode(), rid),
+                None,
+                "request",
+                "tools/call",
+                str(rid),
+                "number",
+                tool,
+                None,
+                None,
+                None,
+                zero,
+            )
+            yield (
+                int(c["resp_pos"][i]),
+                sid,
+                int(c["resp_seq"][i]),
+                start + rs,
+                rs,
+                "frame",
+                "s2c",
+                b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text",'
+                b'"text":"done"}],"isError":%s}}' % (rid, b"true" if err else b"false"),
+                None,
+                "response",
+                None,
+                str(rid),
+                "number",
+                None,
+                err,
+                None,
+                None,
+                zero,
+            )
+        end = int(c["resp_mono"][lo + k - 1]) + MS
+        yield (
+            pos + c["records"],
+            sid,
+            2 * k + 2,
+            start + end,
+            end,
+            "session_ended",
+            "-",
+            b'{"reason":"client_closed","outcome":"ok","exit_code":0,"signal":null}',
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            zero,
+        )
+
+
+# The order of the tuples `event_rows` yields (the store's own column order).
+EVENT_COLUMNS = [
+    "position",
+    "session_id",
+    "seq",
+    "wall_ns",
+    "mono_ns",
+    "kind",
+    "direction",
+    "raw",
+    "raw_size",
+    "msg_type",
+    "method",
+    "rpc_id",
+    "rpc_id_type",
+    "tool",
+    "is_error",
+    "error_code",
+    "era",
+    "hash",
+]
+
+
+def write_chunk(c: dict, copy: ParquetCopy, conn: sqlite3.Connection | None) -> None:
+    rows = list(event_rows(c))
+    if conn is not None:
+        conn.executemany(
+            f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES "
+            f"({', '.join('?' * len(EVENT_COLUMNS))})",
+            rows,
+        )
+    cols = list(zip(*rows, strict=True))
+    n = len(rows)
+    data = {name: list(cols[i]) for i, name in enumerate(EVENT_COLUMNS)}
+    for extra in ("args_fingerprint", "error_message", "ref_id", "ref_id_type", "items"):
+        data[extra] = pa.nulls(n, EVENTS_SCHEMA.field(extra).type)
+    events = pa.Table.from_pydict(data, schema=EVENTS_SCHEMA)
+    k = c["k"]
+    sid_index = c["sess"]
+    sids = np.array(c["session_ids"])[sid_index]
+    n_calls = len(sid_index)
+    calls = pa.Table.from_pydict(
+        {
+            "session_id": sids,
+            "direction": pa.array(["c2s"] * n_calls),
+            "rpc_id": (c["j"] + 1).astype(str),
+            "rpc_id_type": pa.array(["number"] * n_calls),
+            "method": pa.array(["tools/call"] * n_calls),
+            "tool": c["tool"],
+            "args_fingerprint": pa.nulls(n_calls, pa.string()),
+            "era": pa.array(["2025-11-25"] * n_calls),
+            "request_position": c["req_pos"],
+            "request_seq": c["req_seq"],
+            "request_item": pa.nulls(n_calls, pa.int32()),
+            "started_ns": c["start_ns"] + c["req_mono"],
+            "request_mono_ns": c["req_mono"],
+            "response_position": c["resp_pos"],
+            "response_seq": c["resp_seq"],
+            "response_type": pa.array(["response"] * n_calls),
+            "ended_ns": c["start_ns"] + c["resp_mono"],
+            "latency_ns": c["resp_mono"] - c["req_mono"],
+            "is_error": c["is_error"],
+            "error_code": pa.nulls(n_calls, pa.int64()),
+            "error_message": pa.nulls(n_calls, pa.string()),
+            "cancel_seq": pa.nulls(n_calls, pa.int64()),
+            "fault_seq": pa.nulls(n_calls, pa.int64()),
+            "base_outcome": np.where(c["is_error"], "tool_error", "ok"),
+            "closed": np.ones(n_calls, dtype=bool),
+        },
+        schema=CALLS_SCHEMA,
+    )
+    first, last = c["base"] + 1, c["base"] + c["count"] * c["records"]
+    name = f"p{first:012d}-{last:012d}.parquet"
+    parquet._write_by_day(events, "wall_ns", copy.dataset_dir("events"), name)
+    parquet._write_by_day(calls, "started_ns", copy.dataset_dir("calls"), name)
+    del k
+
+
+def build(n_calls: int, work: Path, baseline: bool) -> tuple:  # type: ignore[no-untyped-def]
+    """A SQLite store (events only) and its Parquet copy, both holding `n_calls` calls."""
+    url = f"sqlite:///{work / f'store-{n_calls}.db'}"
+    store = open_store(url)  # creates the schema
+    store.close()
+    base = work / f"analytics-{n_calls}"
+    copy = ParquetCopy(copy_dir(base, open_store(url).url))
+    copy._init_layout()
+    conn = None
+    if baseline:
+        conn = sqlite3.connect(url[len("sqlite:///") :])
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("PRAGMA cache_size = -1000000")  # 1 GB: index upkeep stays in memory
+    last_key = None
+    for chunk in synthesize(n_calls):
+        write_chunk(chunk, copy, conn)
+        last_key = [chunk["session_ids"][-1], 2 * chunk["k"] + 2]
+        position = chunk["base"] + chunk["count"] * chunk["records"]
+        log(f"  built {position:,} records")
+    if conn is not None:
+        conn.commit()
+        conn.close()
+    else:  # without the baseline the store still needs the last record, for the refresh check
+        store = open_store(url)
+        sid, seq = last_key
+        with sqlite3.connect(url[len("sqlite:///") :]) as raw:
+            raw.execute(
+                "INSERT INTO events (position, session_id, seq, wall_ns, mono_ns, kind, "
+                "direction, raw, hash) VALUES (?, ?, ?, 0, 0, 'session_ended', '-', x'7b7d', ?)",
+                (position, sid, seq, bytes(32)),
+            )
+    copy._write_state(
+        {
+            "schema_version": parquet.SCHEMA_VERSION,
+            "position": position,
+            "last_key": last_key,
+            "pending": None,
+        }
+    )
+    return url, base
+
+
+def timed(fn, repeat: int = 1) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def bench_report(n_calls: int, work: Path, baseline: bool) -> dict:
+    log(f"building {n_calls:,} calls ...")
+    start = time.perf_counter()
+    url, base = build(n_calls, work, baseline)
+    log(f"  built in {time.perf_counter() - start:.0f} s")
+    store = open_store(url)
+    cold, report = timed(lambda: run_report(store, base, "latency", "tool"))
+    warm, report = timed(lambda: run_report(store, base, "latency", "tool"), repeat=3)
+    rows = report.sections[0].rows  # type: ignore[attr-defined]
+    assert sum(r["calls"] for r in rows) == n_calls, rows
+    figures = {"calls": n_calls, "cold_s": cold, "warm_s": warm}
+    if baseline:
+        log("  direct SQL on SQLite ...")
+        con = sqlite3.connect(url[len("sqlite:///") :])
+        direct, result = timed(lambda: con.execute(BASELINE_SQL).fetchall())
+        con.close()
+        by_tool = {r[0]: r for r in result}  # type: ignore[union-attr]
+        for row in rows:  # the two agree (nearest rank vs interpolation: within a few %)
+            assert by_tool[row["tool"]][1] == row["calls"]
+            assert abs(by_tool[row["tool"]][2] - row["p50_ms"]) <= 0.05 * row["p50_ms"] + 0.01
+        figures["sqlite_s"] = direct
+    store.close()
+    log(f"  figures: {figures}")
+    return figures
+
+
+def bench_refresh(work: Path, frames: int = 100_000) -> dict:
+    """Refresh of `frames` new frames appended through the store API after an initial copy."""
+    url = f"sqlite:///{work / 'refresh.db'}"
+    store = open_store(url)
+    base = work / "analytics-refresh"
+    copy = ParquetCopy(copy_dir(base, store.url))
+
+    def session(n_calls: int, offset_ns: int) -> list[NewEvent]:
+        sid = new_session_id(T0 + offset_ns)
+        evs = [NewEvent(sid, 1, T0 + offset_ns, 0, "session_started", "-", b'{"name":"s"}')]
+        for i in range(n_calls):
+            at = i * 10 * MS
+            req = (
+                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
+                b'"arguments":{"message":"hello %d"}}}' % (i, i)
+            )
+            resp = (
+                b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text",'
+                b'"text":"hello %d"}]}}' % (i, i)
+            )
+            evs.append(NewEvent(sid, len(evs) + 1, T0 + offset_ns + at, at, "frame", "c2s", req))
+            evs.append(
+                NewEvent(sid, len(evs) + 1, T0 + offset_ns + at + MS, at + MS, "frame", "s2c", resp)
+            )
+        return evs
+
+    store.append(session(1000, 0))
+    copy.refresh(store)
+    log(f"appending {frames:,} frames through the store API ...")
+    for part in range(10):
+        store.append(session(frames // 20, (part + 1) * 10**12))
+    cpu = time.process_time()
+    refresh_s, result = timed(lambda: copy.refresh(store))
+    refresh_cpu = time.process_time() - cpu
+    assert result.new_records >= frames, result  # type: ignore[union-attr]
+    idle_s, idle = timed(lambda: copy.refresh(store), repeat=5)
+    assert idle.new_records == 0  # type: ignore[union-attr]
+    store.close()
+    log(f"  refresh: {refresh_s:.2f} s wall, {refresh_cpu:.2f} s CPU; idle {idle_s * 1000:.1f} ms")
+    return {"frames": frames, "refresh_s": refresh_s, "refresh_cpu": refresh_cpu, "idle_s": idle_s}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=1_000_000, help="calls in the default set")
+    parser.add_argument("--quick", action="store_true", help="100,000 calls (a smoke run)")
+    parser.add_argument("--big", action="store_true", help="also run 10,000,000 calls")
+    parser.add_argument("--skip-baseline", action="store_true", help="no direct SQL baseline")
+    parser.add_argument("--dir", type=Path, default=None, help="work directory (default: temp)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-analytics-", dir=args.dir) as tmp:
+        work = Path(tmp)
+        sizes = [100_000 if args.quick else args.calls] + ([10_000_000] if args.big else [])
+        results = [bench_report(n, work, not args.skip_baseline) for n in sizes]
+        refresh = bench_refresh(work)
+    print("| calls | report cold | report warm | direct SQL (SQLite) | speed-up (warm) |")
+    print("|---:|---:|---:|---:|---:|")
+    for r in results:
+        direct = r.get("sqlite_s")
+        print(
+            f"| {r['calls']:,} | {r['cold_s']:.2f} s | {r['warm_s']:.2f} s | "
+            + (f"{direct:.1f} s | {direct / r['warm_s']:.0f}× |" if direct else "— | — |")
+        )
+    print()
+    print("| refresh | wall | CPU |")
+    print("|---|---:|---:|")
+    print(
+        f"| {refresh['frames']:,} new frames | {refresh['refresh_s']:.2f} s | "
+        f"{refresh['refresh_cpu']:.2f} s |"
+    )
+    print(f"| nothing new | {refresh['idle_s'] * 1000:.1f} ms | |")
+
+
+if __name__ == "__main__":
+    main()
