@@ -26,6 +26,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ from recorder import __version__
 from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.shipper import Shipper, ship_leftovers
+from recorder.shipper import Shipper, lower_thread_priority, ship_leftovers
 from recorder.store import EventStore
 from recorder.taps.observer import FrameObserver, dumps
 
@@ -47,6 +48,8 @@ READ_SIZE = 1024 * 1024
 HIGH_WATER = 16 * 1024 * 1024
 FINAL_SHIP_SECONDS = 2.5
 DRAIN_AFTER_EXIT_SECONDS = 2.0
+SWITCH_INTERVAL = 0.0002
+SHIPPER_NICE = 15
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _POLLIN = select.POLLIN | select.POLLPRI
@@ -153,7 +156,9 @@ class _Tap:
         }
         self._event(Kind.SESSION_STARTED, started)
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
-        self.shipper = Shipper(self.journal, self._open_store, cfg.on_notice, self.observer)
+        self.shipper = Shipper(
+            self.journal, self._open_store, cfg.on_notice, self.observer, nice=SHIPPER_NICE
+        )
         self.shipper.start()
         if cfg.ship_leftovers:
             threading.Thread(target=self._ship_leftovers, daemon=True).start()
@@ -185,12 +190,17 @@ class _Tap:
             raise TapError(f"cannot start {cfg.command[0]!r}: {why}") from None
         self.proc = proc
         old_handlers = self._install_signals()
+        # The shipper thread works in Python (classify, hash, SQL); when it holds the GIL the
+        # relay would wait up to the 5 ms default switch interval for it: that was the p99.
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
         try:
             self._relay()
         except JournalError as exc:
             self.failure = str(exc)
             self._stop_child()
         finally:
+            sys.setswitchinterval(switch)
             self._restore_signals(old_handlers)
         return self._close()
 
@@ -201,6 +211,7 @@ class _Tap:
             return self.config.store_factory()
 
     def _ship_leftovers(self) -> None:
+        lower_thread_priority(SHIPPER_NICE)
         try:
             store = self._open_store()
             try:
@@ -296,25 +307,46 @@ class _Tap:
         watch(self.wake_r, _POLLIN)
         if pidfd >= 0:
             watch(pidfd, _POLLIN)
+        # One preallocated read buffer: os.read(fd, 1 MiB) would allocate (mmap) and shrink a
+        # 1 MiB object on every read, which measured as much as the whole relay's work.
+        rbuf = bytearray(READ_SIZE)
+        rview = memoryview(rbuf)
+
+        def read(fd: int) -> bytes | None:
+            """What is there; b"" at EOF (a read error ends the stream the same way); None when
+            nothing is there after all."""
+            try:
+                n = os.readv(fd, (rbuf,))
+            except BlockingIOError:
+                return None
+            except OSError:
+                return b""
+            return bytes(rview[:n])
+
         c2s_partial = bytearray()
         s2c_partial = bytearray()
         err_partial = bytearray()
         exited_at: float | None = None
-        record = self._record
+        # Plain str constants: Enum members hash through a Python-level __hash__.
+        append, sid, frame_kind = self.journal.append, self.sid, str(Kind.FRAME)
         gated = cfg.policy is not None or cfg.redactor is not None or cfg.quarantine_noise
         max_frame = cfg.max_frame
-        C2S, S2C = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT
+        C2S, S2C = str(Direction.CLIENT_TO_SERVER), str(Direction.SERVER_TO_CLIENT)
 
+        last_state: tuple = ()
         try:
             while True:
                 # Back-pressure: stop reading a side while what it sent is not taken.
                 want_host = reading_host and len(self.to_child.buf) < HIGH_WATER
                 want_child = reading_child and len(self.to_host.buf) < HIGH_WATER
-                watch(host_in, _POLLIN if want_host else 0)
-                watch(child_out, _POLLIN if want_child else 0)
-                watch(child_err, _POLLIN if reading_err else 0)
-                watch(child_in, select.POLLOUT if self.to_child.buf else 0)
-                watch(self.stdout_fd, select.POLLOUT if self.to_host.buf else 0)
+                state = (want_host, want_child, reading_err, self.to_child.buf, self.to_host.buf)
+                if state != last_state:  # usually nothing changed: skip the bookkeeping
+                    last_state = (want_host, want_child, reading_err, b"", b"")
+                    watch(host_in, _POLLIN if want_host else 0)
+                    watch(child_out, _POLLIN if want_child else 0)
+                    watch(child_err, _POLLIN if reading_err else 0)
+                    watch(child_in, select.POLLOUT if self.to_child.buf else 0)
+                    watch(self.stdout_fd, select.POLLOUT if self.to_host.buf else 0)
                 if exited_at is not None:
                     if not reading_child and not reading_err and not self.to_host.buf:
                         break
@@ -334,12 +366,15 @@ class _Tap:
                     exited_at = time.monotonic()
                 for fd, _ev in events:
                     if fd == child_out:
-                        data = _read(fd)
+                        data = read(fd)
                         if data is None:
                             continue
                         if data:
-                            if s2c_partial:
-                                data = bytes(s2c_partial) + data
+                            if s2c_partial:  # a long frame: accumulate, O(n) overall
+                                s2c_partial += data
+                                if b"\n" not in data:
+                                    continue
+                                data = bytes(s2c_partial)
                                 s2c_partial.clear()
                             last = data.rfind(b"\n")
                             if last < 0:
@@ -354,7 +389,7 @@ class _Tap:
                                     if nl - start > max_frame:
                                         self._oversize(data[start:nl], S2C)
                                     elif nl > start:
-                                        record(data[start:nl], S2C)
+                                        append(sid, frame_kind, S2C, data[start:nl])
                                     start = nl + 1
                                 self._send(
                                     self.to_host, data[: last + 1] if last + 1 < len(data) else data
@@ -369,12 +404,15 @@ class _Tap:
                                 self._send(self.to_host, bytes(s2c_partial))
                                 s2c_partial.clear()
                     elif fd == host_in:
-                        data = _read(fd)
+                        data = read(fd)
                         if data is None:
                             continue
                         if data:
-                            if c2s_partial:
-                                data = bytes(c2s_partial) + data
+                            if c2s_partial:  # a long frame: accumulate, O(n) overall
+                                c2s_partial += data
+                                if b"\n" not in data:
+                                    continue
+                                data = bytes(c2s_partial)
                                 c2s_partial.clear()
                             last = data.rfind(b"\n")
                             if last < 0:
@@ -389,7 +427,7 @@ class _Tap:
                                     if nl - start > max_frame:
                                         self._oversize(data[start:nl], C2S)
                                     elif nl > start:
-                                        record(data[start:nl], C2S)
+                                        append(sid, frame_kind, C2S, data[start:nl])
                                     start = nl + 1
                                 self._send(
                                     self.to_child,
@@ -409,7 +447,7 @@ class _Tap:
                             if not self.to_child.buf:
                                 self._close_child_stdin()
                     elif fd == child_err:
-                        data = _read(fd)
+                        data = read(fd)
                         if data is None:
                             continue
                         if data:
@@ -447,9 +485,6 @@ class _Tap:
             self.leftover_host = bytes(c2s_partial)
 
     # -- frames ------------------------------------------------------------------------------------
-
-    def _record(self, frame: bytes, direction: str) -> None:
-        self.append(self.sid, Kind.FRAME, direction, frame)
 
     def _frames_gated(self, data: bytes, last: int, direction: str) -> None:
         """The slow path, used only with --policy, --redact or --quarantine-noise: decide frame by
@@ -731,17 +766,6 @@ class _Tap:
                 f"{self.config.journal_dir} and will be shipped by the next tap or `blackbox ship`"
             )
         return shipped
-
-
-def _read(fd: int) -> bytes | None:
-    """What is there to read; b"" at EOF (or a read error, which ends the stream the same way);
-    None when nothing is there after all."""
-    try:
-        return os.read(fd, READ_SIZE)
-    except BlockingIOError:
-        return None
-    except OSError:
-        return b""
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,0 +1,267 @@
+"""What `blackbox record` costs a round trip, measured against the same server without it.
+
+All in one run, alternating configurations round by round so machine load hits them alike:
+
+1. direct: a stdlib NDJSON client talking to a minimal stdio server;
+2. a bare relay that records nothing, written the common way (two threads copying lines);
+3. `blackbox record` with the SQLite store, its shipper storing frames concurrently.
+
+For each: p50 and p99 of sequential `tools/call` round trips, sequential calls/s, and a pipelined
+burst (frames/s). Ratios are against direct in the same run. Then the recorder is checked: every
+frame of every run is in the store. Optional parts: `--sizes` (frames of 1 KiB to 4 MiB, stored
+intact?) and `--memory N` (the tap's RSS across an N-frame session).
+
+    python bench/tap_overhead.py            # about a minute
+    python bench/tap_overhead.py --quick
+    python bench/tap_overhead.py --sizes --memory 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
+
+SERVER = r"""
+import json, sys
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+for line in inp:
+    msg = json.loads(line)
+    if "method" in msg and "id" in msg:
+        args = msg.get("params", {}).get("arguments", {})
+        reply = {"jsonrpc": "2.0", "id": msg["id"],
+                 "result": {"content": [{"type": "text", "text": args.get("text", "ok")}],
+                            "isError": False}}
+        out.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
+        out.flush()
+"""
+
+RELAY = r"""
+import subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def down():
+    for line in child.stdout:
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+t = threading.Thread(target=down, daemon=True)
+t.start()
+for line in sys.stdin.buffer:
+    child.stdin.write(line)
+    child.stdin.flush()
+child.stdin.close()
+t.join()
+sys.exit(child.wait())
+"""
+
+
+def request(rpc_id: int, text: str = "hello") -> bytes:
+    doc = {
+        "jsonrpc": "2.0",
+        "id": rpc_id,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": text}},
+    }
+    return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+
+
+class Peer:
+    """One server process (behind whatever is in front of it) and a stdlib NDJSON client."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.w = self.proc.stdin.fileno()
+        # A buffered reader: readline() on the raw pipe would cost a syscall per byte.
+        self.r = open(self.proc.stdout.fileno(), "rb", buffering=1 << 16, closefd=False)  # noqa: SIM115
+        self.next_id = 1
+        self.frames = 0
+
+    def _readline(self) -> bytes:
+        line = self.r.readline()
+        if not line:
+            raise RuntimeError("the server closed its stdout")
+        return line
+
+    def sequential(self, n: int, text: str = "hello") -> list[int]:
+        latencies = []
+        clock = time.perf_counter_ns
+        for _ in range(n):
+            data = request(self.next_id, text)
+            self.next_id += 1
+            start = clock()
+            os.write(self.w, data)
+            self._readline()
+            latencies.append(clock() - start)
+        self.frames += 2 * n
+        return latencies
+
+    def burst(self, n: int) -> float:
+        """Pipelined: write n requests as fast as the pipe takes them, read n answers; frames/s."""
+        payload = b"".join(request(self.next_id + i) for i in range(n))
+        self.next_id += n
+
+        def write() -> None:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(self.w, view[: 1 << 16]) :]
+
+        start = time.perf_counter()
+        writer = threading.Thread(target=write)
+        writer.start()
+        for _ in range(n):
+            self._readline()
+        writer.join()
+        self.frames += 2 * n
+        return 2 * n / (time.perf_counter() - start)
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()  # not os.close(): the file object would close the fd again later
+        code = self.proc.wait(60)
+        self.r.close()
+        return code
+
+
+def pct(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="sequential round trips per run")
+    parser.add_argument("--burst", type=int, default=5000, help="pipelined requests per run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--quick", action="store_true", help="1 round of 1000 calls")
+    parser.add_argument("--sizes", action="store_true", help="frames of 1 KiB to 4 MiB")
+    parser.add_argument("--memory", type=int, default=0, metavar="FRAMES", help="RSS check")
+    args = parser.parse_args()
+    if args.quick:
+        args.calls, args.burst, args.rounds = 1000, 2000, 1
+
+    from recorder.store import open_store
+
+    work = Path(tempfile.mkdtemp(prefix="bb-bench-"))
+    store_url = f"sqlite:///{work / 'bench.db'}"
+    env = dict(os.environ, BLACKBOX_HOME=str(work / "home"), BLACKBOX_STORE=store_url)
+    server = [sys.executable, "-c", SERVER]
+    configs = {
+        "direct": server,
+        "two-thread relay": [sys.executable, "-c", RELAY, *server],
+        "blackbox record": [BLACKBOX, "record", "--name", "bench", "--", *server],
+    }
+    lat: dict[str, list[int]] = {name: [] for name in configs}
+    rate: dict[str, list[float]] = {name: [] for name in configs}
+    burst: dict[str, list[float]] = {name: [] for name in configs}
+    recorded_frames = 0
+    for rnd in range(args.rounds):
+        for name, argv in configs.items():
+            peer = Peer(argv, env)
+            peer.sequential(200)  # warm up: imports, page cache, store migration
+            start = time.perf_counter()
+            lat[name] += peer.sequential(args.calls)
+            rate[name].append(args.calls / (time.perf_counter() - start))
+            burst[name].append(peer.burst(args.burst))
+            if peer.close() != 0:
+                raise SystemExit(f"{name}: the server did not exit cleanly")
+            if name == "blackbox record":
+                recorded_frames += peer.frames
+            print(f"round {rnd + 1}/{args.rounds}: {name} done", file=sys.stderr)
+
+    base_p50, base_p99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
+    print(f"\n{args.rounds} round(s) x {args.calls} sequential tools/call round trips per config")
+    print(
+        f"{'config':<18}{'p50 ms':>9}{'p99 ms':>9}{'p50 x':>8}{'p99 x':>8}{'calls/s':>10}"
+        f"{'burst frames/s':>16}"
+    )
+    for name in configs:
+        p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
+        print(
+            f"{name:<18}{p50:>9.3f}{p99:>9.3f}{p50 / base_p50:>8.2f}{p99 / base_p99:>8.2f}"
+            f"{statistics.median(rate[name]):>10.0f}{statistics.median(burst[name]):>16.0f}"
+        )
+
+    store = open_store(store_url)
+    sessions = [s for s in store.list_sessions() if s.name == "bench"]
+    stored = sum(s.frames for s in sessions)
+    print(
+        f"\nrecorded: {len(sessions)} session(s), {stored} of {recorded_frames} frames stored "
+        f"({'none lost' if stored == recorded_frames else 'FRAMES MISSING'}); "
+        f"chains {'intact' if not store.verify() else 'BROKEN'}"
+    )
+    if args.sizes:
+        sizes(env, server, store)
+    if args.memory:
+        memory(env, server, args.memory)
+
+
+def sizes(env: dict[str, str], server: list[str], store) -> None:  # type: ignore[no-untyped-def]
+    print("\nframe sizes through blackbox record (10 round trips each, both directions)")
+    print(f"{'size':>10}{'direct ms':>11}{'record ms':>11}{'ratio':>7}  stored intact")
+    for size in (1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024):
+        text = "x" * (size - 120)
+        times = {}
+        for name, argv in (
+            ("direct", server),
+            ("record", [BLACKBOX, "record", "--name", f"size-{size}", "--", *server]),
+        ):
+            peer = Peer(argv, env)
+            peer.sequential(2, text)
+            times[name] = statistics.median(peer.sequential(10, text)) / 1e6
+            peer.close()
+        sid = store.list_sessions(name=f"size-{size}")[0].session_id
+        frames = [ev for ev in store.read_session(sid) if ev.kind == "frame"]
+        want = {hashlib.sha256(request(i, text)[:-1]).hexdigest() for i in range(1, 13)}
+        got = {hashlib.sha256(ev.raw).hexdigest() for ev in frames if ev.direction == "c2s"}
+        intact = len(frames) == 24 and got == want and all(ev.raw_size is None for ev in frames)
+        print(
+            f"{size:>10}{times['direct']:>11.2f}{times['record']:>11.2f}"
+            f"{times['record'] / times['direct']:>7.2f}  {'yes' if intact else 'NO'}"
+        )
+
+
+def rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def memory(env: dict[str, str], server: list[str], frames: int) -> None:
+    print(f"\ntap memory across a {frames}-frame session (pipelined bursts of 10,000 calls)")
+    peer = Peer([BLACKBOX, "record", "--name", "memory", "--", *server], env)
+    peer.sequential(100)
+    samples = []
+    start = time.perf_counter()
+    while peer.frames < frames:
+        peer.burst(10_000)
+        samples.append((peer.frames, rss_kb(peer.proc.pid)))
+    elapsed = time.perf_counter() - start
+    peer.close()
+    first, peak = samples[0][1], max(kb for _n, kb in samples)
+    marks = [samples[int(i * (len(samples) - 1) / 4)] for i in range(5)]
+    print("  frames -> tap RSS: " + ", ".join(f"{n:,}: {kb / 1024:.1f} MB" for n, kb in marks))
+    print(
+        f"  first {first / 1024:.1f} MB, peak {peak / 1024:.1f} MB "
+        f"({peak / first:.2f}x); {peer.frames / elapsed:,.0f} frames/s"
+    )
+
+
+if __name__ == "__main__":
+    main()
