@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 # This script's own name would shadow the `analytics` package: look in the repository first.
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
@@ -130,143 +131,98 @@ def synthesize(n_calls: int, seed: int = 1):  # type: ignore[no-untyped-def]
         position += count * records
 
 
-def event_rows(c: dict):  # type: ignore[no-untyped-def]
-    """The chunk as store rows (position, session, seq, wall, mono, kind, direction, raw, ...)."""
-    sids, k = c["session_ids"], c["k"]
-    zero = bytes(32)
-    for s, sid in enumerate(sids):
-        pos = c["base"] + s * c["records"]
-        start = int(c["start_ns"][s * k])
-        started = json.dumps({"name": f"srv{(c['first_session'] + s) % 5}", "transport": "stdio"})
-        yield (
-            pos + 1,
-            sid,
-            1,
-            start,
-            0,
-            "session_started",
-            "-",
-            started.encode(),
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            zero,
-        )
-        lo = s * k
-        for i in range(lo, lo + k):
-            rid = int(c["j"][i]) + 1
-            tool = str(c["tool"][i])
-            rq, rs = int(c["req_mono"][i]), int(c["resp_mono"][i])
-            err = bool(c["is_error"][i])
-            yield (
-                int(c["req_pos"][i]),
-                sid,
-                int(c["req_seq"][i]),
-                start + rq,
-                rq,
-                "frame",
-                "c2s",
-                b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s",'
-                b'"arguments":{"q":%d}}}' % (rid, tool.encode(), rid),
-                None,
-                "request",
-                "tools/call",
-                str(rid),
-                "number",
-                tool,
-                None,
-                None,
-                None,
-                zero,
-            )
-            yield (
-                int(c["resp_pos"][i]),
-                sid,
-                int(c["resp_seq"][i]),
-                start + rs,
-                rs,
-                "frame",
-                "s2c",
-                b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text",'
-                b'"text":"done"}],"isError":%s}}' % (rid, b"true" if err else b"false"),
-                None,
-                "response",
-                None,
-                str(rid),
-                "number",
-                None,
-                err,
-                None,
-                None,
-                zero,
-            )
-        end = int(c["resp_mono"][lo + k - 1]) + MS
-        yield (
-            pos + c["records"],
-            sid,
-            2 * k + 2,
-            start + end,
-            end,
-            "session_ended",
-            "-",
-            b'{"reason":"client_closed","outcome":"ok","exit_code":0,"signal":null}',
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            zero,
-        )
+def _join(*parts) -> pa.Array:  # type: ignore[no-untyped-def]
+    """Concatenate string arrays and literals element-wise, as binary (a frame's raw bytes)."""
+    return pc.binary_join_element_wise(*parts, "").cast(pa.binary())
 
 
-# The order of the tuples `event_rows` yields (the store's own column order).
-EVENT_COLUMNS = [
-    "position",
-    "session_id",
-    "seq",
-    "wall_ns",
-    "mono_ns",
-    "kind",
-    "direction",
-    "raw",
-    "raw_size",
-    "msg_type",
-    "method",
-    "rpc_id",
-    "rpc_id_type",
-    "tool",
-    "is_error",
-    "error_code",
-    "era",
-    "hash",
-]
+def events_table(c: dict) -> pa.Table:
+    """The chunk's log records, built column-wise: per session a session_started and a
+    session_ended record, per call a request and a response frame."""
+    k, count = c["k"], c["count"]
+    n = count * k
+    sids = np.array(c["session_ids"])
+    sid = pa.array(sids[c["sess"]])
+    ids = pa.array((c["j"] + 1).astype(str))
+    tool = pa.array(c["tool"])
+    wall_req = c["start_ns"] + c["req_mono"]
+    wall_resp = c["start_ns"] + c["resp_mono"]
+    zero = pa.array([bytes(32)] * n, pa.binary())
+    req_raw = _join(
+        '{"jsonrpc":"2.0","id":', ids, ',"method":"tools/call","params":{"name":"', tool,
+        '","arguments":{"q":', ids, "}}}",
+    )  # fmt: skip
+    resp_raw = _join(
+        '{"jsonrpc":"2.0","id":', ids, ',"result":{"content":[{"type":"text","text":"done"}],'
+        '"isError":', pa.array(np.where(c["is_error"], "true", "false")), "}}",
+    )  # fmt: skip
+
+    def frames(pos, seq, wall, mono, direction, raw, msg_type, method, tools, is_error):  # type: ignore[no-untyped-def]
+        return {
+            "position": pos, "session_id": sid, "seq": seq, "wall_ns": wall, "mono_ns": mono,
+            "kind": pa.array(["frame"] * n), "direction": pa.array([direction] * n),
+            "msg_type": pa.array([msg_type] * n), "method": method, "rpc_id": ids,
+            "rpc_id_type": pa.array(["number"] * n), "tool": tools, "is_error": is_error,
+            "error_code": pa.nulls(n, pa.int64()), "era": pa.nulls(n, pa.string()),
+            "raw": raw, "raw_size": pa.nulls(n, pa.int64()), "hash": zero,
+        }  # fmt: skip
+
+    req = frames(
+        c["req_pos"], c["req_seq"], wall_req, c["req_mono"], "c2s", req_raw, "request",
+        pa.array(["tools/call"] * n), tool, pa.nulls(n, pa.bool_()),
+    )  # fmt: skip
+    resp = frames(
+        c["resp_pos"], c["resp_seq"], wall_resp, c["resp_mono"], "s2c", resp_raw, "response",
+        pa.nulls(n, pa.string()), pa.nulls(n, pa.string()), pa.array(c["is_error"]),
+    )  # fmt: skip
+    first = np.arange(count) * k
+    last = first + k - 1
+    base = c["base"] + np.arange(count) * c["records"]
+    names = [f"srv{(c['first_session'] + s) % 5}" for s in range(count)]
+    started_raw = [json.dumps({"name": name, "transport": "stdio"}).encode() for name in names]
+    ended_raw = b'{"reason":"client_closed","outcome":"ok","exit_code":0,"signal":null}'
+    end_mono = c["resp_mono"][last] + MS
+    control = {
+        "position": np.concatenate([base + 1, base + c["records"]]),
+        "session_id": np.concatenate([sids, sids]),
+        "seq": np.concatenate([np.ones(count, np.int64), np.full(count, 2 * k + 2)]),
+        "wall_ns": np.concatenate([c["start_ns"][first], c["start_ns"][first] + end_mono]),
+        "mono_ns": np.concatenate([np.zeros(count, np.int64), end_mono]),
+        "kind": ["session_started"] * count + ["session_ended"] * count,
+        "direction": ["-"] * (2 * count),
+        "raw": started_raw + [ended_raw] * count,
+        "hash": [bytes(32)] * (2 * count),
+    }
+    tables = [
+        pa.Table.from_pydict(req, schema=_STORE_SCHEMA),
+        pa.Table.from_pydict(resp, schema=_STORE_SCHEMA),
+        pa.Table.from_pydict(
+            {name: control.get(name, pa.nulls(2 * count, f.type)) for name, f in
+             zip(_STORE_SCHEMA.names, _STORE_SCHEMA, strict=True)},
+            schema=_STORE_SCHEMA,
+        ),
+    ]  # fmt: skip
+    table = pa.concat_tables(tables)
+    for extra in ("args_fingerprint", "error_message", "ref_id", "ref_id_type", "items"):
+        table = table.append_column(
+            EVENTS_SCHEMA.field(extra), pa.nulls(len(table), EVENTS_SCHEMA.field(extra).type)
+        )
+    return table.select(EVENTS_SCHEMA.names).cast(EVENTS_SCHEMA)
+
+
+EVENT_COLUMNS = [f.name for f in EVENTS_SCHEMA][:18]
+_STORE_SCHEMA = pa.schema([EVENTS_SCHEMA.field(name) for name in EVENTS_SCHEMA.names[:18]])
 
 
 def write_chunk(c: dict, copy: ParquetCopy, conn: sqlite3.Connection | None) -> None:
-    rows = list(event_rows(c))
+    events = events_table(c)
     if conn is not None:
+        columns = [events[name].to_pylist() for name in EVENT_COLUMNS]
         conn.executemany(
             f"INSERT INTO events ({', '.join(EVENT_COLUMNS)}) VALUES "
             f"({', '.join('?' * len(EVENT_COLUMNS))})",
-            rows,
+            zip(*columns, strict=True),
         )
-    cols = list(zip(*rows, strict=True))
-    n = len(rows)
-    data = {name: list(cols[i]) for i, name in enumerate(EVENT_COLUMNS)}
-    for extra in ("args_fingerprint", "error_message", "ref_id", "ref_id_type", "items"):
-        data[extra] = pa.nulls(n, EVENTS_SCHEMA.field(extra).type)
-    events = pa.Table.from_pydict(data, schema=EVENTS_SCHEMA)
-    k = c["k"]
     sid_index = c["sess"]
     sids = np.array(c["session_ids"])[sid_index]
     n_calls = len(sid_index)
@@ -304,7 +260,6 @@ def write_chunk(c: dict, copy: ParquetCopy, conn: sqlite3.Connection | None) -> 
     name = f"p{first:012d}-{last:012d}.parquet"
     parquet._write_by_day(events, "wall_ns", copy.dataset_dir("events"), name)
     parquet._write_by_day(calls, "started_ns", copy.dataset_dir("calls"), name)
-    del k
 
 
 def build(n_calls: int, work: Path, baseline: bool) -> tuple:  # type: ignore[no-untyped-def]
