@@ -1,112 +1,76 @@
-"""`make demo`: write a small real session into the default store, then list and show it.
+"""`make demo`: record a real MCP session into the default store, then list and show it.
 
-Uses the store API directly; the recording taps make real sessions the same way.
+The bundled example server (examples/server.py) runs under `blackbox record`, driven by the official
+MCP SDK client over stdio (legacy handshake), with a few calls that show what gets recorded: a
+result, a tool error, a line printed to stdout by mistake, and a server-to-client request.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
 from blackbox import config
-from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import open_store
 
+HERE = Path(__file__).resolve().parent
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
+CALLS = [
+    ("echo", {"message": "hello, flight recorder"}),
+    ("fail", {"reason": "the file does not exist"}),
+    ("print_stdout", {"text": "DEBUG: a log line printed to stdout by mistake"}),
+    ("ask", {}),
+]
 
 
-def frames() -> list[tuple[str, str, dict]]:
-    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "demo"}}
-    return [
-        (
-            Kind.FRAME,
-            Direction.CLIENT_TO_SERVER,
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
-        ),
-        (
-            Kind.FRAME,
-            Direction.SERVER_TO_CLIENT,
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "result": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {"tools": {}},
-                    "serverInfo": {"name": "demo-server"},
-                },
-            },
-        ),
-        (
-            Kind.FRAME,
-            Direction.CLIENT_TO_SERVER,
-            {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        ),
-        (
-            Kind.FRAME,
-            Direction.CLIENT_TO_SERVER,
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"message": "hello"}},
-            },
-        ),
-        (
-            Kind.FRAME,
-            Direction.SERVER_TO_CLIENT,
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "result": {"content": [{"type": "text", "text": "hello"}], "isError": False},
-            },
-        ),
-    ]
+async def roots(_ctx: object) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///home/demo/project")])
+
+
+async def drive(store_url: str) -> None:
+    server = StdioServerParameters(
+        command=BLACKBOX,
+        args=["record", "--name", "demo", "--", sys.executable, str(HERE / "server.py")],
+        # The SDK gives the server a minimal environment: say where to record explicitly.
+        env={"BLACKBOX_STORE": store_url, "BLACKBOX_HOME": str(config.data_dir())},
+    )
+    with anyio.fail_after(60):
+        async with (
+            stdio_client(server, errlog=subprocess.DEVNULL) as (read, write),
+            ClientSession(read, write, list_roots_callback=roots) as session,
+        ):
+            init = await session.initialize()
+            print(f"connected to {init.server_info.name} ({init.protocol_version})")
+            for name, args in CALLS:
+                result = await session.call_tool(name, args)
+                text = result.content[0].text if result.content else ""
+                flag = " (isError)" if result.is_error else ""
+                print(f"  {name}: {text}{flag}")
 
 
 def main() -> None:
-    store = open_store(config.store_url())
-    sid = new_session_id()
-    start = time.monotonic_ns()
-    events = [
-        NewEvent(
-            sid,
-            1,
-            time.time_ns(),
-            0,
-            Kind.SESSION_STARTED,
-            Direction.NONE,
-            json.dumps({"name": "demo", "transport": "stdio", "command": ["demo-server"]}).encode(),
-        ),
-    ]
-    for kind, direction, message in frames():
-        raw = json.dumps(message, separators=(",", ":")).encode()
-        events.append(
-            NewEvent(
-                sid,
-                len(events) + 1,
-                time.time_ns(),
-                time.monotonic_ns() - start,
-                kind,
-                direction,
-                raw,
-            )
-        )
-    events.append(
-        NewEvent(
-            sid,
-            len(events) + 1,
-            time.time_ns(),
-            time.monotonic_ns() - start,
-            Kind.SESSION_ENDED,
-            Direction.NONE,
-            b'{"reason":"client_closed","outcome":"ok"}',
-        )
-    )
-    store.append(events)
-    print(f"recorded session {sid} into {store.url}\n")
+    # The SDK client logs a traceback for the stray stdout line; the recording is what we show.
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)
+    store_url = config.store_url()
+    store = open_store(store_url)
+    before = {s.session_id for s in store.list_sessions()}
+    anyio.run(drive, store_url)
+    # The tap ships its last records as it exits; wait for the sealed session.
+    deadline = time.monotonic() + 15
+    while not any(s.sealed and s.session_id not in before for s in store.list_sessions()):
+        if time.monotonic() > deadline:
+            subprocess.run([BLACKBOX, "ship"], check=True)
+            break
+        time.sleep(0.1)
+    print(f"\nrecorded into {store.url}\n")
     for args in (["sessions", "--limit", "5"], ["show", "last"], ["verify", "last"]):
         print(f"$ blackbox {' '.join(args)}")
         subprocess.run([BLACKBOX, *args], check=True)

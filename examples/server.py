@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -80,7 +81,9 @@ async def ask(ctx: Context) -> str | InputRequiredResult:
         roots = getattr(answer, "roots", None) or []
     else:
         try:
-            roots = (await ctx.session.list_roots()).roots
+            with warnings.catch_warnings():  # roots are deprecated in the newest era only
+                warnings.simplefilter("ignore")
+                roots = (await ctx.session.list_roots()).roots
         except Exception as exc:  # a client without roots support answers with an error
             return f"no roots: {exc}"
     return "roots: " + ", ".join(str(root.uri) for root in roots)
