@@ -313,3 +313,20 @@ def test_cli_policy_check(tmp_path: Path) -> None:
     assert lines == [
         f"blackbox: {bad}:3:1: rule 'x': decision must be allow, deny or ask, not 'nope'"
     ]
+
+
+def test_present_false_matches_an_absent_argument() -> None:
+    p = Policy.from_text(
+        '[[rule]]\nid = "needs-reason"\ndecision = "deny"\ntool = "deploy"\n'
+        'when = [{ arg = "reason", present = false }]\n'
+    )
+    assert p.evaluate(None, "tools/call", "deploy", {"env": "prod"}).rule == "needs-reason"
+    assert p.evaluate(None, "tools/call", "deploy", {"reason": ""}).rule == "default"
+
+
+def test_rule_cache_does_not_leak_between_targets(policy: Policy) -> None:
+    # the same tool on two servers: the server glob must still be applied per server
+    args = {"path": "/etc/x"}
+    assert policy.evaluate("files", "tools/call", "write_file", args).rule == "no-etc-writes"
+    assert policy.evaluate("other", "tools/call", "write_file", args).rule == "default"
+    assert policy.evaluate("files", "tools/call", "write_file", args).rule == "no-etc-writes"
