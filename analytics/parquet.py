@@ -45,7 +45,7 @@ from recorder.jsonrpc import classify_message, id_fields, parse
 from recorder.model import Kind, StoredEvent
 from recorder.store import EventStore
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 META_KEY = b"mcp_blackbox.schema_version"
 DAY_NS = 86_400 * 1_000_000_000
 # How many records a refresh buffers before writing files (bounds memory on a big first export).
@@ -132,7 +132,10 @@ CALLS_SCHEMA = pa.schema(
     metadata={META_KEY: str(SCHEMA_VERSION).encode()},
 )
 
-DATASETS = {"events": EVENTS_SCHEMA, "calls": CALLS_SCHEMA}
+# `control` repeats the session events (every record but frames): the views that only need
+# those (sessions, faults, decisions, the server of a call) then read a few thousand rows, not
+# every frame.
+DATASETS = {"events": EVENTS_SCHEMA, "control": EVENTS_SCHEMA, "calls": CALLS_SCHEMA}
 _FILE_RE = re.compile(r"^p(\d+)-(\d+)\.parquet$")
 ERROR_MESSAGE_MAX = 500
 
@@ -634,9 +637,11 @@ class ParquetCopy:
         last: int,
     ) -> int:
         name = f"p{first:012d}-{last:012d}.parquet"
-        written = _write_by_day(
-            _events_table(buf, extras), "wall_ns", self.dataset_dir("events"), name
-        )
+        events = _events_table(buf, extras)
+        written = _write_by_day(events, "wall_ns", self.dataset_dir("events"), name)
+        control = events.filter(pc.not_equal(events["kind"], "frame"))
+        if control.num_rows:
+            written += _write_by_day(control, "wall_ns", self.dataset_dir("control"), name)
         if calls:
             written += _write_by_day(
                 _calls_table(calls), "started_ns", self.dataset_dir("calls"), name

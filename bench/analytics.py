@@ -259,6 +259,8 @@ def write_chunk(c: dict, copy: ParquetCopy, conn: sqlite3.Connection | None) -> 
     first, last = c["base"] + 1, c["base"] + c["count"] * c["records"]
     name = f"p{first:012d}-{last:012d}.parquet"
     parquet._write_by_day(events, "wall_ns", copy.dataset_dir("events"), name)
+    control = events.filter(pc.not_equal(events["kind"], "frame"))
+    parquet._write_by_day(control, "wall_ns", copy.dataset_dir("control"), name)
     parquet._write_by_day(calls, "started_ns", copy.dataset_dir("calls"), name)
 
 
