@@ -154,6 +154,7 @@ def main() -> None:
     if args.quick:
         args.calls, args.burst, args.rounds = 1000, 2000, 1
 
+    from recorder.shipper import ship_leftovers
     from recorder.store import open_store
 
     work = Path(tempfile.mkdtemp(prefix="bb-bench-"))
@@ -197,20 +198,26 @@ def main() -> None:
         )
 
     store = open_store(store_url)
+    # A tap ships for at most 2.5 s at exit; what it could not ship waits in its journal for the
+    # next tap or `blackbox ship`: do what `blackbox ship` does, and say how much that was.
+    left = ship_leftovers(work / "home" / "journal", store).records
     sessions = [s for s in store.list_sessions() if s.name == "bench"]
     stored = sum(s.frames for s in sessions)
     print(
         f"\nrecorded: {len(sessions)} session(s), {stored} of {recorded_frames} frames stored "
         f"({'none lost' if stored == recorded_frames else 'FRAMES MISSING'}); "
-        f"chains {'intact' if not store.verify() else 'BROKEN'}"
+        f"chains {'intact' if not store.verify() else 'BROKEN'}; "
+        f"{left} records were still in journals after the taps exited"
     )
     if args.sizes:
-        sizes(env, server, store)
+        sizes(env, server, store, work / "home" / "journal")
     if args.memory:
-        memory(env, server, args.memory)
+        memory(env, server, args.memory, store_url, work)
 
 
-def sizes(env: dict[str, str], server: list[str], store) -> None:  # type: ignore[no-untyped-def]
+def sizes(env: dict[str, str], server: list[str], store, journal_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    from recorder.shipper import ship_leftovers
+
     print("\nframe sizes through blackbox record (10 round trips each, both directions)")
     print(f"{'size':>10}{'direct ms':>11}{'record ms':>11}{'ratio':>7}  stored intact")
     for size in (1024, 64 * 1024, 1024 * 1024, 4 * 1024 * 1024):
@@ -224,6 +231,7 @@ def sizes(env: dict[str, str], server: list[str], store) -> None:  # type: ignor
             peer.sequential(2, text)
             times[name] = statistics.median(peer.sequential(10, text)) / 1e6
             peer.close()
+        ship_leftovers(journal_dir, store)
         sid = store.list_sessions(name=f"size-{size}")[0].session_id
         frames = [ev for ev in store.read_session(sid) if ev.kind == "frame"]
         want = {hashlib.sha256(request(i, text)[:-1]).hexdigest() for i in range(1, 13)}
@@ -243,9 +251,32 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def memory(env: dict[str, str], server: list[str], frames: int) -> None:
-    print(f"\ntap memory across a {frames}-frame session (pipelined bursts of 10,000 calls)")
-    peer = Peer([BLACKBOX, "record", "--name", "memory", "--", *server], env)
+LIBRARY_TAP = r"""
+import sys
+from pathlib import Path
+from recorder.store import open_store
+from recorder.taps.stdio import TapConfig, run_tap
+url, journal = sys.argv[1], Path(sys.argv[2])
+config = TapConfig(command=sys.argv[3:], journal_dir=journal, name="memory-lib",
+                   store_factory=lambda: open_store(url), on_notice=lambda m: None)
+sys.exit(run_tap(config).exit_status)
+"""
+
+
+def memory(env: dict[str, str], server: list[str], frames: int, url: str, work: Path) -> None:
+    """The tap's RSS over a long session, through the CLI and through the library alone (the CLI
+    process also holds every command module it imported at start)."""
+    journal = str(work / "home" / "journal")
+    for label, argv in (
+        ("blackbox record", [BLACKBOX, "record", "--name", "memory", "--", *server]),
+        ("library tap", [sys.executable, "-c", LIBRARY_TAP, url, journal, *server]),
+    ):
+        memory_run(label, argv, env, frames)
+
+
+def memory_run(label: str, argv: list[str], env: dict[str, str], frames: int) -> None:
+    print(f"\n{label}: RSS across a {frames:,}-frame session (pipelined bursts of 10,000 calls)")
+    peer = Peer(argv, env)
     peer.sequential(100)
     samples = []
     start = time.perf_counter()
