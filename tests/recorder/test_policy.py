@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from blackbox.cli import main
 from recorder.decisions import args_fingerprint
 from recorder.policy import DENIED_CODE, Policy, PolicyError, json_equal, parse_arg_path
+from tests.conftest import BLACKBOX
 
 POLICY = """\
 default = "allow"
@@ -330,3 +332,23 @@ def test_rule_cache_does_not_leak_between_targets(policy: Policy) -> None:
     assert policy.evaluate("files", "tools/call", "write_file", args).rule == "no-etc-writes"
     assert policy.evaluate("other", "tools/call", "write_file", args).rule == "default"
     assert policy.evaluate("files", "tools/call", "write_file", args).rule == "no-etc-writes"
+
+
+def test_a_malformed_policy_refuses_to_start_the_tap(
+    tmp_path: Path, blackbox_env: dict[str, str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rule]]\nid = "x"\n  decison = "deny"\n')
+    marker = tmp_path / "server-ran"
+    proc = subprocess.run(
+        [BLACKBOX, "record", "--policy", str(bad), "--", "touch", str(marker)],
+        env=blackbox_env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.decode().strip() == (
+        f"blackbox: {bad}:3:3: unknown key 'decison' in rule 1 "
+        "(expected: decision, id, method, reason, server, tool, when)"
+    )
+    assert not marker.exists()  # the server was never started
