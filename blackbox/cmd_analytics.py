@@ -17,6 +17,7 @@ from blackbox import config
 from blackbox.options import format_option, open_configured_store, store_option
 from blackbox.output import render
 from recorder.errors import BlackboxError
+from recorder.store import EventStore
 
 TABLES_QUERY = (
     "SELECT view_name AS view FROM duckdb_views() "
@@ -147,7 +148,7 @@ def _print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
         click.echo(render(dicts, fmt, columns))
 
 
-def _interactive(store, fmt: str) -> None:  # type: ignore[no-untyped-def]
+def _interactive(store: EventStore, fmt: str) -> None:
     """Read statements ending in ';' (or a blank line) until EOF or .quit."""
     tty = sys.stdin.isatty()
     if tty:
