@@ -279,7 +279,6 @@ class _Driving:
         self.state_map: dict[str, str] = {}  # recorded requestState -> replayed one
         self.mono0 = 0
         self.wall0 = 0
-        self.frame_seq: dict[int, int] = {}  # step -> replay seq of its response
 
     # recording of the replay session --------------------------------------------------------
 
@@ -338,7 +337,6 @@ class _Driving:
                 return
             self.run.responses[step] = frame
             self.run.arrived_at[step] = item.mono_ns
-            self.frame_seq[step] = seq
             self._learn_state(step, frame)
             event = self.arrived.get(step)
             if event is not None:
@@ -432,7 +430,8 @@ class _Driving:
             except TimeoutError:
                 event.set()  # given up: later steps must not wait for it again
 
-    def _anchor_time(self, step_number: int, anchor_step: int, is_response: bool) -> int:
+    def _anchor_time(self, anchor_step: int, is_response: bool) -> int:
+        """When the event a step was timed against happened in this replay."""
         if anchor_step == 0:
             return self.run.started_mono
         if is_response:
@@ -494,7 +493,7 @@ class _Driving:
             await self._wait_deps(step.deps)
             if opt.timing == "original":
                 gap = (step.frame.mono_ns - step.anchor_mono_ns) / opt.speed
-                anchor = self._anchor_time(n, step.anchor_step, step.anchor_is_response)
+                anchor = self._anchor_time(step.anchor_step, step.anchor_is_response)
                 await self._sleep_until(anchor + int(gap))
             raw = step.frame.raw
             action = None

@@ -19,9 +19,9 @@ from recorder.store import EventStore, open_store
 from replay.replayer import ReplayOptions, replay_session
 from replay.report import render_text
 from tests import peers
-from tests.replay.kit import SERVERS, free_port, record_session, run_blackbox, wait_http
+from tests.replay.kit import SERVERS, free_port, record_session, wait_http
 
-CALLS = [("echo", {"message": "hi"}), ("ask", {}), ("fail", {})]
+CALLS = [("echo", {"message": "hi"}), ("ask", {}), ("print_stdout", {}), ("fail", {})]
 VARIANT = [sys.executable, str(SERVERS / "variant.py")]
 
 
@@ -66,9 +66,12 @@ def test_replay_against_the_same_server_is_equivalent_in_both_eras(pg_store, ses
         result = replay_session(store, sessions[era])
         assert result.exit_code == 0, render_text(result)
         assert result.verdict == "equivalent"
-        # the recorded tool error is a fault that the replay reproduces at the same step
-        (fault,) = result.faults
-        assert fault.reproduced and fault.fault.label == "tools/call fail"
+        # the recorded faults (a tool error; a non-JSON line on stdout) reproduce at their steps
+        faults = {(f.fault.fault, f.fault.label): f.reproduced for f in result.faults}
+        assert faults == {
+            ("tool_error", "tools/call fail"): True,
+            ("stdout_pollution", "tools/call print_stdout"): True,
+        }
         # the replay is a session of its own, pointing at the original
         info = store.session(result.replay_id)
         assert info.replay_of == sessions[era] and info.sealed
@@ -86,28 +89,33 @@ def test_replay_against_the_same_server_is_equivalent_in_both_eras(pg_store, ses
         assert any(e.kind == Kind.REPLAY_STEP for e in replayed)
 
 
-def test_cli_exit_codes_changed_build_names_path_and_values(pg_store, sessions, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def cli(args: list[str], url: str) -> tuple[int, str]:
+    """Run a blackbox command in-process (the CLI's import cost once, not per call)."""
+    from click.testing import CliRunner
+
+    from blackbox.cli import main
+
+    result = CliRunner().invoke(main, [*args, "--store", url])
+    return result.exit_code, result.stdout
+
+
+def test_cli_exit_codes_changed_build_names_path_and_values(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
     url, _store = pg_store
-    env = env_for(url, tmp_path)
-    same = run_blackbox(["replay", sessions["legacy"], "--format", "json"], env=env)
-    assert same.returncode == 0, same.stderr
-    assert json.loads(same.stdout)["verdict"] == "equivalent"
-    changed = run_blackbox(
-        ["replay", sessions["legacy"], "--against", f"{VARIANT[0]} {VARIANT[1]} changed"], env=env
-    )
-    assert changed.returncode == 1, changed.stderr
-    out = changed.stdout
+    code, out = cli(["replay", sessions["legacy"], "--format", "json"], url)
+    assert code == 0, out
+    assert json.loads(out)["verdict"] == "equivalent"
+    changed = f"{VARIANT[0]} {VARIANT[1]} changed"
+    code, out = cli(["replay", sessions["legacy"], "--against", changed], url)
+    assert code == 1, out
     assert "tools/call echo: diverged" in out
     assert '$.result.content[0].text: recorded "hi", replayed "hi!"' in out
     # the removed tool is one difference: the recorded definition, replayed absent
     tools_report = out.split("tools/list: diverged")[1].split("step ")[0]
     (removed,) = [line for line in tools_report.splitlines() if "replayed (absent)" in line]
     assert '"name": "sleep"' in removed
-    missing = run_blackbox(["replay", "nope"], env=env)
-    assert missing.returncode == 2 and missing.stderr.startswith("blackbox: no session matches")
 
 
-def test_crash_reproduces_and_a_fixed_server_does_not(pg_store, sessions, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_crash_reproduces_and_a_fixed_server_does_not(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
     url, store = pg_store
     result = replay_session(store, sessions["crash"])
     (fault,) = [f for f in result.faults if f.fault.fault == "server_exit"]
@@ -117,27 +125,30 @@ def test_crash_reproduces_and_a_fixed_server_does_not(pg_store, sessions, tmp_pa
     )
     assert result.exit_code == 0
     assert store.session(result.replay_id).outcome == "crashed"
-    env = env_for(url, tmp_path)
-    fixed = [VARIANT[0], VARIANT[1], "fixed"]
-    proc = run_blackbox(
-        ["replay", sessions["crash"], "--against", " ".join(fixed), "--timeout", "3"], env=env
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "not reproduced: server exited with status 3 after tools/call crash" in proc.stdout
-    assert "the server kept running" in proc.stdout
-    strict = run_blackbox(
+    fixed = f"{VARIANT[0]} {VARIANT[1]} fixed"
+    options = ReplayOptions(response_timeout_s=3)
+    result = replay_session(store, sessions["crash"], against=fixed, options=options)
+    text_report = render_text(result)
+    assert result.exit_code == 0, text_report
+    assert "not reproduced: server exited with status 3 after tools/call crash" in text_report
+    assert "the server kept running" in text_report
+    code, out = cli(
         [
             "replay",
             sessions["crash"],
             "--against",
-            " ".join(fixed),
+            fixed,
             "--expect-fault",
             "--timeout",
             "3",
+            "--format",
+            "json",
         ],
-        env=env,
+        url,
     )
-    assert strict.returncode == 1 and "verdict: fault not reproduced" in strict.stdout
+    report = json.loads(out)
+    assert code == 1 and report["verdict"] == "fault not reproduced"
+    assert [f["reproduced"] for f in report["faults"]] == [False]
 
 
 def test_serve_answers_the_sdk_client_from_the_recording(pg_store, sessions, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -147,7 +158,7 @@ def test_serve_answers_the_sdk_client_from_the_recording(pg_store, sessions, tmp
     url, store = pg_store
     env = peers.tap_env(tmp_path / "home", url)
     serve = [peers.BLACKBOX, "serve", sessions["modern"], "--store", url]
-    outcome = peers.run_client("modern", peers.params(serve, env), CALLS[:1] + CALLS[2:])
+    outcome = peers.run_client("modern", peers.params(serve, env), [CALLS[0], CALLS[3]])
     assert outcome.results[0]["content"][0]["text"] == "hi"
     assert outcome.results[1]["isError"] is True
 
