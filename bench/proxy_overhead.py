@@ -1,15 +1,20 @@
 """What recording costs on the HTTP path: tool calls against a minimal HTTP MCP server, directly,
 through a bare streaming proxy that records nothing (same stack: uvicorn + httpx2), and through
-`blackbox proxy` (journal + shipper into SQLite), all measured in one run.
+`blackbox proxy` (journal + shipper into SQLite), all measured in one run; plus the blackbox
+proxy without its shipper thread ("journal only"), to show where the cost is.
+
+The CPU time each measured process spends per call is reported too: on a shared machine the
+wall-clock figures swing with everyone else's load, the CPU cost much less.
 
 Each server and proxy runs in its own process; the load generator is a raw HTTP/1.1 keep-alive
 client (so the client's own overhead stays small next to what is measured). Sequential: one
 client, one call at a time. Concurrent: 16 clients at once. Then the blackbox proxy's memory is
 sampled while it serves many calls (it must not grow).
 
-    python bench/proxy_overhead.py            # about a minute: 2,000 sequential, 16 x 500
-    python bench/proxy_overhead.py --full     # the issue's 100,000-call memory run
-    python bench/proxy_overhead.py --requests 500 --memory-requests 5000   # a quick look
+    python bench/proxy_overhead.py            # ~2 minutes: 3 rounds of 300 sequential and
+                                              # 16 x 40 concurrent calls, 5,000-call memory run
+    python bench/proxy_overhead.py --full     # the issue's 100,000-call memory run (slow)
+    python bench/proxy_overhead.py --rounds 1 --memory-requests 3000   # a quick look
 """
 
 from __future__ import annotations
@@ -115,6 +120,24 @@ def _serve_bare(port: int, upstream: str) -> None:
     )
 
 
+# -- the blackbox proxy without its shipper: what journaling alone costs ----------------------
+
+
+def _serve_journal_only(port: int, upstream: str) -> None:
+    from recorder.journal import Journal
+    from recorder.taps.http import HttpProxyTap, ProxyServer, ProxySettings
+
+    journal = Journal.create(Path(tempfile.mkdtemp(prefix="bb-bench-journal-")))
+    tap = HttpProxyTap(ProxySettings(upstream + "/mcp"), journal)
+    server = ProxyServer(tap, port=port).start()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+        journal.discard()
+
+
 # -- the load generator -------------------------------------------------------------------------
 
 
@@ -189,15 +212,29 @@ async def _load(port: int, clients: int, per_client: int) -> tuple[list[float], 
     return latencies, time.perf_counter() - t0
 
 
-def measure(port: int, clients: int, per_client: int) -> dict[str, float]:
-    asyncio.run(_load(port, clients, min(per_client, 100)))  # warm-up
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(port: int, pid: int, clients: int, per_client: int) -> dict[str, float]:
+    """Latency percentiles and throughput seen by the clients, and the CPU time the measured
+    process spent per call (robust on a shared machine, where wall-clock figures are noisy)."""
+    asyncio.run(_load(port, clients, min(per_client, 50)))  # warm-up
+    cpu0 = _cpu_seconds(pid)
     latencies, elapsed = asyncio.run(_load(port, clients, per_client))
+    cpu = _cpu_seconds(pid) - cpu0
     latencies.sort()
     return {
         "p50": statistics.median(latencies) * 1000,
-        "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "p99": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
         "rps": len(latencies) / elapsed,
+        "cpu": cpu / len(latencies) * 1000,
     }
+
+
+def _median_of(rounds: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
 
 
 # -- processes ----------------------------------------------------------------------------------
@@ -251,13 +288,15 @@ def _rss_mib(pid: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=2000, help="sequential calls per target")
-    parser.add_argument("--per-client", type=int, default=500, help="calls per concurrent client")
+    parser.add_argument("--requests", type=int, default=300, help="sequential calls per round")
+    parser.add_argument("--per-client", type=int, default=40, help="calls per client per round")
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--memory-requests", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--memory-requests", type=int, default=5000)
     parser.add_argument("--full", action="store_true", help="100,000 calls for the memory run")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-bare", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-journal-only", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_upstream:
         asyncio.run(_serve_upstream(args.serve_upstream))
@@ -265,15 +304,21 @@ def main() -> None:
     if args.serve_bare:
         _serve_bare(int(args.serve_bare[0]), args.serve_bare[1])
         return
+    if args.serve_journal_only:
+        _serve_journal_only(int(args.serve_journal_only[0]), args.serve_journal_only[1])
+        return
     if args.full:
         args.memory_requests = 100_000
 
     tmp = Path(tempfile.mkdtemp(prefix="bb-proxy-bench-"))
-    up_port, bare_port, bb_port = _free_port(), _free_port(), _free_port()
+    up_port, bare_port, bb_port, jo_port = _free_port(), _free_port(), _free_port(), _free_port()
     upstream = f"http://127.0.0.1:{up_port}"
     procs = [_spawn([sys.executable, str(HERE), "--serve-upstream", str(up_port)], up_port)]
     procs.append(
         _spawn([sys.executable, str(HERE), "--serve-bare", str(bare_port), upstream], bare_port)
+    )
+    procs.append(
+        _spawn([sys.executable, str(HERE), "--serve-journal-only", str(jo_port), upstream], jo_port)
     )
     env = {"BLACKBOX_HOME": str(tmp / "home")}
     store = f"sqlite:///{tmp / 'bench.db'}"
@@ -291,22 +336,31 @@ def main() -> None:
         bb_port,
         env,
     )
-    results: dict[str, dict[str, dict[str, float]]] = {}
+    targets = (
+        ("direct", up_port, procs[0].pid),
+        ("bare proxy", bare_port, procs[1].pid),
+        ("blackbox proxy, journal only", jo_port, procs[2].pid),
+        ("blackbox proxy", bb_port, blackbox.pid),
+    )
+    rounds: dict[str, dict[str, list[dict[str, float]]]] = {
+        name: {"sequential": [], "concurrent": []} for name, _port, _pid in targets
+    }
     try:
-        for name, port in (
-            ("direct", up_port),
-            ("bare proxy", bare_port),
-            ("blackbox proxy", bb_port),
-        ):
-            print(f"measuring {name} ...", file=sys.stderr)
-            results[name] = {
-                "sequential": measure(port, 1, args.requests),
-                "concurrent": measure(port, args.clients, args.per_client),
-            }
+        # Rounds interleave the targets, so a burst of load from elsewhere on the machine hits
+        # all three alike; each figure is the median over the rounds.
+        for r in range(args.rounds):
+            print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
+            for name, port, pid in targets:
+                rounds[name]["sequential"].append(measure(port, pid, 1, args.requests))
+                rounds[name]["concurrent"].append(measure(port, pid, args.clients, args.per_client))
+        results = {
+            name: {mode: _median_of(runs) for mode, runs in modes.items()}
+            for name, modes in rounds.items()
+        }
         print(
             f"memory run: {args.memory_requests} calls through blackbox proxy ...", file=sys.stderr
         )
-        warm = max(2000, args.memory_requests // 10)
+        warm = max(1000, args.memory_requests // 10)
         asyncio.run(_load(bb_port, args.clients, warm // args.clients))
         rss_start = _rss_mib(blackbox.pid)
         per = max(1, (args.memory_requests - warm) // args.clients)
@@ -324,19 +378,23 @@ def main() -> None:
             _stop(proc)
     total = warm + per * args.clients
 
-    print("\n| target | mode | p50 ms | p99 ms | req/s |")
-    print("|---|---|---:|---:|---:|")
+    print("\n| target | mode | p50 ms | p99 ms | req/s | CPU ms/call |")
+    print("|---|---|---:|---:|---:|---:|")
     for name, modes in results.items():
         for mode, r in modes.items():
-            print(f"| {name} | {mode} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} |")
-    print("\n| ratio (blackbox / bare proxy) | p50 | p99 | req/s |")
-    print("|---|---:|---:|---:|")
-    for mode in ("sequential", "concurrent"):
-        b, x = results["bare proxy"][mode], results["blackbox proxy"][mode]
-        print(
-            f"| {mode} | {x['p50'] / b['p50']:.2f}x | {x['p99'] / b['p99']:.2f}x | "
-            f"{x['rps'] / b['rps']:.2f}x |"
-        )
+            print(
+                f"| {name} | {mode} | {r['p50']:.2f} | {r['p99']:.2f} | {r['rps']:.0f} | "
+                f"{r['cpu']:.2f} |"
+            )
+    print("\n| ratio against the bare proxy | p50 | p99 | req/s | CPU/call |")
+    print("|---|---:|---:|---:|---:|")
+    for name in ("blackbox proxy", "blackbox proxy, journal only"):
+        for mode in ("sequential", "concurrent"):
+            b, x = results["bare proxy"][mode], results[name][mode]
+            print(
+                f"| {name}, {mode} | {x['p50'] / b['p50']:.2f}x | {x['p99'] / b['p99']:.2f}x | "
+                f"{x['rps'] / b['rps']:.2f}x | {x['cpu'] / b['cpu']:.2f}x |"
+            )
     print("\n| ratio (bare proxy / direct) | p50 | p99 | req/s |")
     print("|---|---:|---:|---:|")
     for mode in ("sequential", "concurrent"):
