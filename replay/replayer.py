@@ -129,6 +129,7 @@ class Run:
     events: list[NewEvent] = field(default_factory=list)
     stray_responses: list[Frame] = field(default_factory=list)
     server_used: list[int] = field(default_factory=list)  # per recorded server request
+    stderr_tail: list[str] = field(default_factory=list)  # the server's last stderr lines
     mono0: int = 0  # the replay session's time origin
     wall0: int = 0
     started_mono: int = 0
@@ -208,6 +209,8 @@ class ReplayResult:
     exit: ExitInfo | None
     duration_s: float
     expect_fault: bool
+    server_gone: str | None = None  # how and when the server went away on its own
+    stderr_tail: list[str] = field(default_factory=list)
 
     @property
     def divergences(self) -> int:
@@ -317,6 +320,10 @@ class _Driving:
                 self._server_gone()
             elif item.kind == "stderr":
                 self._event(Kind.STDERR, Direction.NONE, _compact(item.detail), item.mono_ns)
+                self.run.stderr_tail = [
+                    *self.run.stderr_tail[-4:],
+                    (item.detail or {}).get("line", ""),
+                ]
             elif item.kind == "fault":
                 doc = dict(item.detail or {})
                 doc.setdefault("stage", "transport")
@@ -681,8 +688,14 @@ def _explain_missing(recorded: Frame, run: Run) -> str:
             + (f", differing at {shown}" if shown else "")
         )
     if run.gone_after_step is not None:
-        return f"the server went away after step {run.gone_after_step}"
+        return _gone(run)
     return "no response within the timeout"
+
+
+def _gone(run: Run) -> str:
+    code = run.exit.exit_code if run.exit else None
+    sig = run.exit.signal if run.exit else None
+    return f"{exit_description(code, sig)} after step {run.gone_after_step}"
 
 
 def _replay_faults(
@@ -815,6 +828,8 @@ def replay_session(
         exit=run.exit,
         duration_s=time.monotonic() - began,
         expect_fault=options.expect_fault,
+        server_gone=_gone(run) if run.gone_after_step is not None else None,
+        stderr_tail=run.stderr_tail if run.gone_after_step is not None else [],
     )
     if record:
         say(f"storing the replay as session {replay_id}")

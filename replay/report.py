@@ -33,6 +33,8 @@ def as_json(result: ReplayResult) -> dict:
         "faults": [f.as_dict() for f in result.faults],
         "learned_masks": result.learned,
         "injections": result.injections,
+        "server_gone": result.server_gone,
+        "stderr_tail": result.stderr_tail,
         "server_exit": (
             None
             if result.exit is None
@@ -80,6 +82,9 @@ def render_text(result: ReplayResult) -> str:
         lines.append(f"{extra['what']} {extra.get('method') or ''}{where}".rstrip())
         if extra.get("nearest"):
             lines.append(f"  {extra['nearest']}")
+    if result.server_gone:
+        lines.append(f"the replayed server went away: {result.server_gone}")
+        lines.extend(f"  stderr: {line}" for line in result.stderr_tail)
     for fault in result.faults:
         lines.append(fault.describe())
     s = result.summary()
