@@ -130,6 +130,7 @@ class Run:
     stray_responses: list[Frame] = field(default_factory=list)
     server_used: list[int] = field(default_factory=list)  # per recorded server request
     stderr_tail: list[str] = field(default_factory=list)  # the server's last stderr lines
+    unmatched_requests: list[Frame] = field(default_factory=list)  # server requests, no match
     mono0: int = 0  # the replay session's time origin
     wall0: int = 0
     started_mono: int = 0
@@ -393,6 +394,7 @@ class _Driving:
                     "nearest": near.explain() if near else "the recording has no server requests",
                 }
             )
+            self.run.unmatched_requests.append(frame)
             if "id" in live:
                 error = {
                     "jsonrpc": "2.0",
@@ -656,7 +658,7 @@ def evaluate(
                     "what": "missing server request",
                     "method": req.frame.method,
                     "seq": req.frame.seq,
-                    "nearest": "the server did not send it in the replay",
+                    "nearest": _nearest_replayed(req.frame, run.unmatched_requests),
                 }
             )
     for frame in run.stray_responses:
@@ -669,6 +671,29 @@ def evaluate(
             }
         )
     return results, extras, _fault_verdicts(rec, run, results)
+
+
+def _nearest_replayed(recorded: Frame, replayed: list[Frame]) -> str:
+    """For a recorded server request the replay lacks: the closest one the replay did get."""
+    from replay.matchers import params_of
+
+    if not isinstance(recorded.message, dict) or not replayed:
+        return "the server did not send it in the replay"
+    scored = []
+    for frame in replayed:
+        live = frame.message if isinstance(frame.message, dict) else {}
+        differences = compare_messages(
+            {"method": recorded.method, "params": params_of(recorded.message)},
+            {"method": frame.method, "params": params_of(live)},
+            Masks(),
+        )
+        scored.append((len(differences), differences, frame))
+    _n, differences, near = min(scored, key=lambda item: item[0])
+    shown = "; ".join(
+        f"{d.path}: recorded {summarize(d.recorded, 60)}, replayed {summarize(d.replayed, 60)}"
+        for d in differences[:3]
+    )
+    return f"nearest server request in the replay is {near.method} (replay seq {near.seq}): {shown}"
 
 
 def _explain_missing(recorded: Frame, run: Run) -> str:

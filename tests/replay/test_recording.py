@@ -161,3 +161,24 @@ def test_cli_could_not_run_is_one_line_and_exit_2(sqlite_url: str) -> None:
         lines = result.stderr.strip().splitlines()
         assert lines[-1].startswith(message), (args, result.stderr)
         assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_missing_server_request_names_the_nearest_one_the_replay_got() -> None:
+    from replay.recording import frame_from_raw
+    from replay.replayer import _nearest_replayed
+
+    def sampling(i: int, tokens: int) -> bytes:
+        params = {"maxTokens": tokens, "messages": [{"role": "user", "content": "a"}]}
+        return json.dumps(req(i, "sampling/createMessage", params)).encode()
+
+    recorded = frame_from_raw(5, 0, "s2c", sampling(0, 10))
+    replayed = [
+        frame_from_raw(7, 0, "s2c", json.dumps(req(2, "roots/list")).encode()),
+        frame_from_raw(8, 0, "s2c", sampling(3, 20)),
+    ]
+    text = _nearest_replayed(recorded, replayed)
+    assert text == (
+        "nearest server request in the replay is sampling/createMessage (replay seq 8): "
+        "$.params.maxTokens: recorded 10, replayed 20"
+    )
+    assert _nearest_replayed(recorded, []) == "the server did not send it in the replay"
