@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,9 +15,6 @@ from recorder.store import EventStore
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
-ROOT = HERE.parent.parent
-EXAMPLE_SERVER = ROOT / "examples" / "server.py"
-BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
 
 
 def raw(message: dict | bytes) -> bytes:
@@ -85,19 +80,6 @@ def c2s(message: dict | bytes, at_ms: float = 0.0) -> tuple[str, dict | bytes, f
 
 def s2c(message: dict | bytes, at_ms: float = 0.0) -> tuple[str, dict | bytes, float]:
     return (Direction.SERVER_TO_CLIENT, message, at_ms)
-
-
-def run_blackbox(
-    args: Sequence[str], env: dict | None = None, timeout: float = 120, cwd: Path | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [BLACKBOX, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env or os.environ.copy(),
-        cwd=cwd,
-    )
 
 
 def record_session(

@@ -9,7 +9,6 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -52,12 +51,6 @@ def sessions(pg_store, tmp_path_factory) -> dict[str, str]:  # type: ignore[no-u
             store, url, home, server, [("echo", {"message": "a"}), ("crash", {})], "legacy", "crash"
         ),
     }
-
-
-def env_for(url: str, tmp_path: Path) -> dict:
-    import os
-
-    return {**os.environ, "BLACKBOX_STORE": url, "BLACKBOX_HOME": str(tmp_path / "home")}
 
 
 def test_replay_against_the_same_server_is_equivalent_in_both_eras(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
