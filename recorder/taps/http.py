@@ -1083,6 +1083,7 @@ class ProxyConfig:
     on_ready: Callable[[str], None] | None = None
     ship_leftovers: bool = True
     final_ship_seconds: float = 2.5
+    ship_poll_seconds: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -1109,7 +1110,11 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
         sock.close()
         raise ProxyError(f"{exc}; not starting a proxy that cannot record") from None
     store_factory = _one_at_a_time(config.store_factory)
-    shipper = Shipper(journal, store_factory, config.on_notice)
+    # Ship in fewer, larger batches than the stdio tap does: the shipper thread shares the GIL
+    # with the event loop, and every wake-up under traffic is latency added to calls in flight.
+    shipper = Shipper(
+        journal, store_factory, config.on_notice, poll_seconds=config.ship_poll_seconds
+    )
     shipper.start()
     if config.ship_leftovers:
         threading.Thread(
