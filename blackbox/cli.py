@@ -14,21 +14,53 @@ import click
 from recorder import __version__
 from recorder.errors import BlackboxError
 
-# Each module defines click commands in a list named COMMANDS.
-COMMAND_MODULES = [
-    "blackbox.cmd_store",
-    "blackbox.cmd_record",
-    "blackbox.cmd_attach",
-    "blackbox.cmd_proxy",
-    "blackbox.cmd_replay",
-    "blackbox.cmd_analytics",
-    "blackbox.cmd_policy",
-    "blackbox.cmd_compliance",
-]
+# Command name -> the module defining it. Modules are imported only when their command runs, so a
+# hook or a tap does not pay for importing analytics, replay and the migration tooling.
+COMMAND_MODULES = {
+    "sessions": "blackbox.cmd_store",
+    "show": "blackbox.cmd_store",
+    "verify": "blackbox.cmd_store",
+    "db": "blackbox.cmd_store",
+    "record": "blackbox.cmd_record",
+    "ship": "blackbox.cmd_record",
+    "attach": "blackbox.cmd_attach",
+    "detach": "blackbox.cmd_attach",
+    "proxy": "blackbox.cmd_proxy",
+    "replay": "blackbox.cmd_replay",
+    "serve": "blackbox.cmd_replay",
+    "report": "blackbox.cmd_analytics",
+    "sql": "blackbox.cmd_analytics",
+    "doctor": "blackbox.cmd_analytics",
+    "policy": "blackbox.cmd_policy",
+    "hook": "blackbox.cmd_policy",
+    "decision": "blackbox.cmd_policy",
+    "export": "blackbox.cmd_compliance",
+    "verify-export": "blackbox.cmd_compliance",
+    "retention": "blackbox.cmd_compliance",
+    "hold": "blackbox.cmd_compliance",
+}
+
+
+def load_command(name: str) -> click.Command:
+    """Import the module of command `name` and return the command (each module lists its
+    commands in `COMMANDS`)."""
+    module = importlib.import_module(COMMAND_MODULES[name])
+    for command in module.COMMANDS:
+        if command.name == name:
+            return command
+    raise LookupError(f"{COMMAND_MODULES[name]} defines no command {name!r}")
 
 
 class BlackboxGroup(click.Group):
     """A group that reports library errors as one line with exit status 2."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMAND_MODULES:
+            return None
+        return load_command(cmd_name)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -56,8 +88,3 @@ def main() -> None:
     The store is SQLite in $XDG_DATA_HOME/mcp-blackbox unless --store or BLACKBOX_STORE says
     otherwise (postgresql://USER@HOST/DB for a shared store).
     """
-
-
-for _name in COMMAND_MODULES:
-    for _command in importlib.import_module(_name).COMMANDS:
-        main.add_command(_command)

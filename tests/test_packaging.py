@@ -82,3 +82,12 @@ def test_the_checker_sees_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import click\nfrom analytics import views\n")
     assert imports_of(bad) == {"click", "analytics"}
+
+
+def test_every_command_is_registered_under_its_own_name():
+    from blackbox.cli import COMMAND_MODULES, load_command
+
+    modules = {importlib.import_module(m) for m in set(COMMAND_MODULES.values())}
+    defined = {c.name for module in modules for c in module.COMMANDS}
+    assert defined == set(COMMAND_MODULES)
+    assert all(load_command(name).name == name for name in COMMAND_MODULES)

@@ -1,65 +1,77 @@
-"""Run the Alembic migrations against a store, and refuse a schema this code does not know."""
+"""Run the Alembic migrations against a store, and refuse a schema this code does not know.
+
+Checking is cheap (one SELECT, no Alembic import): every tap and hook opens a store, and most
+find it current. Alembic is imported only when there is something to apply.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util.exc import CommandError
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 
 import migrations
 from recorder.errors import SchemaTooNew
 
 SCRIPT_LOCATION = str(Path(migrations.__file__).parent)
-
-
-def alembic_config(connection: Connection | None = None) -> Config:
-    config = Config()
-    config.set_main_option("script_location", SCRIPT_LOCATION)
-    if connection is not None:
-        config.attributes["connection"] = connection
-    return config
+# Any constant will do: it names the lock every migrating process takes on PostgreSQL.
+_PG_MIGRATION_LOCK = 0x6D6370626C6B  # "mcpblk"
 
 
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None
-    return head
+    return migrations.HEAD
 
 
 def current_revision(connection: Connection) -> str | None:
-    return MigrationContext.configure(connection).get_current_revision()
+    """The store's revision, or None for a store never migrated."""
+    try:
+        with connection.begin_nested():
+            row = connection.execute(text("SELECT version_num FROM alembic_version")).first()
+    except DBAPIError:
+        return None
+    return row[0] if row else None
+
+
+def _refuse_unknown(current: str | None) -> None:
+    if current is not None and current not in migrations.REVISIONS:
+        raise SchemaTooNew(
+            f"the store's schema is at revision {current}, newer than this mcp-blackbox "
+            f"knows (head {migrations.HEAD}): upgrade mcp-blackbox"
+        )
 
 
 def is_current(connection: Connection) -> bool:
     """Whether the schema is at head (raises `SchemaTooNew` for an unknown revision)."""
     current = current_revision(connection)
     _refuse_unknown(current)
-    return current == head_revision()
-
-
-def _refuse_unknown(current: str | None) -> None:
-    if current is None:
-        return
-    script = ScriptDirectory.from_config(alembic_config())
-    try:
-        script.get_revision(current)
-    except CommandError:
-        raise SchemaTooNew(
-            f"the store's schema is at revision {current}, newer than this mcp-blackbox "
-            f"knows (head {script.get_current_head()}): upgrade mcp-blackbox"
-        ) from None
+    return current == migrations.HEAD
 
 
 def upgrade(connection: Connection) -> bool:
-    """Bring the schema to head inside the caller's transaction; True when anything ran."""
-    current = current_revision(connection)
-    _refuse_unknown(current)
-    if current == head_revision():
+    """Bring the schema to head inside the caller's transaction; True when anything ran.
+
+    Processes that open a new store at the same moment serialise here (SQLite: the caller's
+    BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory lock) and re-check under the lock,
+    so exactly one of them migrates.
+    """
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+    if is_current(connection):
         return False
+    from alembic import command
+
     command.upgrade(alembic_config(connection), "head")
     return True
+
+
+def alembic_config(connection: Connection | None = None):  # type: ignore[no-untyped-def]
+    """An Alembic Config for the migrations directory, bound to `connection` when given."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config

@@ -56,3 +56,37 @@ def test_blackbox_db_upgrade_command(store_url):
     result = CliRunner().invoke(main, ["db", "upgrade", "--store", store_url])
     assert result.exit_code == 0, result.output
     assert f"schema revision {migrate.head_revision()}" in result.output
+
+
+def test_revision_list_matches_the_versions_directory():
+    from alembic.script import ScriptDirectory
+
+    import migrations
+
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    walked = [rev.revision for rev in script.walk_revisions()][::-1]
+    assert tuple(walked) == migrations.REVISIONS
+    assert script.get_current_head() == migrations.HEAD
+
+
+def test_concurrent_first_opens_migrate_once(store_url):
+    import threading
+
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            open_store(store_url).close()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a concurrent first open hung"
+    assert errors == []
+    store = open_store(store_url)
+    assert store.list_sessions() == []
+    store.close()
