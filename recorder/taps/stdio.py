@@ -160,8 +160,10 @@ class _Tap:
             self.journal, self._open_store, cfg.on_notice, self.observer, nice=SHIPPER_NICE
         )
         self.shipper.start()
+        self.leftovers: threading.Thread | None = None
         if cfg.ship_leftovers:
-            threading.Thread(target=self._ship_leftovers, daemon=True).start()
+            self.leftovers = threading.Thread(target=self._ship_leftovers, daemon=True)
+            self.leftovers.start()
         try:
             proc = subprocess.Popen(
                 cfg.command,
@@ -628,8 +630,7 @@ class _Tap:
     def _stop_child(self) -> None:
         """The journal failed: stop forwarding. Close the server's stdin and let it go."""
         self._close_child_stdin()
-        with contextlib.suppress(OSError):
-            os.close(self.stdout_fd)
+        self._release_host_stdout()
         with contextlib.suppress(ProcessLookupError):
             self.proc.terminate()
         try:
@@ -640,8 +641,17 @@ class _Tap:
 
     # -- the end -----------------------------------------------------------------------------------
 
+    def _release_host_stdout(self) -> None:
+        """Let the host see EOF now, not after the final ship: put /dev/null on our stdout (the
+        descriptor stays valid, so nothing opened later can land on it)."""
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self.stdout_fd)
+            os.close(devnull)
+
     def _close(self) -> TapResult:
         proc = self.proc
+        self._release_host_stdout()
         try:
             code = proc.wait(DRAIN_AFTER_EXIT_SECONDS if self.failure is None else 5)
         except subprocess.TimeoutExpired:
@@ -759,7 +769,11 @@ class _Tap:
 
     def _finish(self) -> bool:
         self.journal.close()
+        deadline = time.monotonic() + self.config.final_ship_seconds
         shipped = self.shipper.stop(self.config.final_ship_seconds)
+        if self.leftovers is not None:
+            # Leftovers of dead taps get the rest of the same budget; unfinished, they stay put.
+            self.leftovers.join(max(0.0, deadline - time.monotonic()))
         if not shipped:
             self.config.on_notice(
                 "the store did not take every record in time; they are kept in the journal "

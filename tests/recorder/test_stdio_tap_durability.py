@@ -232,3 +232,29 @@ def test_unwritable_journal_stops_forwarding_with_a_clear_message(
     ended = json.loads(next(ev.raw for ev in events if ev.kind == "session_ended"))
     assert ended["reason"] == "journal_failed" and "file size limit" in ended["detail"]
     assert info.sealed and store.verify() == []
+
+
+def test_a_new_tap_ships_dead_journals_in_the_background(tmp_path: Path, sqlite_url: str) -> None:
+    journal_dir = tmp_path / "home" / "journal"
+    code = f"""
+import os
+from pathlib import Path
+from recorder.journal import Journal
+j = Journal.create(Path({str(journal_dir)!r}))
+j.append("dead-session", "session_started", "-", b'{{"name":"dead"}}')
+j.append("dead-session", "frame", "c2s", b'{{"jsonrpc":"2.0","id":1,"method":"ping"}}')
+os._exit(0)
+"""
+    subprocess.run([peers.PYTHON, "-c", code], check=True, timeout=30)
+    env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=sqlite_url)
+    echo = [peers.PYTHON, "-c", "import sys\nfor line in sys.stdin: print(line, end='')"]
+    done = subprocess.run(
+        peers.record_command(echo, "alive"), input=b"{}\n", capture_output=True, env=env, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout == b"{}\n"
+    store = open_store(sqlite_url)
+    _wait(lambda: any(s.outcome == "recovered" for s in store.list_sessions()), 30)
+    dead = store.session("dead-session")
+    assert dead.outcome == "recovered" and dead.frames == 1
+    assert store.session(store.resolve("last")).name in ("alive", "dead")
+    assert store.verify() == []

@@ -29,7 +29,11 @@ reason = "crashing the server is not allowed"
 REDACT = """
 builtins = false
 key = "test-key"
-paths = ["$.params.arguments.message", "$.result.content[*].text"]
+paths = [
+    "$.params.arguments.message",
+    "$.result.content[*].text",
+    "$.result.structuredContent.result",
+]
 """
 
 
@@ -78,7 +82,7 @@ def test_policy_denies_and_redaction_applies_to_the_record_only(
     crash_request = next(ev for ev in events if ev.tool == "crash")
     reply = next(ev for ev in events if ev.direction == "s2c" and ev.rpc_id == crash_request.rpc_id)
     assert reply.error_code is not None and reply.seq > crash_request.seq
-    assert not any(b"4111-secret" in ev.raw for ev in events)  # redacted in the record
+    assert [ev.raw for ev in events if b"4111-secret" in ev.raw] == []  # redacted in the record
     echo_request = next(ev for ev in events if ev.tool == "echo")
     assert b"card" not in echo_request.raw
     assert store.verify() == []
