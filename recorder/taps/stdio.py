@@ -49,6 +49,7 @@ HIGH_WATER = 16 * 1024 * 1024
 FINAL_SHIP_SECONDS = 2.5
 DRAIN_AFTER_EXIT_SECONDS = 2.0
 SWITCH_INTERVAL = 0.0002
+SHUTDOWN_GRACE_SECONDS = 2.0
 SHIPPER_NICE = 15
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -336,6 +337,8 @@ class _Tap:
         C2S, S2C = str(Direction.CLIENT_TO_SERVER), str(Direction.SERVER_TO_CLIENT)
 
         last_state: tuple = ()
+        host_eof_at: float | None = None
+        terminated = False
         try:
             while True:
                 # Back-pressure: stop reading a side while what it sent is not taken.
@@ -356,6 +359,24 @@ class _Tap:
                     if left <= 0:
                         break  # a grandchild holds the pipes open; the server itself is gone
                     timeout_ms = int(left * 1000) + 1
+                elif host_eof_at is not None:
+                    # Like an MCP client: the server had its stdin closed; give it the grace
+                    # period, then SIGTERM, then SIGKILL (a host that went away will not).
+                    waited = time.monotonic() - host_eof_at
+                    if waited >= 2 * SHUTDOWN_GRACE_SECONDS:
+                        with contextlib.suppress(ProcessLookupError):
+                            proc.kill()
+                        timeout_ms = 100
+                    elif waited >= SHUTDOWN_GRACE_SECONDS:
+                        if not terminated:
+                            terminated = True
+                            with contextlib.suppress(ProcessLookupError):
+                                proc.terminate()
+                        timeout_ms = int((2 * SHUTDOWN_GRACE_SECONDS - waited) * 1000) + 1
+                    else:
+                        timeout_ms = int((SHUTDOWN_GRACE_SECONDS - waited) * 1000) + 1
+                    if pidfd < 0:
+                        timeout_ms = min(timeout_ms, 100)
                 elif pidfd < 0:
                     timeout_ms = 100
                 else:
@@ -442,6 +463,7 @@ class _Tap:
                             watch(host_in, 0)
                             if exited_at is None:
                                 self.host_closed_first = True
+                                host_eof_at = time.monotonic()
                             if c2s_partial:
                                 self._eof_mid_frame(bytes(c2s_partial), C2S)
                                 self._send(self.to_child, bytes(c2s_partial))

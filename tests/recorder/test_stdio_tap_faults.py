@@ -228,3 +228,18 @@ def test_a_command_that_cannot_start_is_one_clear_error(tmp_path: Path, sqlite_u
     assert err.decode().strip().splitlines()[-1].startswith("blackbox: cannot start")
     assert b"Traceback" not in err
     assert faults(session_events(sqlite_url))[0]["fault"] == "spawn_failed"
+
+
+def test_a_server_that_ignores_stdin_close_is_terminated_like_an_mcp_client_would(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    stubborn = script(
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
+    )
+    proc = tap(tmp_path, stubborn, sqlite_url)
+    start = time.monotonic()
+    proc.communicate(b"", timeout=60)  # the host closes stdin at once
+    assert proc.returncode == 128 + signal.SIGKILL  # grace, SIGTERM (ignored), then SIGKILL
+    assert 3.5 < time.monotonic() - start < 30
+    doc = ended(session_events(sqlite_url))
+    assert doc["reason"] == "client_closed" and doc["signal"] == "SIGKILL"
