@@ -156,12 +156,19 @@ def test_secret_headers_are_fingerprinted(faulty: FaultServer, tmp_path: Path) -
         "x-api-key": "key-123",
         "x-github-token": "ghp_zzz",
     }
+    mcp = {
+        "mcp-session-id": "sess-1",
+        "mcp-protocol-version": "2025-11-25",
+        "last-event-id": "e-41",
+        "origin": "http://localhost:3000",
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    }
     with RecordingProxy(f"{faulty.url}/json", tmp_path / "j") as proxy:
-        response = httpx2.post(proxy.url, content=CALL, headers={**JSON_HEADERS, **secrets})
+        response = httpx2.post(proxy.url, content=CALL, headers={**JSON_HEADERS, **secrets, **mcp})
     assert response.json() == {"jsonrpc": "2.0", "id": 7, "result": {"ok": True}}
     # The upstream got every header unchanged (and the Host the client sent).
     _method, _target, headers, _body = faulty.requests[-1]
-    assert all(headers[k] == v for k, v in secrets.items())
+    assert all(headers[k] == v for k, v in {**secrets, **mcp}.items())
     assert headers["host"] == proxy.base_url.split("//")[1]
     raw = b"".join(ev.raw for ev in proxy.records())
     for value in secrets.values():
@@ -171,6 +178,7 @@ def test_secret_headers_are_fingerprinted(faulty: FaultServer, tmp_path: Path) -
     assert recorded["authorization"] == fingerprint(secrets["authorization"])
     assert recorded["x-github-token"] == fingerprint(secrets["x-github-token"])
     assert recorded["content-type"] == "application/json"
+    assert all(recorded[k] == v for k, v in mcp.items()), "MCP headers are kept in clear"
 
 
 def test_policy_denies_without_forwarding(faulty: FaultServer, tmp_path: Path) -> None:
