@@ -41,7 +41,8 @@ def tool(recorded: dict, live: dict) -> bool:
 def params(recorded: dict, live: dict) -> bool:
     if recorded.get("method") in METHOD_ONLY:
         return True
-    return params_of(recorded) == params_of(live) and not diff(params_of(recorded), params_of(live))
+    # Semantic equality: key order never matters, JSON inside strings is compared as JSON.
+    return not diff(params_of(recorded), params_of(live))
 
 
 DEFAULT_MATCHERS: tuple[Matcher, ...] = (method, params)
