@@ -15,6 +15,7 @@ from sqlalchemy import create_engine, text
 
 from recorder.model import Direction, Kind
 from recorder.store import EventStore, open_store
+from replay.recording import load_recording
 from replay.replayer import ReplayOptions, replay_session
 from replay.report import render_text
 from tests import peers
@@ -203,3 +204,24 @@ def test_injected_cut_stops_the_replay_and_is_reported(pg_store, sessions) -> No
     statuses = {s.number: s.status for s in result.steps}
     assert statuses[4] == "not_sent" and statuses[5] == "not_sent"
     assert "injected: cut at step 3" in render_text(result)
+
+
+def test_injected_drop_corrupt_and_delay(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
+    from replay.inject import parse_injection
+
+    _url, store = pg_store
+    steps = {s.label: s.number for s in load_recording(store, sessions["modern"]).steps}
+    echo, fail = steps["tools/call echo"], steps["tools/call fail"]
+    specs = [f"drop@{echo}", f"corrupt@{fail}", "delay@tools/list:300"]
+    options = ReplayOptions(injections=[parse_injection(s) for s in specs], response_timeout_s=3)
+    result = replay_session(store, sessions["modern"], options=options)
+    by_number = {s.number: s for s in result.steps}
+    assert by_number[echo].status == "not_sent" and by_number[echo].note == "dropped by --inject"
+    # the corrupted frame (cut in half: invalid JSON) gets no answer to its id
+    assert by_number[fail].status == "missing"
+    assert result.exit_code == 1
+    frames = [e for e in store.read_session(result.replay_id) if e.kind == Kind.FRAME]
+    sent = [e for e in frames if e.direction == Direction.CLIENT_TO_SERVER]
+    assert not any(b'"echo"' in e.raw for e in sent)
+    assert any(e.msg_type == "invalid" for e in sent)  # the corrupted frame, as sent
+    assert sent[0].method == "tools/list" and sent[0].mono_ns >= 300_000_000
