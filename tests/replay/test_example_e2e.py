@@ -9,6 +9,7 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -225,3 +226,73 @@ def test_injected_drop_corrupt_and_delay(pg_store, sessions) -> None:  # type: i
     assert not any(b'"echo"' in e.raw for e in sent)
     assert any(e.msg_type == "invalid" for e in sent)  # the corrupted frame, as sent
     assert sent[0].method == "tools/list" and sent[0].mono_ns >= 300_000_000
+
+
+def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """Recorded over HTTP by `blackbox proxy` (both eras), replayed by default against the URL
+    the session recorded (the upstream): equivalent."""
+    import os
+    import time
+
+    import anyio
+    from mcp import Client
+
+    upstream_port, proxy_port = free_port(), free_port()
+    env = {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home")}
+    upstream = subprocess.Popen(
+        [*VARIANT, "same", "http", str(upstream_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    proxy = subprocess.Popen(
+        [
+            peers.BLACKBOX,
+            "proxy",
+            "--upstream",
+            f"http://127.0.0.1:{upstream_port}/mcp",
+            "--listen",
+            f"127.0.0.1:{proxy_port}",
+            "--store",
+            sqlite_url,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    store = open_store(sqlite_url)
+    try:
+        wait_http(upstream_port, upstream)
+        wait_http(proxy_port, proxy)
+
+        async def session(mode: str) -> None:
+            url = f"http://127.0.0.1:{proxy_port}/mcp"
+            with anyio.fail_after(60):
+                async with Client(url, mode=mode, list_roots_callback=peers._roots) as client:
+                    for name, args in CALLS:
+                        await client.call_tool(name, args)
+
+        for mode in ("legacy", peers.MODERN):
+            anyio.run(session, mode)
+        # the proxy ships its journal in the background: wait for both sessions' last answers
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = [
+                s
+                for s in store.list_sessions()
+                if any(e.is_error for e in store.read_session(s.session_id))
+            ]
+            if len(done) == 2:
+                break
+            time.sleep(0.3)
+        assert len(done) == 2, store.list_sessions()
+        for info in done:
+            result = replay_session(store, info.session_id)
+            assert result.transport == "http" and result.target.endswith(f":{upstream_port}/mcp")
+            assert result.exit_code == 0, render_text(result)
+    finally:
+        store.close()
+        for proc in (proxy, upstream):
+            proc.terminate()
+            proc.wait(10)
