@@ -5,7 +5,9 @@ policy that denies; and that secrets in headers never reach the record."""
 from __future__ import annotations
 
 import json
+import socketserver
 import statistics
+import threading
 import time
 from pathlib import Path
 
@@ -237,3 +239,25 @@ def test_legacy_sse_absolute_endpoint_is_rewritten(faulty: FaultServer, tmp_path
     stream = next(doc(e) for e in of_kind(events, "http_exchange") if doc(e)["method"] == "GET")
     assert stream["sse_events"][0]["rewritten_to"] == endpoint
     assert doc(events[-1])["reason"] == "client_closed"
+
+
+def test_tls_failure_is_a_tls_error_fault(tmp_path: Path) -> None:
+    """An https upstream whose TLS handshake fails (here: a server answering plain HTTP) is a
+    502 and a `tls_error` fault, not a generic unreachable one."""
+
+    class PlainHttp(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.sendall(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), PlainHttp) as plain:
+        threading.Thread(target=plain.serve_forever, daemon=True).start()
+        upstream = f"https://127.0.0.1:{plain.server_address[1]}/mcp"
+        try:
+            with RecordingProxy(upstream, tmp_path / "j") as proxy:
+                response = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS, timeout=10)
+        finally:
+            plain.shutdown()
+    assert response.status_code == 502
+    assert "TLS" in response.json()["error"]["message"]
+    (fault,) = _faults(proxy)
+    assert fault["fault"] == "tls_error" and fault["stage"] == "transport"
