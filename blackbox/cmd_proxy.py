@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import click
 
@@ -126,6 +127,13 @@ def proxy(
         _notice(
             f"listening on {host}, not loopback: anyone who can reach this address can use the "
             "upstream through the proxy"
+        )
+    upstream_host = urlsplit(upstream).hostname or ""
+    if not rewrite_host and not is_loopback(upstream_host):
+        _notice(
+            f"forwarding the Host header the client sends (as a transparent proxy does); if "
+            f"{upstream_host} answers 404 or 421 because it expects its own name, add "
+            "--rewrite-host"
         )
     policy = None
     if policy_file is not None:
