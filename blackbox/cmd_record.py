@@ -91,6 +91,7 @@ def record(
         command=list(command),
         journal_dir=config.journal_dir(),
         store_factory=lambda: open_store(url),
+        store_url=url,
         on_notice=_notice,
         name=name,
         cwd=os.getcwd(),

@@ -294,7 +294,11 @@ class JournalReader:
         self.torn = False
         self._file = open(path, "rb")  # noqa: SIM115 - kept open while tailing
 
-    def read(self, max_records: int = 1000, max_bytes: int = 8 * 1024 * 1024) -> list[NewEvent]:
+    def read(
+        self, max_records: int = 1000, max_bytes: int = 8 * 1024 * 1024, until: int | None = None
+    ) -> list[NewEvent]:
+        """The next complete records (at most `max_records`, about `max_bytes`, and none that
+        starts at or past offset `until`)."""
         out: list[NewEvent] = []
         f = self._file
         f.seek(self.offset)
@@ -303,6 +307,8 @@ class JournalReader:
         hsize = HEADER.size
         self.torn = False
         while len(out) < max_records and got < max_bytes:
+            if until is not None and self.offset >= until:
+                break
             header = f.read(hsize)
             if len(header) < hsize:
                 self.torn = bool(header)

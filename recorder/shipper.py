@@ -20,13 +20,16 @@ import contextlib
 import fcntl
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recorder.errors import BlackboxError
+from recorder.errors import BlackboxError, StoreError
 from recorder.journal import Journal, JournalReader, parse_segment_name
 from recorder.model import Direction, Kind, NewEvent
 from recorder.store import EventStore
@@ -35,6 +38,9 @@ BATCH_RECORDS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
 POLL_SECONDS = 0.05
 MAX_BACKOFF = 5.0
+# A separate process cannot hold the relay's GIL; niced hard it was starved on a busy machine
+# and could not ship a session's backlog within the exit budget, so only a little.
+WORKER_NICE = 3
 
 Observer = Callable[[Sequence[NewEvent]], None]
 
@@ -56,6 +62,7 @@ class Shipper:
         batch_records: int = BATCH_RECORDS,
         poll_seconds: float = POLL_SECONDS,
         nice: int = 0,
+        worker_url: str | None = None,
     ) -> None:
         self.journal = journal
         self.store_factory = store_factory
@@ -64,6 +71,11 @@ class Shipper:
         self.batch_records = batch_records
         self.poll_seconds = poll_seconds
         self.nice = nice
+        # With a store URL, appends run in a child process (see _Worker): no store work can then
+        # hold this process's GIL while the relay waits for it.
+        self.worker_url = worker_url
+        self._worker: _Worker | None = None
+        self._pending_range: tuple[Path, int, int] = (Path(), 0, 0)
         self.shipped = 0
         self.last_error: str | None = None
         self._store: EventStore | None = None
@@ -84,6 +96,10 @@ class Shipper:
     # -- the API -----------------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.worker_url is not None:
+            # Start the worker now: its imports and store connection take a while, and a short
+            # session must not spend its exit budget waiting for them.
+            self._worker = _Worker(self.worker_url, WORKER_NICE)
         self._thread.start()
 
     def flush(self, timeout: float) -> bool:
@@ -114,6 +130,8 @@ class Shipper:
         if self._store is not None and not self._thread.is_alive():
             with contextlib.suppress(Exception):
                 self._store.close()
+        if self._worker is not None and not self._thread.is_alive():
+            self._worker.close()
         return done
 
     def observe_rest(self) -> None:
@@ -160,11 +178,10 @@ class Shipper:
                     path = segments[0]
                     self._reader = JournalReader(path)
                     self._reader_segment = _number(path)
+                start = self._reader.offset
                 batch = self._reader.read(self.batch_records, BATCH_BYTES)
                 if batch:
-                    self._pending = batch
-                    self._pending_end = (self._reader_segment, self._reader.offset)
-                    self._observe(batch)
+                    self._take(batch, start)
                     return
                 later = [p for p in segments if _number(p) > self._reader_segment]
                 if not later:
@@ -172,17 +189,23 @@ class Shipper:
                     return
                 # The writer moved on, so this segment is complete: read it once more (a write
                 # may have finished since), then release it, since everything in it is committed.
+                start = self._reader.offset
                 batch = self._reader.read(self.batch_records, BATCH_BYTES)
                 if batch:
-                    self._pending = batch
-                    self._pending_end = (self._reader_segment, self._reader.offset)
-                    self._observe(batch)
+                    self._take(batch, start)
                     return
                 done = self._reader.path
                 self._reader.close()
                 self._reader = JournalReader(later[0])
                 self._reader_segment = _number(later[0])
                 self.journal.release(done)
+
+    def _take(self, batch: list[NewEvent], start: int) -> None:
+        assert self._reader is not None
+        self._pending = batch
+        self._pending_end = (self._reader_segment, self._reader.offset)
+        self._pending_range = (self._reader.path, start, self._reader.offset)
+        self._observe(batch)
 
     def _set_committed(self, mark: tuple[int, int]) -> None:
         with self._cond:
@@ -205,9 +228,14 @@ class Shipper:
                     self._wake.clear()
                     continue
                 try:
-                    if self._store is None:
-                        self._store = self.store_factory()
-                    self._store.append(self._pending)
+                    if self.worker_url is not None:
+                        if self._worker is None:
+                            self._worker = _Worker(self.worker_url, WORKER_NICE)
+                        self._worker.ship(*self._pending_range)
+                    else:
+                        if self._store is None:
+                            self._store = self.store_factory()
+                        self._store.append(self._pending)
                 except Exception as exc:  # any failure: keep the records in the journal, retry
                     self._failed(exc)
                     if self._stopping:
@@ -245,6 +273,83 @@ class Shipper:
                 f"{self.last_error}; retrying in the background, {waiting} records kept in the "
                 f"journal {self.journal.directory}"
             )
+
+
+class _Worker:
+    """A child process that appends journal ranges to the store: `python -m recorder.shipper URL`.
+
+    The shipper thread sends "PATH<TAB>START<TAB>END" lines; the worker reads those records from
+    the journal file itself (nothing is copied through the pipe) and answers "ok" or "err MESSAGE".
+    It runs niced, ignores the signals a host sends to the tap's process group (the tap decides
+    when shipping ends), and exits when its stdin closes.
+    """
+
+    def __init__(self, url: str, nice: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "recorder.shipper", url, str(nice)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def ship(self, path: Path, start: int, end: int) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(f"{path}\t{start}\t{end}\n".encode())
+            self.proc.stdin.flush()
+            answer = self.proc.stdout.readline().decode().rstrip("\n")
+        except OSError:
+            answer = ""
+        if answer == "ok":
+            return
+        if answer.startswith("err "):
+            raise StoreError(answer[4:])
+        raise StoreError("the store worker process exited")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        # It exits once it sees EOF (after an append in flight, if any): no need to wait.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(0.1)
+
+
+def _worker_main(url: str, nice: int) -> None:
+    """The store worker's loop (see `_Worker`)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.nice(nice)
+    from recorder.store import open_store
+
+    store: EventStore | None = None
+    with contextlib.suppress(Exception):  # connect before the first batch; errors come later
+        store = open_store(url)
+    for line in sys.stdin:
+        path, start, end = line.rstrip("\n").split("\t")
+        try:
+            if store is None:
+                store = open_store(url)
+            reader = JournalReader(Path(path), int(start))
+            try:
+                while reader.offset < int(end):
+                    batch = reader.read(BATCH_RECORDS, BATCH_BYTES, until=int(end))
+                    if not batch:
+                        raise StoreError(f"journal {path} ends before offset {end}")
+                    store.append(batch)
+            finally:
+                reader.close()
+            answer = "ok"
+        except Exception as exc:
+            message = str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
+            answer = "err " + " ".join(message.split())
+            if store is not None:
+                with contextlib.suppress(Exception):
+                    store.close()
+                store = None
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
 
 
 def lower_thread_priority(nice: int) -> None:
@@ -377,3 +482,7 @@ def _ship_group(locked: list[tuple[Path, int]], store: EventStore, report: ShipR
         )
         report.recovered.append(sid)
     return count
+
+
+if __name__ == "__main__":
+    _worker_main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)

@@ -86,6 +86,9 @@ class TapConfig:
     final_ship_seconds: float = FINAL_SHIP_SECONDS
     ship_leftovers: bool = True
     extra_started: dict[str, Any] = field(default_factory=dict)
+    # When set, store appends run in a child process (no store work in the relay's process);
+    # `store_factory` still serves the rare in-process needs (leftovers, closing after a failure).
+    store_url: str | None = None
 
 
 @dataclass
@@ -158,7 +161,12 @@ class _Tap:
         self._event(Kind.SESSION_STARTED, started)
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
         self.shipper = Shipper(
-            self.journal, self._open_store, cfg.on_notice, self.observer, nice=SHIPPER_NICE
+            self.journal,
+            self._open_store,
+            cfg.on_notice,
+            self.observer,
+            nice=SHIPPER_NICE,
+            worker_url=cfg.store_url,
         )
         self.shipper.start()
         self.leftovers: threading.Thread | None = None
