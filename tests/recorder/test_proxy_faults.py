@@ -114,7 +114,7 @@ def test_slow_stream_is_not_buffered(faulty: FaultServer, tmp_path: Path) -> Non
         f"max {max(delays):.1f} ms"
     )
     assert statistics.median(delays) < 25
-    assert max(delays) < 100
+    assert max(delays) < 150  # events are 200 ms apart: buffering would show
     events = proxy.records()
     assert len(frames(events, "s2c")) == 7  # 6 notifications + the response; not the primer
     (exchange,) = [doc(e) for e in of_kind(events, "http_exchange")]

@@ -209,11 +209,11 @@ def test_modern_clients_grouped_by_trace_then_identity(upstream: str, tmp_path: 
             result = await client.call_tool("add", {"a": 1, "b": 1}, meta=meta)
             return result.content[0].text
 
-    with RecordingProxy(upstream, tmp_path / "journal", idle_gap_s=0.4) as proxy:
+    with RecordingProxy(upstream, tmp_path / "journal", idle_gap_s=1.5) as proxy:
         assert anyio.run(call, proxy.url, "traced", trace_a) == "2"
         assert anyio.run(call, proxy.url, "agent", None) == "2"
         assert anyio.run(call, proxy.url, "agent", None) == "2"  # within the gap: same session
-        anyio.run(anyio.sleep, 0.6)
+        anyio.run(anyio.sleep, 2.0)
         assert anyio.run(call, proxy.url, "agent", None) == "2"  # after the gap: a new one
     sessions = list(proxy.sessions().values())
     by_key: dict[str, list] = {}
