@@ -171,3 +171,35 @@ def test_help_documents_the_session_rule() -> None:
         assert words in result.output
     bad = CliRunner().invoke(main, ["proxy", "--upstream", "http://x/mcp", "--idle-gap", "soon"])
     assert bad.exit_code == 2 and "not a duration" in bad.stderr
+
+
+def test_killed_proxy_loses_nothing_it_forwarded(
+    faulty: FaultServer, sqlite_url: str, blackbox_env: dict[str, str]
+) -> None:
+    """SIGKILL: no chance to ship or to end the session. Everything forwarded is in the journal,
+    and `blackbox ship` stores it and closes the session as recovered."""
+    down = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"  # keep it all in the journal
+    port = free_port()
+    proc = _start(["--upstream", f"{faulty.url}/json", "--store", down], blackbox_env, port)
+    try:
+        for i in range(4):
+            reply = httpx2.post(f"http://127.0.0.1:{port}/json", content=_call(i), headers=HEADERS)
+            assert reply.status_code == 200
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)
+    shipped = subprocess.run(
+        [BLACKBOX, "ship", "--store", sqlite_url],
+        capture_output=True,
+        text=True,
+        env=blackbox_env,
+        timeout=60,
+    )
+    assert shipped.returncode == 0, shipped.stderr
+    store = open_store(sqlite_url)
+    try:
+        (info,) = store.list_sessions()
+        assert info.frames == 8 and info.sealed and info.outcome == "recovered"
+        assert store.verify() == []
+    finally:
+        store.close()
