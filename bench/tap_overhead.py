@@ -137,6 +137,18 @@ class Peer:
         return code
 
 
+def wait_stored(url: str, frames: int, timeout: float = 30) -> None:
+    from recorder.store import open_store
+
+    store = open_store(url)
+    deadline = time.monotonic() + timeout
+    while sum(s.frames for s in store.list_sessions()) < frames:
+        if time.monotonic() > deadline:
+            raise SystemExit("the recorder did not store the warm-up frames in time")
+        time.sleep(0.05)
+    store.close()
+
+
 def pct(values: list[int], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
@@ -173,7 +185,10 @@ def main() -> None:
     for rnd in range(args.rounds):
         for name, argv in configs.items():
             peer = Peer(argv, env)
-            peer.sequential(200)  # warm up: imports, page cache, store migration
+            peer.sequential(200)  # warm up: imports, page cache
+            if name == "blackbox record":
+                # Steady state: the store worker has started, connected and shipped the warm-up.
+                wait_stored(store_url, recorded_frames + peer.frames)
             start = time.perf_counter()
             lat[name] += peer.sequential(args.calls)
             rate[name].append(args.calls / (time.perf_counter() - start))
