@@ -149,6 +149,7 @@ def proxy(
             listen=listen,
             journal_dir=config.journal_dir(),
             store_factory=lambda: open_store(url),
+            store_url=url,
             on_notice=_notice,
             policy=policy,
             on_ready=lambda proxy_url: _notice(

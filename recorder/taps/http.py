@@ -42,6 +42,8 @@ import logging
 import os
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -58,7 +60,7 @@ from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION
 from recorder.model import Direction, Kind
-from recorder.shipper import Shipper, ship_leftovers
+from recorder.shipper import Shipper
 from recorder.store import EventStore
 from recorder.taps.http_headers import forwardable, recorded
 from recorder.taps.http_sessions import (
@@ -67,6 +69,7 @@ from recorder.taps.http_sessions import (
     SessionRouter,
     trace_id,
 )
+from recorder.taps.http_ship import one_at_a_time, ship_leftovers_quietly
 from recorder.taps.http_sse import SseEvent, SseParser
 
 Scope = dict[str, Any]
@@ -1083,7 +1086,11 @@ class ProxyConfig:
     on_ready: Callable[[str], None] | None = None
     ship_leftovers: bool = True
     final_ship_seconds: float = 2.5
+    # Ship in fewer, larger batches than the stdio tap: less CPU per record.
     ship_poll_seconds: float = 0.25
+    # With a store URL the shipper runs in a child process (recorder.taps.http_ship), off the
+    # event loop's GIL; without one, in a thread here using store_factory.
+    store_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -1093,6 +1100,39 @@ class ProxyReport:
     url: str
     stats: ProxyStats
     shipped: bool
+
+
+def _ship_process(config: ProxyConfig, journal: Journal) -> subprocess.Popen | None:
+    argv = [
+        sys.executable,
+        "-m",
+        "recorder.taps.http_ship",
+        str(journal.directory),
+        journal.tap_id,
+        str(config.store_url),
+        str(config.final_ship_seconds),
+        str(config.ship_poll_seconds),
+    ]
+    if config.ship_leftovers:
+        argv.append("leftovers")
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    except OSError as exc:
+        config.on_notice(f"cannot start the shipper process ({exc}); shipping in this one")
+        return None
+
+
+def _stop_ship_process(proc: subprocess.Popen, final_seconds: float) -> bool:
+    """Tell the shipper process the journal is complete; True when it stored everything."""
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    try:
+        return proc.wait(final_seconds + 15) == 0
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        return False
 
 
 def run_proxy(config: ProxyConfig) -> ProxyReport:
@@ -1109,17 +1149,20 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
     except JournalError as exc:
         sock.close()
         raise ProxyError(f"{exc}; not starting a proxy that cannot record") from None
-    store_factory = _one_at_a_time(config.store_factory)
-    # Ship in fewer, larger batches than the stdio tap does: the shipper thread shares the GIL
-    # with the event loop, and every wake-up under traffic is latency added to calls in flight.
-    shipper = Shipper(
-        journal, store_factory, config.on_notice, poll_seconds=config.ship_poll_seconds
-    )
-    shipper.start()
-    if config.ship_leftovers:
-        threading.Thread(
-            target=_ship_leftovers, args=(config.journal_dir, store_factory), daemon=True
-        ).start()
+    ship_proc = _ship_process(config, journal) if config.store_url is not None else None
+    shipper: Shipper | None = None
+    if ship_proc is None:
+        store_factory = one_at_a_time(config.store_factory)
+        shipper = Shipper(
+            journal, store_factory, config.on_notice, poll_seconds=config.ship_poll_seconds
+        )
+        shipper.start()
+        if config.ship_leftovers:
+            threading.Thread(
+                target=ship_leftovers_quietly,
+                args=(config.journal_dir, store_factory),
+                daemon=True,
+            ).start()
     tap = HttpProxyTap(config.settings, journal, config.policy, config.on_notice)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
@@ -1134,34 +1177,14 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
         if tap.router.open_sessions():  # uvicorn did not get to run the lifespan shutdown
             tap.end_all("proxy_stopped", "interrupted")
         journal.close()
-        shipped = shipper.stop(config.final_ship_seconds)
+        if ship_proc is not None:
+            shipped = _stop_ship_process(ship_proc, config.final_ship_seconds)
+        else:
+            assert shipper is not None
+            shipped = shipper.stop(config.final_ship_seconds)
         if not shipped:
             config.on_notice(
                 "the store did not take every record in time; they are kept in the journal "
                 f"{config.journal_dir} and will be shipped by the next tap or `blackbox ship`"
             )
     return ProxyReport(url, tap.stats, shipped)
-
-
-def _one_at_a_time(factory: Callable[[], EventStore]) -> Callable[[], EventStore]:
-    """Open stores one at a time: opening migrates a fresh store, and two migrations running at
-    once in one process (the shipper's and the leftovers') trip over alembic's process-global
-    state and can hang on PostgreSQL."""
-    lock = threading.Lock()
-
-    def open_one() -> EventStore:
-        with lock:
-            return factory()
-
-    return open_one
-
-
-def _ship_leftovers(directory: Path, store_factory: Callable[[], EventStore]) -> None:
-    try:
-        store = store_factory()
-        try:
-            ship_leftovers(directory, store)
-        finally:
-            store.close()
-    except Exception:  # the shipper reports an unreachable store; the leftovers wait
-        return
