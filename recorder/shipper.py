@@ -266,6 +266,8 @@ class Shipper:
             with contextlib.suppress(Exception):
                 self._store.close()
             self._store = None
+        if self._worker is not None and self._worker.proc.poll() is not None:
+            self._worker = None  # it died: the next attempt starts a new one
         if self._outage_since is None:
             self._outage_since = time.monotonic_ns()
             waiting = max(0, self.journal.appended - self.shipped)

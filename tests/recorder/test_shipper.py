@@ -125,3 +125,33 @@ os._exit(0)  # dies without closing or shipping: the files stay behind
 def test_ship_leftovers_on_missing_directory(sqlite_url: str, tmp_path: Path) -> None:
     report = ship_leftovers(tmp_path / "nothing", open_store(sqlite_url))
     assert report.journals == 0 and report.records == 0
+
+
+def test_worker_process_ships_and_is_replaced_when_it_dies(sqlite_url: str, tmp_path: Path) -> None:
+    journal = Journal.create(tmp_path / "j")
+    notices: list[str] = []
+    shipper = Shipper(
+        journal,
+        lambda: open_store(sqlite_url),
+        notices.append,
+        poll_seconds=0.01,
+        worker_url=sqlite_url,
+    )
+    shipper.start()
+    for i in range(10):
+        journal.append("w", "frame", "c2s", b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % i)
+    assert shipper.flush(60)
+    worker = shipper._worker
+    assert worker is not None
+    worker.proc.kill()
+    worker.proc.wait(10)
+    for i in range(10, 20):
+        journal.append("w", "frame", "c2s", b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % i)
+    assert shipper.flush(60)
+    assert shipper._worker is not worker
+    stored = list(open_store(sqlite_url).read_session("w"))
+    assert [ev.seq for ev in stored] == list(range(1, 21))
+    assert len(notices) == 2 and "exited" in notices[0] and "store back" in notices[1]
+    journal.close()
+    assert shipper.stop(10)
+    assert not list((tmp_path / "j").iterdir())
