@@ -1126,6 +1126,7 @@ def _stop_ship_process(proc: subprocess.Popen, final_seconds: float) -> bool:
     """Tell the shipper process the journal is complete; True when it stored everything."""
     assert proc.stdin is not None
     with contextlib.suppress(OSError):
+        proc.stdin.write(b"closed\n")
         proc.stdin.close()
     try:
         return proc.wait(final_seconds + 15) == 0

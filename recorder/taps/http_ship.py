@@ -6,9 +6,11 @@ its bursts is latency added to the calls in flight (measured: up to 1.9x the CPU
 bare proxy). In a child process it runs on the other core and the proxy only journals.
 
 The child tails the proxy's journal files (`JournalTail` stands in for the writer's `Journal`: the
-same segment files, read-only, listed from the directory) with the ordinary `Shipper`. The proxy
-closes the child's stdin when it stops; the child then ships what is left and exits 0 when
-everything is committed (and deletes the journal), 3 when records are left for `blackbox ship`.
+same segment files, read-only, listed from the directory) with the ordinary `Shipper`. When the
+proxy stops it writes `closed` and closes the child's stdin; the child then ships what is left and
+exits 0 when everything is committed (and deletes the journal), 3 when records are left for
+`blackbox ship`. If the proxy dies instead (stdin ends without `closed`), the child ships what it
+can but keeps the journal, so its unfinished sessions get closed as recovered later.
 
     python -m recorder.taps.http_ship DIR TAP_ID STORE_URL FINAL_SECONDS POLL_SECONDS [leftovers]
 """
@@ -121,15 +123,22 @@ def main(argv: list[str]) -> int:
         ).start()
     stopped = threading.Event()
 
+    closed_cleanly = False
+
     def wait_for_eof() -> None:
+        nonlocal closed_cleanly
         with contextlib.suppress(OSError):
-            while sys.stdin.buffer.read(4096):
-                pass
+            while line := sys.stdin.buffer.readline():
+                closed_cleanly = closed_cleanly or line.strip() == b"closed"
         stopped.set()
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
     stopped.wait()
-    tail.close()
+    if closed_cleanly:
+        # The proxy closed its journal (sessions ended): once all is stored, it can go. Without
+        # that word the proxy died; what we ship stays in the journal too, so that the next tap
+        # or `blackbox ship` closes its sessions as recovered.
+        tail.close()
     return 0 if shipper.stop(final_seconds) else 3
 
 
