@@ -12,7 +12,7 @@ from blackbox import config
 from blackbox.options import store_option
 from recorder.shipper import ship_leftovers
 from recorder.store import open_store
-from recorder.taps.stdio import DEFAULT_MAX_FRAME, TapConfig, run_tap
+from recorder.taps.stdio import DEFAULT_MAX_FRAME, FINAL_SHIP_SECONDS, TapConfig, run_tap
 
 
 def _notice(message: str) -> None:
@@ -51,6 +51,13 @@ def _notice(message: str) -> None:
     is_flag=True,
     help="Divert non-JSON lines the server writes to stdout to stderr (still recorded as faults).",
 )
+@click.option(
+    "--final-ship-seconds",
+    type=click.FloatRange(min=0),
+    default=FINAL_SHIP_SECONDS,
+    show_default=True,
+    help="How long the tap ships at exit before a detached shipper takes over the rest.",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(
     store_url: str | None,
@@ -59,6 +66,7 @@ def record(
     redact_file: Path | None,
     max_frame: int,
     quarantine_noise: bool,
+    final_ship_seconds: float,
     command: tuple[str, ...],
 ) -> None:
     """Run an MCP stdio server under the recorder: every frame is relayed byte for byte and
@@ -100,6 +108,7 @@ def record(
         quarantine_noise=quarantine_noise,
         policy=policy,
         redactor=redactor,
+        final_ship_seconds=final_ship_seconds,
     )
     result = run_tap(tap)
     sys.exit(result.exit_status)

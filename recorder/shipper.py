@@ -486,5 +486,64 @@ def _ship_group(locked: list[tuple[Path, int]], store: EventStore, report: ShipR
     return count
 
 
+def hand_off_leftovers(store_url: str, directory: Path, after_pid: int) -> int:
+    """Start a detached process that ships `directory`'s journals once `after_pid` has exited.
+
+    Why: a tap must exit inside its host's shutdown window (the MCP SDK SIGTERMs the process group
+    about 2 s after closing stdin), and a store that is slow or down can need longer. The helper
+    runs in a session of its own, so the host's signals do not reach it, and it waits for the tap
+    to exit because a live tap's journal is locked. Returns the helper's pid.
+    """
+    args = [sys.executable, "-m", "recorder.shipper", "--hand-off", store_url]
+    proc = subprocess.Popen(
+        [*args, str(directory), str(after_pid)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    return proc.pid
+
+
+HAND_OFF_WAIT_SECONDS = 60.0
+HAND_OFF_RETRY_SECONDS = 600.0
+
+
+def _hand_off_main(url: str, directory: Path, after_pid: int) -> None:
+    """The detached shipper of `hand_off_leftovers`: wait for the tap, then ship, retrying with
+    backoff for a while if the store is unreachable (what is left waits for the next tap)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    deadline = time.monotonic() + HAND_OFF_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            os.kill(after_pid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            pass
+        time.sleep(0.05)
+    from recorder.store import open_store
+
+    delay, give_up = 0.5, time.monotonic() + HAND_OFF_RETRY_SECONDS
+    while True:
+        try:
+            store = open_store(url)
+            try:
+                ship_leftovers(directory, store)
+            finally:
+                store.close()
+            return
+        except Exception:  # the store is still away: back off, then leave it to the next tap
+            if time.monotonic() + delay > give_up:
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+
 if __name__ == "__main__":
-    _worker_main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    if sys.argv[1] == "--hand-off":
+        _hand_off_main(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
+    else:
+        _worker_main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)

@@ -38,7 +38,7 @@ from recorder import __version__
 from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.shipper import Shipper, lower_thread_priority, ship_leftovers
+from recorder.shipper import Shipper, hand_off_leftovers, lower_thread_priority, ship_leftovers
 from recorder.store import EventStore
 from recorder.taps.observer import FrameObserver, dumps
 
@@ -805,10 +805,15 @@ class _Tap:
             # Leftovers of dead taps get the rest of the same budget; unfinished, they stay put.
             self.leftovers.join(max(0.0, deadline - time.monotonic()))
         if not shipped:
-            self.config.on_notice(
-                "the store did not take every record in time; they are kept in the journal "
-                f"{self.config.journal_dir} and will be shipped by the next tap or `blackbox ship`"
-            )
+            where = f"they are kept in the journal {self.config.journal_dir}"
+            if self.config.store_url is not None:
+                pid = hand_off_leftovers(
+                    self.config.store_url, self.config.journal_dir, os.getpid()
+                )
+                where += f" and a background shipper (pid {pid}) stores them once this tap exits"
+            else:
+                where += " for the next tap or `blackbox ship`"
+            self.config.on_notice(f"the store did not take every record in time; {where}")
         return shipped
 
 

@@ -69,7 +69,7 @@ def _record(store_url: str, tmp: Path, name: str, mode: str, rules: Path | None)
         [BLACKBOX, "ship"], env={**os.environ, **params.env}, timeout=60, capture_output=True
     )
     store = open_store(store_url)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     try:
         while True:  # the tap ships its journal in the background
             found = [s for s in store.list_sessions(name=name) if s.sealed]

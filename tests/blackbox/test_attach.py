@@ -574,7 +574,7 @@ def test_a_host_launching_the_attached_entry_is_recorded(
 
     store = open_store(store_url)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         sessions = []
         while time.monotonic() < deadline:
             sessions = [s for s in store.list_sessions() if s.name == "clock" and s.sealed]
@@ -753,7 +753,7 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
 
     store = open_store(sqlite_url)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         calls: list = []
         while time.monotonic() < deadline and not calls:
             sessions = [s for s in store.list_sessions() if s.name == "everything"]

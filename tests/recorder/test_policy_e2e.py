@@ -143,7 +143,7 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     direct = anyio.run(_drive, params, mode, store_url, tmp / "spool")
     # The tap ships its journal in the background: wait for the sealed session.
     store = open_store(store_url)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     try:
         while True:
             found = [s for s in store.list_sessions(name="calllog") if s.sealed]

@@ -32,7 +32,7 @@ SERVERS = {
 }
 
 
-def wait_sealed(store: EventStore, count: int = 1, timeout: float = 15) -> list:
+def wait_sealed(store: EventStore, count: int = 1, timeout: float = 60) -> list:
     """The tap ships its last records while the SDK waits for it to exit; give it a moment."""
     deadline = time.monotonic() + timeout
     while True:

@@ -258,3 +258,29 @@ os._exit(0)
     assert dead.outcome == "recovered" and dead.frames == 1
     assert store.session(store.resolve("last")).name in ("alive", "dead")
     assert store.verify() == []
+
+
+def test_records_not_shipped_by_exit_are_handed_to_a_detached_shipper(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=sqlite_url)
+    # No time at all to ship at exit: everything must go through the hand-off.
+    argv = peers.record_command(peers.EXAMPLE_SERVER, "handoff", None, "--final-ship-seconds=0")
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    handshake(proc)
+    lines = [round_trip(proc, 10 + i, f"call {i}") for i in range(3)]
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    assert proc.wait(60) == 0
+    assert "background shipper" in proc.stderr.read().decode()
+
+    store = open_store(sqlite_url)
+    _wait(lambda: any(s.sealed for s in store.list_sessions()), 60, "hand-off shipping")
+    (info,) = store.list_sessions()
+    assert info.outcome == "ok"  # the tap's own ending, not a recovery
+    s2c = [ev.raw for ev in store.read_session(info.session_id) if ev.direction == "s2c"]
+    assert [line.rstrip(b"\n") for line in lines] == s2c[1:]
+    _wait(lambda: not list((tmp_path / "home" / "journal").iterdir()), 30, "journal trimmed")
+    assert store.verify() == []
