@@ -260,12 +260,13 @@ class SqlEventStore:
                 proj["sealed_count"] = seal.seq - 1
         if not rows:
             return rows
+        era_detected = proj.pop("era_detected", False)
         proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=rows[-1][_WALL_NS])
         if current is None:
             proj.setdefault("started_ns", rows[0][_WALL_NS])
             conn.execute(insert(sessions).values(session_id=sid, frames=frames, **proj))
         else:
-            if current.era is not None:
+            if current.era is not None and not era_detected:
                 proj.pop("era", None)
             if current.started_ns is not None:
                 proj.pop("started_ns", None)
@@ -537,7 +538,10 @@ def _project(proj: dict, ev: NewEvent, era: str | None) -> None:
             proj["command"] = str(command)
     elif ev.kind == Kind.ERA_DETECTED:
         if doc.get("era"):
+            # The tap's verdict wins over the first frame that named a version (a client in
+            # auto mode first offers 2026-07-28 in `server/discover`, then falls back).
             proj["era"] = str(doc["era"])
+            proj["era_detected"] = True
         for key in ("client_info", "server_info"):
             if doc.get(key) is not None:
                 proj[key] = json.dumps(doc[key], sort_keys=True)

@@ -160,3 +160,25 @@ def test_stored_event_is_frozen(store):
     got = next(store.read_session(events[0].session_id))
     with pytest.raises(dataclasses.FrozenInstanceError):
         got.raw = b""  # type: ignore[misc]
+
+
+def test_era_detected_overrides_the_era_of_an_earlier_frame(store):
+    """A client in auto mode offers 2026-07-28 through server/discover, is refused, and falls back:
+    the tap's era_detected verdict is the session's era, even when it comes in a later batch."""
+    events = session_events(calls=0, ended=False)
+    sid = events[0].session_id
+    discover = NewEvent(
+        sid,
+        2,
+        T0,
+        0,
+        Kind.FRAME,
+        "c2s",
+        b'{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":'
+        b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}',
+    )
+    store.append([events[0], discover])
+    assert store.session(sid).era == "2026-07-28"
+    verdict = NewEvent(sid, 3, T0, 0, Kind.ERA_DETECTED, "-", b'{"era":"2025-11-25"}')
+    store.append([verdict])
+    assert store.session(sid).era == "2025-11-25"
