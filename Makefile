@@ -18,7 +18,12 @@ $(NODE_STAMP): package.json
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(PY_STAMP) $(NODE_STAMP)
+# Headless Chromium checks the HTML report (Debian's package; the machines run as root).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+
+setup: $(PY_STAMP) $(NODE_STAMP) $(CHROMIUM)
 
 # The PostgreSQL tests must run: start the local cluster when it is installed but stopped.
 services:
