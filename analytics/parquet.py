@@ -24,6 +24,7 @@ rebuilds the copy from scratch: it is a cache of the store, never the system of 
 from __future__ import annotations
 
 import fcntl
+import gc
 import hashlib
 import json
 import os
@@ -547,7 +548,8 @@ class ParquetCopy:
                 state = {"schema_version": SCHEMA_VERSION, "position": 0, "pending": None}
             self._init_layout()
             self._cleanup(state["position"], state.get("pending"))
-            result = self._export(store, state, top, progress)
+            with _no_gc():
+                result = self._export(store, state, top, progress)
             if result is None:  # retention removed records: start again from an empty copy
                 self._reset()
                 self._init_layout()
@@ -699,6 +701,20 @@ def _calls_table(rows: list[list]) -> pa.Table:
         [pa.array(columns[i], type=f.type) for i, f in enumerate(CALLS_SCHEMA)],
         schema=CALLS_SCHEMA,
     )
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector during an export: a refresh allocates hundreds of
+    thousands of small objects that are never cyclic, and each collection would walk them all
+    (about 15 % of a refresh)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _write(table: pa.Table, path: Path) -> None:
