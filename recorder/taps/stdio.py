@@ -344,6 +344,34 @@ class _Tap:
         max_frame = cfg.max_frame
         C2S, S2C = str(Direction.CLIENT_TO_SERVER), str(Direction.SERVER_TO_CLIENT)
 
+        def relay(data: bytes, partial: bytearray, direction: str, dest: Any) -> None:
+            """Journal each complete frame of `data`, then forward them; keep an incomplete
+            tail in `partial` (one function for both directions of the relay)."""
+            if partial:  # a long frame: accumulate, O(n) overall
+                partial += data
+                if b"\n" not in data:
+                    return
+                data = bytes(partial)
+                partial.clear()
+            last = data.rfind(b"\n")
+            if last < 0:
+                partial += data
+                return
+            if gated:
+                self._frames_gated(data, last, direction)
+            else:
+                start = 0
+                while start <= last:
+                    nl = data.find(b"\n", start)
+                    if nl - start > max_frame:
+                        self._oversize(data[start:nl], direction)
+                    elif nl > start:
+                        append(sid, frame_kind, direction, data[start:nl])
+                    start = nl + 1
+                self._send(dest, data[: last + 1] if last + 1 < len(data) else data)
+            if last + 1 < len(data):
+                partial += data[last + 1 :]
+
         last_state: tuple = ()
         host_eof_at: float | None = None
         terminated = False
@@ -401,32 +429,7 @@ class _Tap:
                         if data is None:
                             continue
                         if data:
-                            if s2c_partial:  # a long frame: accumulate, O(n) overall
-                                s2c_partial += data
-                                if b"\n" not in data:
-                                    continue
-                                data = bytes(s2c_partial)
-                                s2c_partial.clear()
-                            last = data.rfind(b"\n")
-                            if last < 0:
-                                s2c_partial += data
-                                continue
-                            if gated:
-                                self._frames_gated(data, last, S2C)
-                            else:
-                                start = 0
-                                while start <= last:
-                                    nl = data.find(b"\n", start)
-                                    if nl - start > max_frame:
-                                        self._oversize(data[start:nl], S2C)
-                                    elif nl > start:
-                                        append(sid, frame_kind, S2C, data[start:nl])
-                                    start = nl + 1
-                                self._send(
-                                    self.to_host, data[: last + 1] if last + 1 < len(data) else data
-                                )
-                            if last + 1 < len(data):
-                                s2c_partial += data[last + 1 :]
+                            relay(data, s2c_partial, S2C, self.to_host)
                         else:
                             reading_child = False
                             watch(child_out, 0)
@@ -439,33 +442,7 @@ class _Tap:
                         if data is None:
                             continue
                         if data:
-                            if c2s_partial:  # a long frame: accumulate, O(n) overall
-                                c2s_partial += data
-                                if b"\n" not in data:
-                                    continue
-                                data = bytes(c2s_partial)
-                                c2s_partial.clear()
-                            last = data.rfind(b"\n")
-                            if last < 0:
-                                c2s_partial += data
-                                continue
-                            if gated:
-                                self._frames_gated(data, last, C2S)
-                            else:
-                                start = 0
-                                while start <= last:
-                                    nl = data.find(b"\n", start)
-                                    if nl - start > max_frame:
-                                        self._oversize(data[start:nl], C2S)
-                                    elif nl > start:
-                                        append(sid, frame_kind, C2S, data[start:nl])
-                                    start = nl + 1
-                                self._send(
-                                    self.to_child,
-                                    data[: last + 1] if last + 1 < len(data) else data,
-                                )
-                            if last + 1 < len(data):
-                                c2s_partial += data[last + 1 :]
+                            relay(data, c2s_partial, C2S, self.to_child)
                         else:
                             reading_host = False
                             watch(host_in, 0)
