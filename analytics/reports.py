@@ -158,7 +158,7 @@ def latency(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[S
             SELECT {_call_group(by)} AS {by}, count(*) AS calls,
                    quantile_cont(latency_ms, [0.5, 0.95, 0.99]) AS q,
                    max(latency_ms) AS max_ms, avg(latency_ms) AS mean_ms
-            FROM calls {where} GROUP BY 1
+            FROM _calls_joined {where} GROUP BY 1
         ) ORDER BY calls DESC, 1
         """,
         params,
@@ -177,7 +177,7 @@ def errors(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[Se
         SELECT {g} AS {by}, count(*) AS calls,
                count(*) FILTER (WHERE outcome <> 'ok') AS failed,
                count(*) FILTER (WHERE outcome <> 'ok') / count(*) AS error_rate
-        FROM calls {where} GROUP BY 1 ORDER BY calls DESC, 1
+        FROM _calls_joined {where} GROUP BY 1 ORDER BY calls DESC, 1
         """,
         params,
     )
@@ -185,7 +185,8 @@ def errors(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[Se
         con,
         f"""
         SELECT {by}, outcome, calls, calls / sum(calls) OVER (PARTITION BY {by}) AS rate
-        FROM (SELECT {g} AS {by}, outcome, count(*) AS calls FROM calls {where} GROUP BY 1, 2)
+        FROM (SELECT {g} AS {by}, outcome, count(*) AS calls
+              FROM _calls_joined {where} GROUP BY 1, 2)
         ORDER BY sum(calls) OVER (PARTITION BY {by}) DESC, {by}, calls DESC, outcome
         """,
         params,
@@ -249,7 +250,7 @@ def permissions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> li
         con,
         f"""
         SELECT {_call_group(by)} AS {by}, count(*) AS calls
-        FROM calls c
+        FROM _calls_joined c
         ANTI JOIN (SELECT call_session_id, call_request_seq FROM decisions
                    WHERE matched_by IS NOT NULL) d
                ON d.call_session_id = c.session_id AND d.call_request_seq = c.request_seq
@@ -314,7 +315,7 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
         WITH s AS (
             SELECT s.*, coalesce(c.calls, 0) AS calls
             FROM sessions s
-            LEFT JOIN (SELECT session_id, count(*) AS calls FROM calls GROUP BY 1) c
+            LEFT JOIN (SELECT session_id, count(*) AS calls FROM _calls_joined GROUP BY 1) c
                    ON c.session_id = s.session_id
             {where}
         )
@@ -384,7 +385,7 @@ def chart_data(con: duckdb.DuckDBPyConnection, filters: Filters, top: int = 8) -
     hist_rows = _rows(
         con,
         f"""
-        WITH c AS (SELECT tool, latency_ms FROM calls {where}
+        WITH c AS (SELECT tool, latency_ms FROM _calls_joined {where}
                    {"AND" if where else "WHERE"} latency_ms IS NOT NULL),
              t AS (SELECT tool FROM c GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT {int(top)})
         SELECT c.tool, CAST(floor(log2(greatest(latency_ms, 0.001))) AS INTEGER) AS bucket,
@@ -402,7 +403,7 @@ def chart_data(con: duckdb.DuckDBPyConnection, filters: Filters, top: int = 8) -
         f"""
         SELECT CAST(day AS VARCHAR) AS day, count(*) AS calls,
                count(*) FILTER (WHERE outcome <> 'ok') / count(*) AS error_rate
-        FROM calls {where} GROUP BY 1 ORDER BY 1
+        FROM _calls_joined {where} GROUP BY 1 ORDER BY 1
         """,
         params,
     )

@@ -142,6 +142,10 @@ COLUMNS: dict[str, list[str]] = {
         "day",
         "started_ns",
         "ended_ns",
+        "decision",
+        "decision_source",
+        "decision_by",
+        "decision_rule",
     ],
     "faults": [
         "session_id",
@@ -335,7 +339,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
         WHERE verdict IN ('deny', 'denied') AND coalesce(source, '') <> 'host'
         """,
         """
-        CREATE VIEW calls AS
+        CREATE VIEW _calls_joined AS
         SELECT c.session_id, m.server, c.direction, c.rpc_id, c.rpc_id_type, c.method, c.tool,
                c.args_fingerprint, coalesce(c.era, m.era) AS era,
                make_timestamp(c.started_ns // 1000) AS started,
@@ -384,7 +388,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
                    CAST(c.error_code AS VARCHAR), '?') || ': ' || coalesce(c.error_message, ''),
                c.request_seq, 'derived',
                to_json({'code': c.error_code, 'message': c.error_message})
-        FROM calls c
+        FROM _calls_joined c
         WHERE c.method IN ('initialize', 'server/discover') AND c.outcome = 'rpc_error'
         """,
         f"""
@@ -392,12 +396,12 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
         WITH direct AS (
             SELECT d.position, c.session_id AS call_session_id, c.request_seq AS call_request_seq,
                    'request_seq' AS matched_by
-            FROM _decisions d JOIN calls c
+            FROM _decisions d JOIN _calls_joined c
               ON c.session_id = d.session_id AND c.request_seq = d.request_seq
             WHERE coalesce(d.source, '') <> 'host' AND d.request_seq IS NOT NULL
             UNION ALL
             SELECT d.position, c.session_id, c.request_seq, 'rpc_id'
-            FROM _decisions d JOIN calls c
+            FROM _decisions d JOIN _calls_joined c
               ON c.session_id = d.session_id AND c.rpc_id = d.rpc_id AND c.direction = 'c2s'
              AND c.method = 'tools/call'
             WHERE coalesce(d.source, '') <> 'host' AND d.request_seq IS NULL
@@ -409,7 +413,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
                        row_number() OVER (PARTITION BY d.position
                                           ORDER BY abs(c.started_ns - d.wall_ns),
                                                    c.request_position) AS rank
-                FROM _decisions d JOIN calls c
+                FROM _decisions d JOIN _calls_joined c
                   ON c.method = 'tools/call' AND c.tool = d.tool
                  AND c.args_fingerprint = d.args_fingerprint
                  AND (d.server IS NULL OR c.server = d.server)
@@ -429,8 +433,24 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
         LEFT JOIN (SELECT * FROM matched QUALIFY row_number() OVER (
                        PARTITION BY position ORDER BY matched_by) = 1) x
                ON x.position = d.position
-        LEFT JOIN calls c ON c.session_id = x.call_session_id
+        LEFT JOIN _calls_joined c ON c.session_id = x.call_session_id
                          AND c.request_seq = x.call_request_seq
+        """,
+        # Each call with the decision that settled it beside it: of the records matched to the
+        # call, the last one that carries a verdict (a host's final answer after an ask comes
+        # after the ask itself). NULL: no decision was recorded for the call.
+        """
+        CREATE VIEW calls AS
+        SELECT c.*, dd.verdict AS decision, dd.source AS decision_source,
+               dd.decided_by AS decision_by, dd.rule AS decision_rule
+        FROM _calls_joined c
+        LEFT JOIN (
+            SELECT call_session_id, call_request_seq, verdict, source, decided_by, rule
+            FROM decisions
+            WHERE call_session_id IS NOT NULL AND verdict IS NOT NULL
+            QUALIFY row_number() OVER (PARTITION BY call_session_id, call_request_seq
+                                       ORDER BY position DESC) = 1
+        ) dd ON dd.call_session_id = c.session_id AND dd.call_request_seq = c.request_seq
         """,
     ]
 

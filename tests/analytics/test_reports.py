@@ -253,6 +253,14 @@ def test_permissions_join_policy_and_host_decisions(sqlite_url: str, tmp_path: P
     )
     assert matched == {ask_seq: "approved", near_seq: "allow"}
     assert far_seq not in matched and quiet_seq not in matched
+    beside = dict(
+        con.execute(
+            "SELECT request_seq, decision || '/' || decision_source FROM calls "
+            "WHERE request_seq IN (?, ?, ?)",
+            [ask_seq, near_seq, far_seq],
+        ).fetchall()
+    )
+    assert beside == {ask_seq: "approved/host", near_seq: "allow/host", far_seq: None}
     (denied,) = con.execute("SELECT outcome FROM calls WHERE request_seq = ?", [seq]).fetchall()
     assert denied == ("denied",)
 

@@ -96,6 +96,14 @@ def test_views_have_documented_columns_and_outcomes(store_url: str, tmp_path: Pa
     assert decision["matched_by"] == "request_seq"
     assert decision["call_request_seq"] == seqs["denied"]
     assert decision["call_outcome"] == "denied" and decision["verdict"] == "deny"
+    # and the call carries its decision beside it; a call nobody decided carries none
+    denied = calls[seqs["denied"]]
+    assert (denied["decision"], denied["decision_source"], denied["decision_rule"]) == (
+        "deny",
+        "policy",
+        "no-delete",
+    )
+    assert calls[seqs["ok"]]["decision"] is None
     frames = rows(con, "SELECT kind, count(*) AS n FROM frames GROUP BY 1")
     assert sum(f["n"] for f in frames) == len(s.events) + 1  # + the store's seal record
     store.close()
