@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,17 +41,38 @@ def pg_database() -> Iterator[str]:
     admin.dispose()
 
 
+@contextmanager
+def pg_schema(database_url: str) -> Iterator[str]:
+    """A store URL on PostgreSQL with a schema of its own, dropped on exit."""
+    schema = f"t_{secrets.token_hex(6)}"
+    engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield f"{database_url}?options=-csearch_path%3D{schema}"
+    finally:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        engine.dispose()
+
+
+@contextmanager
+def backend_store_url(
+    request: pytest.FixtureRequest, backend: str, directory: Path
+) -> Iterator[str]:
+    """A fresh store URL on `backend` ("sqlite" or "postgresql"), for fixtures of any scope."""
+    if backend == "sqlite":
+        yield f"sqlite:///{directory / 'store.db'}"
+    else:
+        with pg_schema(request.getfixturevalue("pg_database")) as url:
+            yield url
+
+
 @pytest.fixture
 def pg_url(pg_database: str) -> Iterator[str]:
     """A store URL on PostgreSQL with a schema of its own for this test."""
-    schema = f"t_{secrets.token_hex(6)}"
-    engine = create_engine(pg_database, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    yield f"{pg_database}?options=-csearch_path%3D{schema}"
-    with engine.connect() as conn:
-        conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-    engine.dispose()
+    with pg_schema(pg_database) as url:
+        yield url
 
 
 @pytest.fixture

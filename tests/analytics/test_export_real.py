@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import time
@@ -19,14 +18,13 @@ import anyio
 import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
-from sqlalchemy import create_engine, text
 
 from analytics.retention import apply_retention
 from analytics.verify_export import verify_export
 from blackbox.cli import main
 from recorder.model import Kind
 from recorder.store import open_store
-from tests.conftest import BLACKBOX, ROOT
+from tests.conftest import BLACKBOX, ROOT, backend_store_url
 
 SERVER = ROOT / "tests" / "recorder" / "servers" / "call_log_server.py"
 API_KEY = "sk-proj-Zq8Xw7Vu6Ts5Rq4Po3Nm2"
@@ -90,27 +88,14 @@ def _record(store_url: str, tmp: Path, name: str, mode: str, rules: Path | None)
 def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     mode, backend = request.param
     tmp = tmp_path_factory.mktemp(f"compliance-{backend}")
-    engine = schema = None
-    if backend == "sqlite":
-        store_url = f"sqlite:///{tmp / 'store.db'}"
-    else:
-        database = request.getfixturevalue("pg_database")
-        schema = f"t_{secrets.token_hex(6)}"
-        engine = create_engine(database, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        store_url = f"{database}?options=-csearch_path%3D{schema}"
-    rules = tmp / "rules.toml"
-    rules.write_text(RULES)
-    redacted_sid = _record(store_url, tmp, "calllog-redacted", mode, rules)
-    plain_sid = _record(store_url, tmp, "calllog", mode, None)
-    log = tmp / "calls.log"
-    server_log = [json.loads(line) for line in log.read_text().splitlines()]
-    yield Recorded(store_url, redacted_sid, plain_sid, server_log, rules)
-    if engine is not None:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        engine.dispose()
+    with backend_store_url(request, backend, tmp) as store_url:
+        rules = tmp / "rules.toml"
+        rules.write_text(RULES)
+        redacted_sid = _record(store_url, tmp, "calllog-redacted", mode, rules)
+        plain_sid = _record(store_url, tmp, "calllog", mode, None)
+        log = tmp / "calls.log"
+        server_log = [json.loads(line) for line in log.read_text().splitlines()]
+        yield Recorded(store_url, redacted_sid, plain_sid, server_log, rules)
 
 
 def _stored_bytes(store_url: str, sid: str) -> bytes:

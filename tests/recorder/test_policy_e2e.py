@@ -10,7 +10,6 @@ decisions, and host decisions join the calls they decided.
 from __future__ import annotations
 
 import json
-import secrets
 import sys
 import time
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ import anyio
 import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
-from sqlalchemy import create_engine, text
 
 from blackbox.cli import main
 from recorder.decisions import (
@@ -32,7 +30,7 @@ from recorder.decisions import (
 )
 from recorder.hooks import run_hook
 from recorder.store import open_store
-from tests.conftest import BLACKBOX
+from tests.conftest import BLACKBOX, backend_store_url
 
 HERE = Path(__file__).parent
 SERVER = HERE / "servers" / "call_log_server.py"
@@ -117,48 +115,35 @@ async def _session(params, mode, store_url, spool, direct) -> None:  # type: ign
 def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     era, backend = request.param
     tmp = tmp_path_factory.mktemp(f"e2e-{backend}")
-    engine = schema = None
-    if backend == "sqlite":
-        store_url = f"sqlite:///{tmp / 'store.db'}"
-    else:
-        database = request.getfixturevalue("pg_database")
-        schema = f"t_{secrets.token_hex(6)}"
-        engine = create_engine(database, isolation_level="AUTOCOMMIT")
-        with engine.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        store_url = f"{database}?options=-csearch_path%3D{schema}"
-    policy_file = tmp / "policy.toml"
-    policy_file.write_text(POLICY)
-    log = tmp / "calls.log"
-    env = {"BLACKBOX_STORE": store_url, "BLACKBOX_HOME": str(tmp / "home")}
-    params = StdioServerParameters(
-        command=BLACKBOX,
-        args=[
-            *("record", "--name", "calllog", "--policy", str(policy_file), "--"),
-            *(sys.executable, str(SERVER), str(log)),
-        ],
-        env=env,
-    )
-    mode = "legacy" if era == "legacy" else era
-    direct = anyio.run(_drive, params, mode, store_url, tmp / "spool")
-    # The tap ships its journal in the background: wait for the sealed session.
-    store = open_store(store_url)
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            found = [s for s in store.list_sessions(name="calllog") if s.sealed]
-            if found or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-    finally:
-        store.close()
-    assert found, "the tap's session never reached the store"
-    server_log = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
-    yield Recorded(store_url, found[0].session_id, server_log, direct, policy_file, era)
-    if engine is not None:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        engine.dispose()
+    with backend_store_url(request, backend, tmp) as store_url:
+        policy_file = tmp / "policy.toml"
+        policy_file.write_text(POLICY)
+        log = tmp / "calls.log"
+        env = {"BLACKBOX_STORE": store_url, "BLACKBOX_HOME": str(tmp / "home")}
+        params = StdioServerParameters(
+            command=BLACKBOX,
+            args=[
+                *("record", "--name", "calllog", "--policy", str(policy_file), "--"),
+                *(sys.executable, str(SERVER), str(log)),
+            ],
+            env=env,
+        )
+        mode = "legacy" if era == "legacy" else era
+        direct = anyio.run(_drive, params, mode, store_url, tmp / "spool")
+        # The tap ships its journal in the background: wait for the sealed session.
+        store = open_store(store_url)
+        deadline = time.monotonic() + 60
+        try:
+            while True:
+                found = [s for s in store.list_sessions(name="calllog") if s.sealed]
+                if found or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        finally:
+            store.close()
+        assert found, "the tap's session never reached the store"
+        server_log = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+        yield Recorded(store_url, found[0].session_id, server_log, direct, policy_file, era)
 
 
 def test_denied_calls_never_reach_the_server(recorded: Recorded) -> None:
