@@ -7,11 +7,8 @@ incremental refresh of the Parquet copy. Percentiles are exact and interpolated 
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -70,28 +67,6 @@ class Report:
     sections: list[Section]
     refresh: RefreshResult | None = None
     charts: dict = field(default_factory=dict)
-
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_time(text: str, now_ns: int | None = None) -> int:
-    """`7d`, `12h`, `30m`, `2w` (ago), or an ISO date/time (UTC unless it says otherwise)."""
-    now_ns = time.time_ns() if now_ns is None else now_ns
-    value = text.strip()
-    match = _DURATION.match(value)
-    if match:
-        return now_ns - int(float(match.group(1)) * _UNIT_S[match.group(2)] * 1e9)
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ReportError(
-            f"cannot read time {text!r}: use 7d, 12h, 30m, 2w, or an ISO date like 2026-11-30"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1_000_000) * 1000
 
 
 # -- SQL helpers ------------------------------------------------------------------------------

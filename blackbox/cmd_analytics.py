@@ -11,10 +11,10 @@ import click
 
 from analytics.doctor import SLOW_S, doctor, render_text
 from analytics.html import render as render_html
-from analytics.reports import GROUPS, KINDS, Filters, Report, parse_time, run_report
+from analytics.reports import GROUPS, KINDS, Filters, Report, run_report
 from analytics.sql import run_sql
 from blackbox import config
-from blackbox.options import format_option, open_configured_store, store_option
+from blackbox.options import format_option, moment_ns, open_configured_store, store_option
 from blackbox.output import render
 from recorder.errors import BlackboxError
 from recorder.store import EventStore
@@ -117,8 +117,8 @@ def report(
     """
     store = open_configured_store(store_url)
     filters = Filters(
-        since_ns=parse_time(since) if since else None,
-        until_ns=parse_time(until) if until else None,
+        since_ns=moment_ns(since) if since else None,
+        until_ns=moment_ns(until) if until else None,
         session=session,
         server=server,
     )

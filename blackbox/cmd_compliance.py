@@ -7,7 +7,6 @@ Each command parses its options, calls one library function (analytics.export, .
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,35 +24,20 @@ from analytics.retention import (
 )
 from analytics.verify_export import verify_export
 from blackbox import config
-from blackbox.options import format_option, open_configured_store, store_option
+from blackbox.options import (
+    format_option,
+    moment_ns,
+    open_configured_store,
+    span_seconds,
+    store_option,
+)
 from blackbox.output import render
 from recorder.redact import Redactor, load_or_create_key
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 
 
 def parse_age(text: str) -> int:
     """`90d`, `12h`, `30m`, `2w`, `45s` -> nanoseconds."""
-    m = _AGE.match(text)
-    if not m:
-        raise click.BadParameter(f"{text!r} is not an age: use a number and s, m, h, d or w (90d)")
-    return int(float(m.group(1)) * _UNITS[m.group(2)] * 1_000_000_000)
-
-
-def parse_when(text: str, now_ns: int | None = None) -> int:
-    """An age (`30d`: that long ago) or an ISO date/time (UTC unless it says otherwise) -> ns."""
-    if _AGE.match(text):
-        return (now_ns if now_ns is not None else time.time_ns()) - parse_age(text)
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is neither an age (30d) nor a date (2026-11-01 or 2026-11-01T12:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1_000_000_000)
+    return int(span_seconds(text) * 1_000_000_000)
 
 
 class _Throttled:
@@ -141,8 +125,8 @@ def export_cmd(
     redactor = _redactor(rules, no_redact)
     store = open_configured_store(store_url)
     selection = Selection(
-        since_ns=parse_when(since) if since else None,
-        until_ns=parse_when(until) if until else None,
+        since_ns=moment_ns(since) if since else None,
+        until_ns=moment_ns(until) if until else None,
         session_ids=tuple(store.resolve(s) for s in sessions),
         server=server,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -10,7 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from blackbox import config
-from blackbox.options import store_option
+from blackbox.options import Duration, store_option
 from recorder.store import open_store
 from recorder.store.sql import normalise_url
 from recorder.taps.http import (
@@ -21,23 +20,6 @@ from recorder.taps.http import (
     parse_listen,
     run_proxy,
 )
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-class Duration(click.ParamType):
-    """`30m`, `90s`, `1h`, `250ms`, or plain seconds."""
-
-    name = "duration"
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):  # type: ignore[no-untyped-def]
-        if isinstance(value, int | float):
-            return float(value)
-        m = _DURATION.match(str(value))
-        if m is None or float(m.group(1)) <= 0:
-            self.fail(f"{value!r} is not a duration like 30m, 90s, 1h or 250ms", param, ctx)
-        return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def _notice(message: str) -> None:

@@ -4,13 +4,12 @@ plain counting) over fixture sessions with known timings and outcomes."""
 from __future__ import annotations
 
 import statistics
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from analytics.reports import Filters, ReportError, parse_time, run_report
+from analytics.reports import Filters, ReportError, run_report
 from recorder.store import open_store
 from tests.analytics.kit import BASE_NS, MS, Session, fingerprint
 
@@ -263,15 +262,3 @@ def test_permissions_join_policy_and_host_decisions(sqlite_url: str, tmp_path: P
     assert beside == {ask_seq: "approved/host", near_seq: "allow/host", far_seq: None}
     (denied,) = con.execute("SELECT outcome FROM calls WHERE request_seq = ?", [seq]).fetchall()
     assert denied == ("denied",)
-
-
-def test_parse_time() -> None:
-    now = 1_000_000 * 10**9
-    assert parse_time("7d", now) == now - 7 * 86_400 * 10**9
-    assert parse_time("90m", now) == now - 90 * 60 * 10**9
-    midnight = int(datetime(2026, 11, 30, tzinfo=UTC).timestamp()) * 10**9
-    assert parse_time("2026-11-30", now) == midnight
-    assert parse_time("2026-11-30T01:00:00+01:00", now) == midnight
-    assert parse_time("2026-11-30T00:00:00Z", now) == midnight
-    with pytest.raises(ReportError, match="7d"):
-        parse_time("last tuesday", now)
