@@ -417,6 +417,20 @@ def ship_leftovers(
     return report
 
 
+def ship_leftovers_quietly(directory: Path, store_factory: Callable[[], EventStore]) -> bool:
+    """Ship journals of dead taps in the background of a tap; False when the store could not
+    take them (an unreachable store is the tap's own shipper's to report; the journals wait)."""
+    try:
+        store = store_factory()
+        try:
+            ship_leftovers(directory, store)
+        finally:
+            store.close()
+    except Exception:
+        return False
+    return True
+
+
 def _lock_group(segments: list[tuple[int, Path]]) -> list[tuple[Path, int]] | None:
     """Lock every segment of a dead tap's journal; None when a live tap still holds one."""
     locked: list[tuple[Path, int]] = []
@@ -527,19 +541,12 @@ def _hand_off_main(url: str, directory: Path, after_pid: int) -> None:
     from recorder.store import open_store
 
     delay, give_up = 0.5, time.monotonic() + HAND_OFF_RETRY_SECONDS
-    while True:
-        try:
-            store = open_store(url)
-            try:
-                ship_leftovers(directory, store)
-            finally:
-                store.close()
+    # The store is away: back off, then leave the journal to the next tap.
+    while not ship_leftovers_quietly(directory, lambda: open_store(url)):
+        if time.monotonic() + delay > give_up:
             return
-        except Exception:  # the store is still away: back off, then leave it to the next tap
-            if time.monotonic() + delay > give_up:
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 30.0)
+        time.sleep(delay)
+        delay = min(delay * 2, 30.0)
 
 
 if __name__ == "__main__":

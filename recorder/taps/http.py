@@ -60,7 +60,7 @@ from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION
 from recorder.model import Direction, Kind
-from recorder.shipper import Shipper
+from recorder.shipper import Shipper, ship_leftovers_quietly
 from recorder.store import EventStore
 from recorder.taps.http_headers import forwardable, recorded
 from recorder.taps.http_sessions import (
@@ -69,7 +69,6 @@ from recorder.taps.http_sessions import (
     SessionRouter,
     trace_id,
 )
-from recorder.taps.http_ship import one_at_a_time, ship_leftovers_quietly
 from recorder.taps.http_sse import SseEvent, SseParser
 
 Scope = dict[str, Any]
@@ -1153,7 +1152,7 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
     ship_proc = _ship_process(config, journal) if config.store_url is not None else None
     shipper: Shipper | None = None
     if ship_proc is None:
-        store_factory = one_at_a_time(config.store_factory)
+        store_factory = config.store_factory
         shipper = Shipper(
             journal, store_factory, config.on_notice, poll_seconds=config.ship_poll_seconds
         )

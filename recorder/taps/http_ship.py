@@ -22,37 +22,11 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from recorder.journal import parse_segment_name
-from recorder.shipper import Shipper, ship_leftovers
+from recorder.shipper import Shipper, ship_leftovers_quietly
 from recorder.store import EventStore, open_store
-
-
-def one_at_a_time(factory: Callable[[], EventStore]) -> Callable[[], EventStore]:
-    """Open stores one at a time: opening migrates a fresh store, and two migrations running at
-    once in one process (the shipper's and the leftovers') trip over alembic's process-global
-    state and can hang on PostgreSQL."""
-    lock = threading.Lock()
-
-    def open_one() -> EventStore:
-        with lock:
-            return factory()
-
-    return open_one
-
-
-def ship_leftovers_quietly(directory: Path, store_factory: Callable[[], EventStore]) -> None:
-    """Ship journals of dead taps; an unreachable store is the shipper's to report."""
-    try:
-        store = store_factory()
-        try:
-            ship_leftovers(directory, store)
-        finally:
-            store.close()
-    except Exception:
-        return
 
 
 class JournalTail:
@@ -114,7 +88,10 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
 
     tail = JournalTail(directory, tap_id)
-    factory = one_at_a_time(lambda: open_store(store_url))
+
+    def factory() -> EventStore:
+        return open_store(store_url)
+
     shipper = Shipper(tail, factory, notice, poll_seconds=poll_seconds)  # type: ignore[arg-type]
     shipper.start()
     if len(argv) > 5 and argv[5] == "leftovers":

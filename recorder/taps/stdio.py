@@ -38,7 +38,12 @@ from recorder import __version__
 from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.shipper import Shipper, hand_off_leftovers, lower_thread_priority, ship_leftovers
+from recorder.shipper import (
+    Shipper,
+    hand_off_leftovers,
+    lower_thread_priority,
+    ship_leftovers_quietly,
+)
 from recorder.store import EventStore
 from recorder.taps.observer import FrameObserver, dumps
 
@@ -223,14 +228,7 @@ class _Tap:
 
     def _ship_leftovers(self) -> None:
         lower_thread_priority(SHIPPER_NICE)
-        try:
-            store = self._open_store()
-            try:
-                ship_leftovers(self.config.journal_dir, store)
-            finally:
-                store.close()
-        except Exception:  # the main shipper reports an unreachable store; leftovers wait
-            return
+        ship_leftovers_quietly(self.config.journal_dir, self._open_store)
 
     def _event(self, kind: str, doc: dict[str, Any]) -> int:
         return self.journal.append(self.sid, kind, Direction.NONE, dumps(doc))
