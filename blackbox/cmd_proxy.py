@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from blackbox import config
-from blackbox.options import Duration, store_option
+from blackbox.options import Duration, policy_option, store_option
 from recorder.store import open_store
 from recorder.store.sql import normalise_url
 from recorder.taps.http import (
@@ -38,13 +38,7 @@ def _notice(message: str) -> None:
 )
 @store_option
 @click.option("--name", default=None, help="Name sessions are recorded under (default: host).")
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Gate tools/call requests with this policy file (TOML); denied ones are not forwarded.",
-)
+@policy_option
 @click.option(
     "--idle-gap",
     type=Duration(),

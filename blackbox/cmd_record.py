@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from blackbox import config
-from blackbox.options import store_option
+from blackbox.options import policy_option, store_option
 from recorder.shipper import ship_leftovers
 from recorder.store import open_store
 from recorder.taps.stdio import DEFAULT_MAX_FRAME, FINAL_SHIP_SECONDS, TapConfig, run_tap
@@ -24,13 +24,7 @@ def _notice(message: str) -> None:
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @store_option
 @click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
-@click.option(
-    "--policy",
-    "policy_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Gate tools/call requests with this policy file (TOML).",
-)
+@policy_option
 @click.option(
     "--redact",
     "redact_file",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import click
 
@@ -19,6 +20,15 @@ store_option = click.option(
     metavar="URL",
     default=None,
     help="Store URL (default: BLACKBOX_STORE, else SQLite in the user data directory).",
+)
+
+
+policy_option = click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Gate tools/call requests with this policy file (TOML); denied ones are not forwarded.",
 )
 
 
