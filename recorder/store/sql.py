@@ -39,27 +39,6 @@ from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
 from recorder.store import migrate
 from recorder.store.schema import events, holds, retention_grants, sessions
 
-_EVENT_COLUMNS = [
-    events.c.position,
-    events.c.session_id,
-    events.c.seq,
-    events.c.wall_ns,
-    events.c.mono_ns,
-    events.c.kind,
-    events.c.direction,
-    events.c.raw,
-    events.c.raw_size,
-    events.c.msg_type,
-    events.c.method,
-    events.c.rpc_id,
-    events.c.rpc_id_type,
-    events.c.tool,
-    events.c.is_error,
-    events.c.error_code,
-    events.c.era,
-    events.c.hash,
-]
-
 
 def normalise_url(url: str) -> URL:
     """Parse a store URL; only SQLite and PostgreSQL (via psycopg 3) are accepted."""
@@ -397,17 +376,7 @@ class SqlEventStore:
         # Verification reads only what the chain covers, straight from the driver.
         with self._translated(), self.engine.connect() as conn:
             result = conn.execute(
-                select(
-                    events.c.session_id,
-                    events.c.seq,
-                    events.c.wall_ns,
-                    events.c.mono_ns,
-                    events.c.kind,
-                    events.c.direction,
-                    events.c.raw,
-                    events.c.raw_size,
-                    events.c.hash,
-                )
+                select(*(events.c[name] for name in chain.ChainRecord._fields))
                 .where(events.c.session_id == session_id)
                 .order_by(events.c.seq)
             )
@@ -479,6 +448,8 @@ INSERT_COLUMNS = (
     "era",
     "hash",
 )
+# StoredEvent's fields in order: the log position, then what was inserted.
+_EVENT_COLUMNS = [events.c.position, *(events.c[name] for name in INSERT_COLUMNS)]
 _SQLITE_INSERT = (
     f"INSERT INTO events ({', '.join(INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
