@@ -91,9 +91,81 @@ class Finding:
         }
 
 
+def intact_summary(session_id: str, rows: Iterable[Sequence]) -> SealSummary | None:  # type: ignore[type-arg]
+    """The seal summary of a session whose seq runs 1, 2, 3... without a gap and whose every
+    record links from the one before it; None as soon as either fails.
+
+    This is the common case, so it is checked in one pass over plain tuples in ChainRecord field
+    order, as a driver streams them: no per-record objects, no attribute lookups, no need to hold
+    the session in memory. Only a chain that fails here pays for `verify_session`'s diagnosis.
+    """
+    sha256, pack, sealed = hashlib.sha256, _FIXED.pack, str(Kind.SESSION_SEALED)
+    prev = genesis(session_id)
+    expected = 1
+    seal: ChainRecord | None = None
+    for row in rows:
+        _sid, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, digest = row
+        if seq != expected:
+            return None
+        h = sha256(prev)
+        h.update(
+            _prefix(session_id, kind, direction)
+            + pack(wall_ns, mono_ns, -1 if raw_size is None else raw_size, len(raw))
+        )
+        h.update(raw)
+        if h.digest() != digest:
+            return None
+        if kind == sealed and seal is None:
+            seal = ChainRecord._make(row)
+        prev, expected = digest, expected + 1
+    return gapless_summary(seal, expected - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class SealSummary:
+    """What the seal check needs to know about a session's stored records, so that a store can
+    compute it without holding them all: the first seal record (if any), how many records precede
+    it, the first seq after it and how many follow, and the records' count and last seq."""
+
+    seal: ChainRecord | None
+    before_seal: int
+    first_after_seal: int | None
+    after_seal: int
+    count: int
+    last_seq: int | None
+
+
+def gapless_summary(seal: ChainRecord | None, count: int) -> SealSummary:
+    """The seal summary of `count` records numbered 1..count, the first seal among them `seal`."""
+    last = count or None
+    if seal is None:
+        return SealSummary(None, 0, None, 0, count, last)
+    after = count - seal.seq
+    return SealSummary(seal, seal.seq - 1, seal.seq + 1 if after else None, after, count, last)
+
+
+def summarise(rows: Sequence[Sequence]) -> SealSummary:  # type: ignore[type-arg]
+    """The seal summary of a session's records, given in seq order (ChainRecord field order)."""
+    seal_at = next((i for i, row in enumerate(rows) if row[4] == Kind.SESSION_SEALED), None)
+    if seal_at is None:
+        seal, before, after = None, 0, []
+    else:
+        seal = ChainRecord._make(rows[seal_at])
+        before = sum(1 for row in rows if row[1] < seal.seq)
+        after = [row[1] for row in rows if row[1] > seal.seq]
+    return SealSummary(
+        seal,
+        before,
+        after[0] if after else None,
+        len(after),
+        len(rows),
+        rows[-1][1] if rows else None,
+    )
+
+
 def verify_session(
     session_id: str,
-    events: Iterable[StoredEvent | ChainRecord],
+    events: Iterable[StoredEvent | ChainRecord | Sequence],  # type: ignore[type-arg]
     sealed_count: int | None = None,
 ) -> list[Finding]:
     """Check one session's records (in stored seq order) against their chain.
@@ -109,18 +181,29 @@ def verify_session(
     - the next record links from the previous one: this one was slipped in (`inserted`);
     - otherwise its content no longer matches its hash (`modified`).
     """
-    rows: Sequence[StoredEvent | ChainRecord] = (
-        events if isinstance(events, Sequence) else list(events)
-    )
+    given = events if isinstance(events, Sequence) else list(events)
+    if given and not isinstance(given[0], StoredEvent):
+        summary = intact_summary(session_id, given)
+        if summary is not None:
+            return check_seal(session_id, summary, sealed_count, chain_broken=False)
+    # Something is off (or the records are StoredEvents): diagnose over named records.
+    rows: Sequence[ChainRecord] = [
+        ChainRecord._make(
+            (getattr(row, name) for name in ChainRecord._fields)
+            if isinstance(row, StoredEvent)
+            else row
+        )
+        for row in given
+    ]
+    summary = intact_summary(session_id, rows)
+    if summary is not None:
+        return check_seal(session_id, summary, sealed_count, chain_broken=False)
     findings: list[Finding] = []
     prev = genesis(session_id)
     expected_seq = 1
-    seal: StoredEvent | ChainRecord | None = None
     i, n = 0, len(rows)
     while i < n:
         row = rows[i]
-        if row.kind == Kind.SESSION_SEALED and seal is None:
-            seal = row
         if row.seq > expected_seq:
             span = (
                 f"{expected_seq}"
@@ -179,7 +262,9 @@ def verify_session(
             return findings  # the order is broken from here on; one precise finding is enough
         findings.append(Finding(session_id, row.seq, "modified", "content does not match its hash"))
         prev, expected_seq, i = row.hash, row.seq + 1, i + 1
-    findings.extend(_check_seal(session_id, rows, seal, sealed_count, findings))
+    findings.extend(
+        check_seal(session_id, summarise(rows), sealed_count, chain_broken=bool(findings))
+    )
     return findings
 
 
@@ -190,44 +275,44 @@ def _sealed_count(row: StoredEvent | ChainRecord) -> int | None:
         return None
 
 
-def _check_seal(
+def check_seal(
     session_id: str,
-    rows: Sequence[StoredEvent | ChainRecord],
-    seal: StoredEvent | ChainRecord | None,
+    summary: SealSummary,
     sealed_count: int | None,
-    findings: list[Finding],
+    chain_broken: bool,
 ) -> list[Finding]:
+    """Findings about the seal: records gone from before it, records after it, or the seal itself
+    gone with the tail (`sealed_count` is the store projection's memory of it)."""
     out: list[Finding] = []
+    seal = summary.seal
     if seal is not None:
         count = _sealed_count(seal)
-        before = sum(1 for r in rows if r.seq < seal.seq)
-        after = [r for r in rows if r.seq > seal.seq]
-        if count is not None and before != count and not findings:
+        if count is not None and summary.before_seal != count and not chain_broken:
             out.append(
                 Finding(
                     session_id,
                     seal.seq,
                     "truncated",
-                    f"sealed with {count} records, {before} remain before the seal",
+                    f"sealed with {count} records, {summary.before_seal} remain before the seal",
                 )
             )
-        if after:
+        if summary.after_seal:
             out.append(
                 Finding(
                     session_id,
-                    after[0].seq,
+                    summary.first_after_seal,
                     "inserted",
-                    f"{len(after)} record(s) after the seal",
+                    f"{summary.after_seal} record(s) after the seal",
                 )
             )
     elif sealed_count is not None:
         out.append(
             Finding(
                 session_id,
-                rows[-1].seq + 1 if rows else 1,
+                summary.last_seq + 1 if summary.last_seq is not None else 1,
                 "truncated",
                 f"sealed with {sealed_count} records; the seal and the tail are gone "
-                f"({len(rows)} remain)",
+                f"({summary.count} remain)",
             )
         )
     return out

@@ -12,7 +12,7 @@ import errno
 import json
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
 import orjson
@@ -132,6 +132,9 @@ class SqlEventStore:
                 # Checkpoint (and fsync) every ~40 MB of WAL rather than every 4 MB: a third more
                 # ingest throughput measured in bench/ingest.py, at the cost of a larger WAL file.
                 cursor.execute("PRAGMA wal_autocheckpoint = 10000")
+                # Read the database file through a memory map: verify and the analytics refresh
+                # read whole sessions, and a third of that time went to read() calls.
+                cursor.execute("PRAGMA mmap_size = 268435456")
                 cursor.close()
 
             @event.listens_for(engine, "begin")
@@ -347,6 +350,36 @@ class SqlEventStore:
             query = query.limit(limit)
         yield from self._stream(query)
 
+    def read_log_rows(
+        self, after_position: int = 0, limit: int | None = None, batch_size: int = 5000
+    ) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+        """`read_log` as batches of plain driver tuples in `StoredEvent` field order, for bulk
+        readers (the analytics refresh): SQLAlchemy row processing and one object per record
+        cost more than the rest of a refresh. `is_error` comes as the driver holds it (0/1 on
+        SQLite); everything else is as `read_log` gives it."""
+        columns = ", ".join(column.name for column in _EVENT_COLUMNS)
+        mark = "?" if self.dialect == "sqlite" else "%s"
+        sql = f"SELECT {columns} FROM events WHERE position > {mark} ORDER BY position"
+        params: tuple[int, ...] = (after_position,)
+        if limit is not None:
+            sql += f" LIMIT {mark}"
+            params += (limit,)
+        with self._translated(), self.engine.connect() as conn:
+            driver = conn.connection.dbapi_connection
+            assert driver is not None
+            # A named (server-side) cursor streams on PostgreSQL; SQLite's steps as it is fetched.
+            # The pool rolls the driver's transaction back when the connection is returned.
+            if self.dialect == "postgresql":
+                cursor = driver.cursor(name="read_log_rows")  # type: ignore[call-arg]
+            else:
+                cursor = driver.cursor()
+            try:
+                cursor.execute(sql, params)
+                while batch := cursor.fetchmany(batch_size):
+                    yield batch
+            finally:
+                cursor.close()
+
     def _stream(self, query) -> Iterator[StoredEvent]:  # type: ignore[no-untyped-def]
         with self._translated(), self.engine.connect() as conn:
             result = conn.execution_options(stream_results=True, yield_per=2000).execute(query)
@@ -369,18 +402,61 @@ class SqlEventStore:
             raise SessionNotFound(f"no session {session_id}")
         findings: list[chain.Finding] = []
         for sid, sealed_count in targets:
-            findings.extend(chain.verify_session(sid, self._chain_records(sid), sealed_count))
+            if self.dialect == "postgresql":
+                summary = self._intact_chain_summary(sid)
+            else:
+                with closing(self._stream_chain_records(sid)) as records:
+                    summary = chain.intact_summary(sid, records)
+            if summary is not None:
+                findings.extend(chain.check_seal(sid, summary, sealed_count, False))
+            else:
+                findings.extend(chain.verify_session(sid, self._chain_records(sid), sealed_count))
         return findings
 
-    def _chain_records(self, session_id: str) -> list[chain.ChainRecord]:
-        # Verification reads only what the chain covers, straight from the driver.
+    def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:  # type: ignore[type-arg]
+        # Stream in chunks so a long session is checked in bounded memory, and the same buffers
+        # are reused: the first read of a whole session into one list cost twice the later ones.
         with self._translated(), self.engine.connect() as conn:
-            result = conn.execute(
-                select(*(events.c[name] for name in chain.ChainRecord._fields))
-                .where(events.c.session_id == session_id)
-                .order_by(events.c.seq)
-            )
-            return [chain.ChainRecord._make(row) for row in result]
+            cursor = conn.connection.dbapi_connection.cursor()
+            try:
+                cursor.execute(_CHAIN_READ[self.dialect], (session_id,))
+                while chunk := cursor.fetchmany(2000):
+                    yield from chunk
+            finally:
+                cursor.close()
+
+    def _chain_records(self, session_id: str) -> list[tuple]:  # type: ignore[type-arg]
+        # Verification reads only what the chain covers, as plain driver tuples: building a
+        # SQLAlchemy row and a record object per event cost more than hashing it.
+        with self._translated(), self.engine.connect() as conn:
+            cursor = conn.connection.dbapi_connection.cursor()
+            try:
+                cursor.execute(_CHAIN_READ[self.dialect], (session_id,))
+                return cursor.fetchall()
+            finally:
+                cursor.close()
+
+    def _intact_chain_summary(self, session_id: str) -> chain.SealSummary | None:
+        """On PostgreSQL, check every link inside the server (its sha256 over the same canonical
+        bytes as `chain.canonical`), so an intact session costs one aggregate row on the wire
+        rather than all its raw bytes. None when anything is off: then the records are read and
+        `chain.verify_session` names what is wrong."""
+        with self._translated(), self.engine.connect() as conn:
+            # Walk the (session_id, seq) index, which yields seq order: with stale statistics the
+            # planner chose a bitmap scan and an on-disk sort of every raw byte instead, which
+            # took twice as long (bench/ingest.py).
+            conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+            conn.exec_driver_sql("SET LOCAL enable_sort = off")
+            count, first, last, intact = conn.exec_driver_sql(
+                _PG_CHAIN_CHECK,
+                {"sid": session_id, "genesis": chain.genesis(session_id)},
+            ).one()
+            if not count or not intact or first != 1 or last != count:
+                return None
+            seal = conn.exec_driver_sql(
+                _PG_FIRST_SEAL, {"sid": session_id, "kind": str(Kind.SESSION_SEALED)}
+            ).first()
+        return chain.gapless_summary(None if seal is None else chain.ChainRecord._make(seal), count)
 
     # -- holds and retention -----------------------------------------------------------------
 
@@ -455,6 +531,47 @@ _SQLITE_INSERT = (
     f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
 )
 _WALL_NS, _KIND = 2, 4
+_CHAIN_COLUMNS = ", ".join(chain.ChainRecord._fields)
+_CHAIN_READ = {
+    "sqlite": f"SELECT {_CHAIN_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq",
+    "postgresql": f"SELECT {_CHAIN_COLUMNS} FROM events WHERE session_id = %s ORDER BY seq",
+}
+
+
+def _pg_utf8(column: str) -> str:
+    """`chain._prefix`'s encoding of one text field: its UTF-8 length as two bytes, then it."""
+    return f"convert_to({column}, 'UTF8')"
+
+
+# chain.link in SQL: sha256(previous hash || length-prefixed session, kind, direction || wall_ns,
+# mono_ns, raw_size (-1 for none), len(raw) as big-endian int8 || raw). A test checks the two
+# agree by tampering on PostgreSQL and expecting the same findings as on SQLite.
+_PG_CANONICAL = " || ".join(
+    [
+        *(
+            f"int2send(octet_length({_pg_utf8(c)})::int2)"
+            for c in ("session_id", "kind", "direction")
+        ),
+        *(_pg_utf8(c) for c in ("session_id", "kind", "direction")),
+        "int8send(wall_ns)",
+        "int8send(mono_ns)",
+        "int8send(coalesce(raw_size, -1))",
+        "int8send(octet_length(raw)::int8)",
+        "raw",
+    ]
+)
+_PG_CHAIN_CHECK = f"""
+SELECT count(*), min(seq), max(seq), bool_and(intact) FROM (
+    SELECT seq, hash = sha256(
+        coalesce(lag(hash) OVER (ORDER BY seq), %(genesis)s) || {_PG_CANONICAL}
+    ) AS intact
+    FROM events WHERE session_id = %(sid)s
+) AS links
+"""
+_PG_FIRST_SEAL = (
+    f"SELECT {_CHAIN_COLUMNS} FROM events WHERE session_id = %(sid)s AND kind = %(kind)s "
+    "ORDER BY seq LIMIT 1"
+)
 
 
 def _row(ev: NewEvent, digest: bytes) -> tuple:

@@ -50,6 +50,37 @@ def test_intact_store_verifies(recorded):
     assert store.verify() == []
 
 
+def test_intact_chain_is_confirmed_in_one_pass_on_each_backend(store_url, monkeypatch):
+    """An intact session is confirmed by the fast check alone (in PostgreSQL's own sha256 on that
+    backend, which must compute exactly `chain.link`'s bytes), never by the slower diagnosis. The
+    session has an oversize frame (raw_size set), non-ASCII bytes and a seal."""
+    from dataclasses import replace
+
+    from recorder import chain
+
+    store = open_store(store_url)
+    events = session_events(calls=3)
+    prefix = b'{"jsonrpc":"2.0","id":9,"result":{"text":"caf\xc3\xa9 \xe2\x82\xac'
+    events[5] = replace(events[5], raw=prefix, raw_size=len(prefix) + 10**6)
+    store.append(events)
+
+    def no_diagnosis(*_args, **_kwargs):
+        raise AssertionError("an intact chain fell through to the diagnosis")
+
+    monkeypatch.setattr(chain, "verify_session", no_diagnosis)
+    assert store.verify() == []
+    monkeypatch.undo()
+    tamper(
+        store_url,
+        (
+            "UPDATE events SET raw_size = raw_size + 1 WHERE session_id = :sid AND seq = 6",
+            {"sid": events[0].session_id},
+        ),
+    )
+    assert problems(store, events[0].session_id) == [(6, "modified")]
+    store.close()
+
+
 def test_modified_record_is_named(recorded):
     store, url, sid, other = recorded
     tamper(
