@@ -33,11 +33,12 @@ import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from operator import attrgetter
 from pathlib import Path
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -144,12 +145,25 @@ ERROR_MESSAGE_MAX = 500
 # One encoder for every fingerprint: `json.dumps` with these arguments builds a new encoder per
 # call, which costs more than the encoding of a small arguments object. Same output.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+# A digit followed by "." or an exponent: where orjson may write a number differently from `json`
+# (1e-05 vs 0.00001). Also matches inside strings ("v1.2"): those just take the slow path.
+_FLOATISH = re.compile(rb"[0-9][.eE]")
 
 
 def fingerprint(arguments: object) -> str:
     """sha256 hex of canonical JSON arguments: the producers' expression,
-    `json.dumps(arguments, sort_keys=True, separators=(",", ":"))`."""
-    return hashlib.sha256(_CANONICAL.encode(arguments).encode()).hexdigest()
+    `json.dumps(arguments, sort_keys=True, separators=(",", ":"))`.
+
+    orjson encodes several times faster and writes the same bytes when the output is ASCII
+    (`json` escapes the rest, and DEL), and holds no float (formatted differently); anything else
+    is encoded by `json` itself, so the digest never depends on which path was taken."""
+    try:
+        text = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        text = None
+    if text is None or not text.isascii() or b"\x7f" in text or _FLOATISH.search(text):
+        text = _CANONICAL.encode(arguments).encode()
+    return hashlib.sha256(text).hexdigest()
 
 
 def store_key(url: str) -> str:
@@ -198,6 +212,15 @@ def base_outcome(call: list) -> str:
 
 
 _OPPOSITE = {"c2s": "s2c", "s2c": "c2s"}
+
+# A record as `EventStore.read_log_rows` gives it: a tuple in StoredEvent's field order.
+Row = tuple
+STORED_FIELDS = [f.name for f in fields(StoredEvent)]
+(
+    R_POSITION, R_SESSION_ID, R_SEQ, R_WALL_NS, R_MONO_NS, R_KIND, R_DIRECTION, R_RAW, R_RAW_SIZE,
+    R_MSG_TYPE, R_METHOD, R_RPC_ID, R_RPC_ID_TYPE, R_TOOL, R_IS_ERROR, R_ERROR_CODE, R_ERA, R_HASH,
+) = range(len(STORED_FIELDS))  # fmt: skip
+_as_row = attrgetter(*STORED_FIELDS)
 
 # What a frame adds to its events row: (args_fingerprint, error_message, ref_id, ref_id_type,
 # batch items).
@@ -253,30 +276,57 @@ class CallTracker:
 
     def feed(self, ev: StoredEvent) -> Extras | None:
         """Fold one record in. Returns what the record adds to its events row, if anything."""
-        kind = ev.kind
+        return self.feed_row(_as_row(ev))
+
+    def feed_row(self, ev: Row) -> Extras | None:
+        """`feed` for a record as a tuple in `StoredEvent` field order (`read_log_rows`): the
+        refresh reads plain tuples, as building an object per record cost more than pairing."""
+        kind = ev[R_KIND]
         if kind == "frame":
-            mtype = ev.msg_type
+            mtype = ev[R_MSG_TYPE]
             if mtype == "request":
-                if ev.method != "tools/call":
-                    self.request(ev, None, ev.method, ev.rpc_id, ev.rpc_id_type, None, None, ev.era)
+                if ev[R_METHOD] != "tools/call":
+                    self.request(
+                        ev,
+                        None,
+                        ev[R_METHOD],
+                        ev[R_RPC_ID],
+                        ev[R_RPC_ID_TYPE],
+                        None,
+                        None,
+                        ev[R_ERA],
+                    )
                     return None
-                value, problem = parse(ev.raw)
+                value, problem = parse(ev[R_RAW])
                 args = _arguments(value) if problem is None else None
                 fp = fingerprint(args) if args is not _NO_ARGS else None
-                self.request(ev, None, ev.method, ev.rpc_id, ev.rpc_id_type, ev.tool, fp, ev.era)
+                self.request(
+                    ev,
+                    None,
+                    ev[R_METHOD],
+                    ev[R_RPC_ID],
+                    ev[R_RPC_ID_TYPE],
+                    ev[R_TOOL],
+                    fp,
+                    ev[R_ERA],
+                )
                 return (fp, None, None, None, None) if fp is not None else None
             if mtype == "response":
-                self.response(ev, "response", ev.rpc_id, ev.rpc_id_type, ev.is_error, None, None)
+                self.response(
+                    ev, "response", ev[R_RPC_ID], ev[R_RPC_ID_TYPE], ev[R_IS_ERROR], None, None
+                )
                 return None
             if mtype == "error":
-                value, problem = parse(ev.raw)
+                value, problem = parse(ev[R_RAW])
                 message = _error_message(value) if problem is None else None
-                self.response(ev, "error", ev.rpc_id, ev.rpc_id_type, None, ev.error_code, message)
+                self.response(
+                    ev, "error", ev[R_RPC_ID], ev[R_RPC_ID_TYPE], None, ev[R_ERROR_CODE], message
+                )
                 return (None, message, None, None, None) if message is not None else None
             if mtype == "notification":
-                if ev.method != "notifications/cancelled":
+                if ev[R_METHOD] != "notifications/cancelled":
                     return None
-                value, problem = parse(ev.raw)
+                value, problem = parse(ev[R_RAW])
                 ref = _cancelled_id(value) if problem is None else None
                 if ref is None:
                     return None
@@ -286,22 +336,22 @@ class CallTracker:
                 return self._batch(ev)
             return None
         if kind == "fault":
-            for key in self.by_session.get(ev.session_id, ()):
+            for key in self.by_session.get(ev[R_SESSION_ID], ()):
                 call = self.open[key]
                 if call[C_FAULT] is None:
-                    call[C_FAULT] = ev.seq
+                    call[C_FAULT] = ev[R_SEQ]
         elif kind == "session_ended":
-            doc = _doc(ev.raw)
+            doc = _doc(ev[R_RAW])
             outcome = str(doc.get("outcome") or doc.get("reason") or "ended")
-            for key in list(self.by_session.get(ev.session_id, ())):
+            for key in list(self.by_session.get(ev[R_SESSION_ID], ())):
                 call = self.open[key]
                 if outcome not in CLEAN_OUTCOMES and call[C_FAULT] is None:
-                    call[C_FAULT] = ev.seq
+                    call[C_FAULT] = ev[R_SEQ]
                 self._close(key)
         return None
 
-    def _batch(self, ev: StoredEvent) -> Extras | None:
-        value, problem = parse(ev.raw)
+    def _batch(self, ev: Row) -> Extras | None:
+        value, problem = parse(ev[R_RAW])
         if problem is not None or not isinstance(value, list):
             return None
         items = []
@@ -323,7 +373,7 @@ class CallTracker:
                 if c.method == "tools/call":
                     args = _arguments(message)
                     fp = fingerprint(args) if args is not _NO_ARGS else None
-                era = c.era or ev.era
+                era = c.era or ev[R_ERA]
                 self.request(ev, index, c.method, c.rpc_id, c.rpc_id_type, c.tool, fp, era)
             elif c.msg_type in ("response", "error"):
                 error = _error_message(message) if c.msg_type == "error" else None
@@ -338,7 +388,7 @@ class CallTracker:
 
     def request(
         self,
-        ev: StoredEvent,
+        ev: Row,
         item: int | None,
         method: str | None,
         rpc_id: str | None,
@@ -347,14 +397,14 @@ class CallTracker:
         fp: str | None,
         era: str | None,
     ) -> None:
-        sid, direction = ev.session_id, ev.direction
+        sid, direction = ev[R_SESSION_ID], ev[R_DIRECTION]
         key = (sid, direction, rpc_id, rpc_id_type)
         if key in self.open:  # an id reused while outstanding: the first is never answered
             self._close(key)
         self.open[key] = [
-            sid, direction, rpc_id, rpc_id_type, method, tool, fp, era, ev.position, ev.seq,
-            item, ev.wall_ns, ev.mono_ns, None, None, None, None, None, None, None, None, None,
-            None, None, False,
+            sid, direction, rpc_id, rpc_id_type, method, tool, fp, era, ev[R_POSITION],
+            ev[R_SEQ], item, ev[R_WALL_NS], ev[R_MONO_NS], None, None, None, None, None, None,
+            None, None, None, None, None, False,
         ]  # fmt: skip
         keys = self.by_session.get(sid)
         if keys is None:
@@ -364,7 +414,7 @@ class CallTracker:
 
     def response(
         self,
-        ev: StoredEvent,
+        ev: Row,
         kind: str,
         rpc_id: str | None,
         rpc_id_type: str | None,
@@ -372,25 +422,25 @@ class CallTracker:
         error_code: int | None,
         message: str | None,
     ) -> None:
-        key = (ev.session_id, _OPPOSITE.get(ev.direction, ""), rpc_id, rpc_id_type)
+        key = (ev[R_SESSION_ID], _OPPOSITE.get(ev[R_DIRECTION], ""), rpc_id, rpc_id_type)
         call = self.open.get(key)
         if call is None:
             return  # an orphan response: nothing open asked for it
-        call[C_RESP_POS] = ev.position
-        call[C_RESP_SEQ] = ev.seq
+        call[C_RESP_POS] = ev[R_POSITION]
+        call[C_RESP_SEQ] = ev[R_SEQ]
         call[C_RESP_TYPE] = kind
-        call[C_ENDED] = ev.wall_ns
-        call[C_LATENCY] = ev.mono_ns - call[C_REQ_MONO]
+        call[C_ENDED] = ev[R_WALL_NS]
+        call[C_LATENCY] = ev[R_MONO_NS] - call[C_REQ_MONO]
         call[C_IS_ERROR] = bool(is_error) if kind == "response" else None
         call[C_CODE] = error_code
         call[C_MESSAGE] = message
         self._close(key)
 
-    def cancel(self, ev: StoredEvent, ref_id: str | None, ref_id_type: str | None) -> None:
+    def cancel(self, ev: Row, ref_id: str | None, ref_id_type: str | None) -> None:
         # The requester cancels its own request: same direction as the request.
-        call = self.open.get((ev.session_id, ev.direction, ref_id, ref_id_type))
+        call = self.open.get((ev[R_SESSION_ID], ev[R_DIRECTION], ref_id, ref_id_type))
         if call is not None and call[C_CANCEL] is None:
-            call[C_CANCEL] = ev.seq
+            call[C_CANCEL] = ev[R_SEQ]
 
 
 # -- what a record contributes -------------------------------------------------------------------
@@ -581,35 +631,39 @@ class ParquetCopy:
             tracker.load(pq.read_table(pending).to_pylist())
         start = state["position"]
         total = max(top - start, 0)
-        buf: list[StoredEvent] = []
+        buf: list[Row] = []
         extras: dict[int, Extras] = {}
         chunk_first = start + 1
         last = start
         last_key = state.get("last_key")
         done = 0
         files = 0
-        feed = tracker.feed
+        feed = tracker.feed_row
+        retention = str(Kind.RETENTION_APPLIED) if start > 0 else None
         ev = None
-        for ev in store.read_log(start):
-            if ev.kind == Kind.RETENTION_APPLIED and start > 0:
-                return None  # records before it may be gone from the store: rebuild
-            extra = feed(ev)
-            if extra is not None:
-                extras[len(buf)] = extra
-            buf.append(ev)
-            done += 1
-            if len(buf) >= CHUNK:
-                last = ev.position
-                files += self._write_chunk(buf, extras, tracker.take_closed(), chunk_first, last)
-                buf, extras, chunk_first = [], {}, last + 1
-            if progress is not None and done % PROGRESS_EVERY == 0:
-                progress(done, max(done, total))
+        for batch in store.read_log_rows(start):
+            for ev in batch:
+                if ev[R_KIND] == retention:
+                    return None  # records before it may be gone from the store: rebuild
+                extra = feed(ev)
+                if extra is not None:
+                    extras[len(buf)] = extra
+                buf.append(ev)
+                done += 1
+                if len(buf) >= CHUNK:
+                    last = ev[R_POSITION]
+                    files += self._write_chunk(
+                        buf, extras, tracker.take_closed(), chunk_first, last
+                    )
+                    buf, extras, chunk_first = [], {}, last + 1
+                if progress is not None and done % PROGRESS_EVERY == 0:
+                    progress(done, max(done, total))
         if buf:
             files += self._write_chunk(
-                buf, extras, tracker.take_closed(), chunk_first, buf[-1].position
+                buf, extras, tracker.take_closed(), chunk_first, buf[-1][R_POSITION]
             )
         if ev is not None:
-            last, last_key = ev.position, [ev.session_id, ev.seq]
+            last, last_key = ev[R_POSITION], [ev[R_SESSION_ID], ev[R_SEQ]]
         if progress is not None and total:
             progress(done, max(done, total))
         pending_name = None
@@ -632,7 +686,7 @@ class ParquetCopy:
 
     def _write_chunk(
         self,
-        buf: list[StoredEvent],
+        buf: list[Row],
         extras: dict[int, Extras],
         calls: list[list],
         first: int,
@@ -675,24 +729,28 @@ class ParquetCopy:
         return merged
 
 
-_STORED = [
-    "position", "session_id", "seq", "wall_ns", "mono_ns", "kind", "direction", "msg_type",
-    "method", "rpc_id", "rpc_id_type", "tool", "is_error", "error_code", "era", "raw",
-    "raw_size", "hash",
-]  # fmt: skip
 _EXTRAS = ["args_fingerprint", "error_message", "ref_id", "ref_id_type", "items"]
 
 
-def _events_table(buf: list[StoredEvent], extras: dict[int, Extras]) -> pa.Table:
-    """Column lists built with one pass per column (far cheaper than per-row appends)."""
-    columns: dict[str, list] = {name: list(map(attrgetter(name), buf)) for name in _STORED}
+def _events_table(buf: list[Row], extras: dict[int, Extras]) -> pa.Table:
+    """The events rows of a chunk, one Arrow array per column straight from the record tuples
+    (transposed once by `zip`): no per-record object or per-row append."""
+    columns = list(zip(*buf, strict=True))
+    arrays = []
+    for i, name in enumerate(STORED_FIELDS):
+        field = EVENTS_SCHEMA.field(name)
+        if name == "is_error":  # 0/1 on SQLite, bool on PostgreSQL: let Arrow cast
+            arrays.append(pa.array(columns[i]).cast(field.type))
+        else:
+            arrays.append(pa.array(columns[i], type=field.type))
+    table = dict(zip(STORED_FIELDS, arrays, strict=True))
     n = len(buf)
     for j, name in enumerate(_EXTRAS):
         values: list = [None] * n
         for i, extra in extras.items():
             values[i] = extra[j]
-        columns[name] = values
-    return pa.Table.from_pydict(columns, schema=EVENTS_SCHEMA)
+        table[name] = pa.array(values, type=EVENTS_SCHEMA.field(name).type)
+    return pa.Table.from_arrays([table[name] for name in EVENTS_SCHEMA.names], schema=EVENTS_SCHEMA)
 
 
 def _calls_table(rows: list[list]) -> pa.Table:

@@ -56,6 +56,13 @@ class EventStore(Protocol):
         """Every record past a log position, in log order: the feed of incremental readers."""
         ...
 
+    def read_log_rows(
+        self, after_position: int = 0, limit: int | None = None, batch_size: int = 5000
+    ) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+        """`read_log` in batches of plain tuples in `StoredEvent` field order (`is_error` as the
+        driver holds it: 0/1 on SQLite): bulk readers skip one object per record."""
+        ...
+
     def max_position(self) -> int:
         """The highest log position stored (0 when empty)."""
         ...

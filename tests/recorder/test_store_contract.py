@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 
 from recorder.chain import genesis, link
 from recorder.errors import AmbiguousSession, AppendRefused, SessionNotFound
-from recorder.model import Kind, NewEvent
+from recorder.model import Kind, NewEvent, StoredEvent
 from recorder.store import open_store
 from tests.recorder.storekit import T0, session_events
 
@@ -182,3 +182,28 @@ def test_era_detected_overrides_the_era_of_an_earlier_frame(store):
     verdict = NewEvent(sid, 3, T0, 0, Kind.ERA_DETECTED, "-", b'{"era":"2025-11-25"}')
     store.append([verdict])
     assert store.session(sid).era == "2025-11-25"
+
+
+def test_read_log_rows_are_read_log_as_batches_of_tuples(store):
+    a, b = session_events(calls=3), session_events(calls=2, start_ns=T0 + 7)
+    store.append(a)
+    mark = store.max_position()
+    store.append(b)
+    expected = [dataclasses.astuple(e) for e in store.read_log()]
+    batches = list(store.read_log_rows(batch_size=4))
+    assert [len(batch) for batch in batches[:-1]] == [4] * (len(batches) - 1)
+    rows = [row for batch in batches for row in batch]
+    # the same values in StoredEvent field order; is_error may be 0/1 (SQLite), so compare bool
+    fields = [f.name for f in dataclasses.fields(StoredEvent)]
+    flag = fields.index("is_error")
+
+    def norm(row: tuple) -> tuple:
+        return (*row[:flag], None if row[flag] is None else bool(row[flag]), *row[flag + 1 :])
+
+    assert [norm(tuple(r)) for r in rows] == expected
+    assert all(type(r[fields.index("raw")]) is bytes and type(r[-1]) is bytes for r in rows)
+    later = [row for batch in store.read_log_rows(after_position=mark) for row in batch]
+    assert {row[fields.index("session_id")] for row in later} == {b[0].session_id}
+    first_two = [row for batch in store.read_log_rows(mark - 1, limit=2) for row in batch]
+    assert [row[0] for row in first_two] == [mark, mark + 1]
+    assert list(store.read_log_rows(store.max_position())) == []
