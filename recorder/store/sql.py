@@ -187,7 +187,7 @@ class SqlEventStore:
             if rows:
                 self._insert_events(conn, rows)
             conn.commit()
-            return sum(1 for r in rows if r[4] != Kind.SESSION_SEALED)
+            return sum(1 for r in rows if r[_KIND] != Kind.SESSION_SEALED)
 
     def _insert_events(self, conn: Connection, rows: list[tuple]) -> None:
         # The hot path of every shipper: hand tuples straight to the driver (COPY on PostgreSQL,
@@ -212,21 +212,27 @@ class SqlEventStore:
         proj: dict = {}
         frames = 0
         rows: list[tuple] = []
+        link, frame, ended = chain.link, Kind.FRAME, Kind.SESSION_ENDED
+        # The hot loop of every append: one link, one row and (for a frame) one era check each.
         for ev in evs:
-            if ev.seq <= last_seq:
+            seq = ev.seq
+            if seq <= last_seq:
                 continue  # already stored: a retried batch
-            if ev.seq != last_seq + 1:
-                raise AppendRefused(
-                    f"session {sid}: seq {ev.seq} would leave a gap after {last_seq}"
-                )
-            if proj.get("sealed_count") is not None:
-                raise AppendRefused(f"session {sid} is sealed; seq {ev.seq} refused")
-            head = chain.link(head, ev)
-            rows.append(_row(ev, head))
-            last_seq = ev.seq
-            frames += ev.kind == Kind.FRAME
-            _project(proj, ev, rows[-1][15])
-            if ev.kind == Kind.SESSION_ENDED:
+            if seq != last_seq + 1:
+                raise AppendRefused(f"session {sid}: seq {seq} would leave a gap after {last_seq}")
+            if "sealed_count" in proj:
+                raise AppendRefused(f"session {sid} is sealed; seq {seq} refused")
+            head = link(head, ev)
+            row = _row(ev, head)
+            rows.append(row)
+            last_seq = seq
+            if ev.kind == frame:
+                frames += 1
+                if "era" not in proj and row[_ERA]:
+                    proj["era"] = row[_ERA]
+                continue
+            _project(proj, ev)
+            if ev.kind == ended:
                 seal = NewEvent(
                     sid,
                     last_seq + 1,
@@ -236,7 +242,7 @@ class SqlEventStore:
                     "-",
                     chain.seal_payload(last_seq, head),
                 )
-                head = chain.link(head, seal)
+                head = link(head, seal)
                 rows.append(_row(seal, head))
                 last_seq = seal.seq
                 proj["sealed_count"] = seal.seq - 1
@@ -530,7 +536,9 @@ _SQLITE_INSERT = (
     f"INSERT INTO events ({', '.join(INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
 )
-_WALL_NS, _KIND = 2, 4
+_WALL_NS, _KIND, _ERA = 2, 4, INSERT_COLUMNS.index("era")
+# Classification's leading fields are the derived columns, from msg_type to era.
+DERIVED_FIELDS = INSERT_COLUMNS.index("era") - INSERT_COLUMNS.index("msg_type") + 1
 _CHAIN_COLUMNS = ", ".join(chain.ChainRecord._fields)
 _CHAIN_READ = {
     "sqlite": f"SELECT {_CHAIN_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq",
@@ -578,17 +586,7 @@ def _row(ev: NewEvent, digest: bytes) -> tuple:
     """An events row in INSERT_COLUMNS order, derived fields computed from the raw bytes."""
     head = (ev.session_id, ev.seq, ev.wall_ns, ev.mono_ns, str(ev.kind), str(ev.direction))
     if ev.kind == Kind.FRAME:
-        c = classify(ev.raw)
-        derived = (
-            c.msg_type,
-            c.method,
-            c.rpc_id,
-            c.rpc_id_type,
-            c.tool,
-            c.is_error,
-            c.error_code,
-            c.era,
-        )
+        derived = classify(ev.raw)[:DERIVED_FIELDS]
     else:
         doc = _doc(ev.raw)
         tool, method, era = (
@@ -607,12 +605,9 @@ def _doc(raw: bytes) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _project(proj: dict, ev: NewEvent, era: str | None) -> None:
-    """Fold one record into the sessions projection being built for this append."""
-    if ev.kind == Kind.FRAME:
-        if era and "era" not in proj:
-            proj["era"] = era
-        return
+def _project(proj: dict, ev: NewEvent) -> None:
+    """Fold one session event into the sessions projection being built for this append (frames
+    only name the era, which the append loop takes from their derived columns)."""
     doc = _doc(ev.raw)
     if ev.kind == Kind.SESSION_STARTED:
         proj["started_ns"] = ev.wall_ns

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recorder.jsonrpc import classify
+from recorder.jsonrpc import Classification, classify
 
 
 def test_request_with_tool_and_number_id():
@@ -75,3 +75,11 @@ def test_big_integers_and_odd_ids_do_not_raise():
     assert c.rpc_id == "123456789012345678901234567890"
     assert classify(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}').rpc_id_type == "null"
     assert classify(b'{"jsonrpc":"2.0","id":1.5,"method":"m"}').rpc_id == "1.5"
+
+
+def test_classification_leads_with_the_logs_derived_columns():
+    """The store writes a classification's leading fields straight into the derived columns."""
+    from recorder.store.sql import DERIVED_FIELDS, INSERT_COLUMNS
+
+    first = INSERT_COLUMNS.index("msg_type")
+    assert Classification._fields[:DERIVED_FIELDS] == INSERT_COLUMNS[first : first + DERIVED_FIELDS]
