@@ -103,7 +103,17 @@ def classify_message(message: object) -> Classification:
     if method is not None and not isinstance(method, str):
         method = None
     has_id = "id" in message
-    rpc_id, rpc_id_type = id_fields(get("id")) if has_id else (None, None)
+    if has_id:
+        raw_id = get("id")
+        # The two id types clients use, without the general conversion's isinstance chain.
+        if raw_id.__class__ is int:
+            rpc_id, rpc_id_type = str(raw_id), "number"
+        elif raw_id.__class__ is str:
+            rpc_id, rpc_id_type = raw_id, "string"
+        else:
+            rpc_id, rpc_id_type = id_fields(raw_id)
+    else:
+        rpc_id = rpc_id_type = None
     if method is not None:
         tool = None
         if method == "tools/call":
@@ -137,9 +147,12 @@ def classify_message(message: object) -> Classification:
 def classify(raw: bytes) -> Classification:
     """Classify a raw frame. Never raises."""
     try:
-        value, problem = parse(raw)
-        if problem is not None:
-            return Classification("invalid", problem=problem)
+        try:
+            value = orjson.loads(raw)  # the common case, without parse()'s fallbacks
+        except orjson.JSONDecodeError:
+            value, problem = parse(raw)
+            if problem is not None:
+                return Classification("invalid", problem=problem)
         if isinstance(value, list):
             if not value:
                 return Classification("invalid", problem="not_jsonrpc")
