@@ -153,6 +153,13 @@ class Journal:
         with self._lock:
             return [seg.path for seg in self._segments]
 
+    def extents(self) -> list[tuple[int, Path, int]]:
+        """(number, path, size) of each segment not yet released, oldest first. A size covers
+        complete records only, and every segment but the last is final: a shipper can hand these
+        ranges to another process without reading a byte of them here."""
+        with self._lock:
+            return [(seg.number, seg.path, seg.size) for seg in self._segments]
+
     def release(self, path: Path) -> None:
         """Delete a fully shipped segment (never the one being written)."""
         with self._lock:

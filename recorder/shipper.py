@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from recorder.errors import BlackboxError, StoreError
 from recorder.journal import Journal, JournalReader, parse_segment_name
 from recorder.model import Direction, Kind, NewEvent
 from recorder.store import EventStore
+from recorder.taps.observer import FrameObserver
 
 BATCH_RECORDS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
@@ -41,6 +43,8 @@ MAX_BACKOFF = 5.0
 # A separate process cannot hold the relay's GIL; niced hard it was starved on a busy machine
 # and could not ship a session's backlog within the exit budget, so only a little.
 WORKER_NICE = 3
+# How long a closing tap waits for the worker to observe what it has not shipped yet.
+OBSERVE_REST_SECONDS = 2.0
 
 Observer = Callable[[Sequence[NewEvent]], None]
 
@@ -75,7 +79,6 @@ class Shipper:
         # hold this process's GIL while the relay waits for it.
         self.worker_url = worker_url
         self._worker: _Worker | None = None
-        self._pending_range: tuple[Path, int, int] = (Path(), 0, 0)
         self.shipped = 0
         self.last_error: str | None = None
         self._store: EventStore | None = None
@@ -92,6 +95,10 @@ class Shipper:
         self._thread = threading.Thread(target=self._run, name="blackbox-shipper", daemon=True)
         self._outage_since: int | None = None
         self._finished = False
+        # Worker mode: where the next range to ship starts (segment number, path, offset); the
+        # worker observes what it ships, so this process never reads the journal.
+        self._remote_pos: tuple[int, Path, int] | None = None
+        self._remote = worker_url is not None
 
     # -- the API -----------------------------------------------------------------------------------
 
@@ -99,7 +106,7 @@ class Shipper:
         if self.worker_url is not None:
             # Start the worker now: its imports and store connection take a while, and a short
             # session must not spend its exit budget waiting for them.
-            self._worker = _Worker(self.worker_url, WORKER_NICE)
+            self._worker = self._new_worker()
         self._thread.start()
 
     def flush(self, timeout: float) -> bool:
@@ -138,6 +145,9 @@ class Shipper:
         """Feed the observer every record appended so far, even those the store has not taken
         yet (the store may be down): the tap calls this before it writes its closing events."""
         if self.observer is None:
+            return
+        if self._remote:
+            self._observe_rest_remote()
             return
         with self._read_lock:
             segments = self.journal.segments()
@@ -178,10 +188,9 @@ class Shipper:
                     path = segments[0]
                     self._reader = JournalReader(path)
                     self._reader_segment = _number(path)
-                start = self._reader.offset
                 batch = self._reader.read(self.batch_records, BATCH_BYTES)
                 if batch:
-                    self._take(batch, start)
+                    self._take(batch)
                     return
                 later = [p for p in segments if _number(p) > self._reader_segment]
                 if not later:
@@ -189,10 +198,9 @@ class Shipper:
                     return
                 # The writer moved on, so this segment is complete: read it once more (a write
                 # may have finished since), then release it, since everything in it is committed.
-                start = self._reader.offset
                 batch = self._reader.read(self.batch_records, BATCH_BYTES)
                 if batch:
-                    self._take(batch, start)
+                    self._take(batch)
                     return
                 done = self._reader.path
                 self._reader.close()
@@ -200,11 +208,10 @@ class Shipper:
                 self._reader_segment = _number(later[0])
                 self.journal.release(done)
 
-    def _take(self, batch: list[NewEvent], start: int) -> None:
+    def _take(self, batch: list[NewEvent]) -> None:
         assert self._reader is not None
         self._pending = batch
         self._pending_end = (self._reader_segment, self._reader.offset)
-        self._pending_range = (self._reader.path, start, self._reader.offset)
         self._observe(batch)
 
     def _set_committed(self, mark: tuple[int, int]) -> None:
@@ -216,6 +223,9 @@ class Shipper:
     def _run(self) -> None:
         if self.nice:
             lower_thread_priority(self.nice)
+        if self._remote:
+            self._run_remote()
+            return
         backoff = 0.1
         try:
             while True:
@@ -228,14 +238,9 @@ class Shipper:
                     self._wake.clear()
                     continue
                 try:
-                    if self.worker_url is not None:
-                        if self._worker is None:
-                            self._worker = _Worker(self.worker_url, WORKER_NICE)
-                        self._worker.ship(*self._pending_range)
-                    else:
-                        if self._store is None:
-                            self._store = self.store_factory()
-                        self._store.append(self._pending)
+                    if self._store is None:
+                        self._store = self.store_factory()
+                    self._store.append(self._pending)
                 except Exception as exc:  # any failure: keep the records in the journal, retry
                     self._failed(exc)
                     if self._stopping:
@@ -259,6 +264,91 @@ class Shipper:
             with self._cond:
                 self._cond.notify_all()
 
+    # -- worker mode -------------------------------------------------------------------------------
+
+    def _new_worker(self) -> _Worker:
+        assert self.worker_url is not None
+        return _Worker(self.worker_url, WORKER_NICE, self.observer)
+
+    def _run_remote(self) -> None:
+        """The thread in worker mode: hand journal ranges to the worker and wait for its answer.
+
+        Why: everything that costs CPU (reading records back, JSON parsing for the observer,
+        hashing, SQL) happens in the worker process, so this thread only ever blocks in system
+        calls and never holds the GIL the relay needs (a batch parsed here showed up at once in
+        the relay's p99). Range ends come from the journal's own bookkeeping of complete records.
+        """
+        backoff = 0.1
+        try:
+            while True:
+                extents = self.journal.extents()
+                pos = self._remote_pos
+                if pos is None:
+                    if not extents:
+                        if self._stopping:
+                            return
+                        self._wake.wait(self.poll_seconds)
+                        self._wake.clear()
+                        continue
+                    pos = self._remote_pos = (extents[0][0], extents[0][1], 0)
+                number, path, offset = pos
+                size = next((sz for n, _p, sz in extents if n == number), offset)
+                later = [(n, p) for n, p, _sz in extents if n > number]
+                if size <= offset:
+                    if later:
+                        # The writer moved on and everything in this segment is committed.
+                        self.journal.release(path)
+                        self._remote_pos = (later[0][0], later[0][1], 0)
+                        continue
+                    self._set_committed((number, offset))
+                    if self._stopping:
+                        return
+                    self._wake.wait(self.poll_seconds)
+                    self._wake.clear()
+                    continue
+                try:
+                    if self._worker is None:
+                        self._worker = self._new_worker()
+                    count = self._worker.ship(path, offset, size)
+                except Exception as exc:  # any failure: keep the records in the journal, retry
+                    self._failed(exc)
+                    if self._stopping:
+                        return
+                    self._wake.wait(backoff)
+                    self._wake.clear()
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    continue
+                backoff = 0.1
+                self.shipped += count
+                self._remote_pos = (number, path, size)
+                self._set_committed((number, size))
+                if self._outage_since is not None:
+                    self._outage_since = None
+                    self.last_error = None
+                    self.on_notice(f"store back; {self.shipped} records shipped in all")
+        finally:
+            self._finished = True
+            with self._cond:
+                self._cond.notify_all()
+
+    def _observe_rest_remote(self) -> None:
+        """Have the worker observe everything not shipped yet (the store may be down) and take
+        over its list of outstanding requests; its events reach the journal before this returns."""
+        worker = self._worker
+        if worker is None or not isinstance(self.observer, FrameObserver):
+            return
+        start = self._remote_pos
+        ranges = []
+        for number, path, size in self.journal.extents():
+            offset = start[2] if start is not None and number == start[0] else 0
+            if start is not None and number < start[0]:
+                continue
+            if size > offset:
+                ranges.append((path, offset, size))
+        outstanding = worker.observe(ranges, OBSERVE_REST_SECONDS)
+        if outstanding is not None:
+            self.observer.set_outstanding(outstanding)
+
     def _failed(self, exc: BaseException) -> None:
         message = str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
         self.last_error = message.splitlines()[0] if message else type(exc).__name__
@@ -266,7 +356,8 @@ class Shipper:
             with contextlib.suppress(Exception):
                 self._store.close()
             self._store = None
-        if self._worker is not None and self._worker.proc.poll() is not None:
+        if self._worker is not None and (self._worker.dead or self._worker.proc.poll() is not None):
+            self._worker.close()
             self._worker = None  # it died: the next attempt starts a new one
         if self._outage_since is None:
             self._outage_since = time.monotonic_ns()
@@ -278,80 +369,195 @@ class Shipper:
 
 
 class _Worker:
-    """A child process that appends journal ranges to the store: `python -m recorder.shipper URL`.
+    """A child process that stores journal ranges and observes their frames:
+    `python -m recorder.shipper URL NICE [observe|observe-quarantine]`.
 
-    The shipper thread sends "PATH<TAB>START<TAB>END" lines; the worker reads those records from
-    the journal file itself (nothing is copied through the pipe) and answers "ok" or "err MESSAGE".
-    It runs niced, ignores the signals a host sends to the tap's process group (the tap decides
-    when shipping ends), and exits when its stdin closes.
+    Lines to the worker: "ship<TAB>PATH<TAB>START<TAB>END" (observe, then store that range; the
+    worker reads the records from the journal file itself, nothing is copied through the pipe),
+    "observe<TAB>PATH<TAB>START<TAB>END" (observe only: the store may be down) and "outstanding".
+    Lines back: "ok N" or "err MESSAGE" per ship, in order; "event<TAB>SESSION<TAB>KIND<TAB>JSON"
+    for what the observer found, which this side appends to the journal (the journal assigns
+    seqs, so only its owner may write it); "outstanding<TAB>JSON". A reader thread takes the
+    answers as they come, so asking for outstanding requests never waits behind a slow store.
+    The worker runs niced, ignores the signals a host sends to the tap's process group (the tap
+    decides when shipping ends), and exits when its stdin closes, after the stores queued.
     """
 
-    def __init__(self, url: str, nice: int) -> None:
+    def __init__(self, url: str, nice: int, observer: Observer | None = None) -> None:
+        self.observer = observer if isinstance(observer, FrameObserver) else None
+        mode = []
+        if self.observer is not None:
+            mode = ["observe-quarantine" if self.observer.quarantine_noise else "observe"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "recorder.shipper", url, str(nice)],
+            [sys.executable, "-m", "recorder.shipper", url, str(nice), *mode],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
+        self.dead = False
+        self._send_lock = threading.Lock()
+        self._answers: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._outstanding: queue.SimpleQueue[list[dict[str, object]] | None] = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, name="blackbox-worker-reader")
+        self._reader.daemon = True
+        self._reader.start()
 
-    def ship(self, path: Path, start: int, end: int) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
         try:
-            self.proc.stdin.write(f"{path}\t{start}\t{end}\n".encode())
-            self.proc.stdin.flush()
-            answer = self.proc.stdout.readline().decode().rstrip("\n")
-        except OSError:
-            answer = ""
-        if answer == "ok":
-            return
+            for line in self.proc.stdout:
+                tag, _, rest = line.decode().rstrip("\n").partition("\t")
+                if tag == "event":
+                    sid, kind, doc = rest.split("\t", 2)
+                    if self.observer is not None:
+                        self.observer.emit(sid, kind, json.loads(doc))
+                elif tag == "outstanding":
+                    self._outstanding.put(json.loads(rest))
+                else:
+                    self._answers.put(line.decode().rstrip("\n"))
+        except (OSError, ValueError):
+            pass
+        finally:
+            self.dead = True  # before the sentinels: a caller that checks it never blocks
+            self._answers.put("")
+            self._outstanding.put(None)
+
+    def _send(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        with self._send_lock:
+            try:
+                self.proc.stdin.write(text.encode())
+                self.proc.stdin.flush()
+            except (OSError, ValueError):
+                raise StoreError("the store worker process exited") from None
+
+    def ship(self, path: Path, start: int, end: int) -> int:
+        """Store the records in [start, end) of a segment; how many there were."""
+        if self.dead:
+            raise StoreError("the store worker process exited")
+        self._send(f"ship\t{path}\t{start}\t{end}\n")
+        answer = self._answers.get()
+        if answer.startswith("ok"):
+            return int(answer[3:] or 0)
         if answer.startswith("err "):
             raise StoreError(answer[4:])
         raise StoreError("the store worker process exited")
+
+    def observe(
+        self, ranges: Sequence[tuple[Path, int, int]], timeout: float
+    ) -> list[dict[str, object]] | None:
+        """Have the worker observe these ranges; its outstanding requests then (None when it
+        cannot say in time)."""
+        if self.observer is None or self.dead:
+            return None
+        with contextlib.suppress(queue.Empty):
+            while True:  # a late answer to an earlier call that timed out
+                self._outstanding.get_nowait()
+        lines = "".join(f"observe\t{p}\t{s}\t{e}\n" for p, s, e in ranges)
+        try:
+            self._send(lines + "outstanding\n")
+            return self._outstanding.get(timeout=timeout)
+        except (StoreError, queue.Empty):
+            return None
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
-        # It exits once it sees EOF (after an append in flight, if any): no need to wait.
+        # It exits once it sees EOF (after the stores queued, if any): no need to wait.
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(0.1)
 
 
-def _worker_main(url: str, nice: int) -> None:
-    """The store worker's loop (see `_Worker`)."""
+def _worker_main(url: str, nice: int, mode: str = "") -> None:
+    """The store worker's loop (see `_Worker`): this thread reads commands and observes, a second
+    one stores, so a store that hangs never holds up observation."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(nice)
-    from recorder.store import open_store
+    out_lock = threading.Lock()
 
-    store: EventStore | None = None
-    with contextlib.suppress(Exception):  # connect before the first batch; errors come later
-        store = open_store(url)
-    for line in sys.stdin:
-        path, start, end = line.rstrip("\n").split("\t")
+    def say(line: str) -> None:
+        with out_lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    observer: FrameObserver | None = None
+    if mode.startswith("observe"):
+
+        def emit(sid: str, kind: str, doc: dict[str, object]) -> None:
+            say(f"event\t{sid}\t{kind}\t{json.dumps(doc, separators=(',', ':'))}")
+
+        observer = FrameObserver(emit, quarantine_noise=mode == "observe-quarantine")
+    seen: dict[str, int] = {}
+
+    def observe(path: str, start: int, end: int) -> None:
+        if observer is None:
+            return
+        reader = JournalReader(Path(path), start)
         try:
-            if store is None:
-                store = open_store(url)
-            reader = JournalReader(Path(path), int(start))
+            while batch := reader.read(BATCH_RECORDS, BATCH_BYTES, until=end):
+                fresh = [ev for ev in batch if ev.seq > seen.get(ev.session_id, 0)]
+                for ev in fresh:
+                    seen[ev.session_id] = ev.seq
+                if fresh:
+                    observer(fresh)
+        finally:
+            reader.close()
+
+    jobs: queue.SimpleQueue[tuple[str, int, int] | None] = queue.SimpleQueue()
+
+    def store_loop() -> None:
+        from recorder.store import open_store
+
+        store: EventStore | None = None
+        with contextlib.suppress(Exception):  # connect before the first batch; errors come later
+            store = open_store(url)
+        while (job := jobs.get()) is not None:
+            path, start, end = job
             try:
-                while reader.offset < int(end):
-                    batch = reader.read(BATCH_RECORDS, BATCH_BYTES, until=int(end))
-                    if not batch:
-                        raise StoreError(f"journal {path} ends before offset {end}")
-                    store.append(batch)
-            finally:
-                reader.close()
-            answer = "ok"
-        except Exception as exc:
-            message = str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
-            answer = "err " + " ".join(message.split())
-            if store is not None:
-                with contextlib.suppress(Exception):
-                    store.close()
-                store = None
-        sys.stdout.write(answer + "\n")
-        sys.stdout.flush()
+                if store is None:
+                    store = open_store(url)
+                count = 0
+                reader = JournalReader(Path(path), start)
+                try:
+                    while reader.offset < end:
+                        batch = reader.read(BATCH_RECORDS, BATCH_BYTES, until=end)
+                        if not batch:
+                            raise StoreError(f"journal {path} ends before offset {end}")
+                        store.append(batch)
+                        count += len(batch)
+                finally:
+                    reader.close()
+                answer = f"ok {count}"
+            except Exception as exc:
+                text = (
+                    str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
+                )
+                answer = "err " + " ".join(text.split())
+                if store is not None:
+                    with contextlib.suppress(Exception):
+                        store.close()
+                    store = None
+            say(answer)
+
+    storing = threading.Thread(target=store_loop, name="blackbox-worker-store")
+    storing.start()
+    for line in sys.stdin:
+        command, *args = line.rstrip("\n").split("\t")
+        if command in ("ship", "observe"):
+            path, start, end = args[0], int(args[1]), int(args[2])
+            # Observation never fails the ship: a frame it cannot read is the store's to report.
+            with contextlib.suppress(Exception):
+                observe(path, start, end)
+            if command == "ship":
+                jobs.put((path, start, end))
+        elif command == "outstanding":
+            pending = observer.outstanding() if observer is not None else []
+            say("outstanding\t" + json.dumps(pending, separators=(",", ":")))
+    jobs.put(None)
+    storing.join()
 
 
 def lower_thread_priority(nice: int) -> None:
@@ -553,4 +759,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "--hand-off":
         _hand_off_main(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))
     else:
-        _worker_main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+        _worker_main(
+            sys.argv[1],
+            int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+            sys.argv[3] if len(sys.argv) > 3 else "",
+        )

@@ -60,6 +60,15 @@ class FrameObserver:
                 if direction == Direction.CLIENT_TO_SERVER
             ]
 
+    def set_outstanding(self, requests: list[dict[str, Any]]) -> None:
+        """Take over the outstanding requests as another process's observer of this session
+        saw them (the store worker observes when the tap ships through one)."""
+        with self._lock:
+            self._pending = {
+                (Direction.CLIENT_TO_SERVER, req.get("id"), req.get("id_type")): dict(req)
+                for req in requests
+            }
+
     # -- per frame ---------------------------------------------------------------------------------
 
     def _frame(self, ev: NewEvent) -> None:

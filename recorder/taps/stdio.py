@@ -5,10 +5,13 @@ Why it is built this way: recording must be invisible. The relay is one thread r
 loop over raw file descriptors (host stdin, the child's stdout and stderr, a pidfd for the child's
 exit, a signal wake-up pipe): it reads what is there, cuts it at newlines, appends each frame to
 the journal with one `writev()`, then forwards the whole chunk with one `write()`. It never parses
-JSON, hashes or talks to the database; the shipper thread does that (`recorder.shipper`), and the
-frame observer (`recorder.taps.observer`) derives the era and content faults there. Writes are
-non-blocking with per-direction buffers, so a slow reader on one side can never deadlock the
-other; above a high-water mark the relay stops reading the side that feeds it (back-pressure).
+JSON, hashes or talks to the database. With a store URL (the CLI) all of that runs in the store
+worker process (`recorder.shipper`), which also runs the frame observer (`recorder.taps.observer`,
+era and content faults): the tap's only other thread just hands it journal ranges, so no thread
+of the relay's process holds the GIL for long. Without one (library use) a shipper thread does it.
+Writes are non-blocking with per-direction buffers, so a slow reader on one side can never
+deadlock the other; above a high-water mark the relay stops reading the side that feeds it
+(back-pressure).
 
 Faults the relay itself sees are journalled as they happen: EOF in the middle of a frame, a broken
 pipe, oversize frames (forwarded intact, stored as a prefix plus length and sha256), a server that
@@ -206,8 +209,10 @@ class _Tap:
             raise TapError(f"cannot start {cfg.command[0]!r}: {why}") from None
         self.proc = proc
         old_handlers = self._install_signals()
-        # The shipper thread works in Python (classify, hash, SQL); when it holds the GIL the
-        # relay would wait up to the 5 ms default switch interval for it: that was the p99.
+        # An in-process shipper thread works in Python (classify, hash, SQL); when it holds the
+        # GIL the relay would wait up to the 5 ms default switch interval for it: that was the
+        # p99. The store worker process removes that work; this bounds what is left (the
+        # leftovers pass at start, the library mode's shipper).
         switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL)
         try:
