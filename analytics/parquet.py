@@ -31,7 +31,8 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -277,6 +278,46 @@ class CallTracker:
     def feed(self, ev: StoredEvent) -> Extras | None:
         """Fold one record in. Returns what the record adds to its events row, if anything."""
         return self.feed_row(_as_row(ev))
+
+    def feed_rows(self, rows: Sequence[Row], extras: dict[int, Extras], first: int = 0) -> None:
+        """`feed_row` over a batch, what row i adds kept in `extras[first + i]`.
+
+        Plain responses and requests other than tools/call (most of a log) are paired inline
+        here: at a hundred thousand frames a refresh, the method calls per record cost as much
+        as the pairing. Everything else goes through `feed_row`."""
+        feed, opened, by_session, opposite = self.feed_row, self.open, self.by_session, _OPPOSITE
+        for i, ev in enumerate(rows, first):
+            if ev[R_KIND] == "frame":
+                mtype = ev[R_MSG_TYPE]
+                if mtype == "response":
+                    sid = ev[R_SESSION_ID]
+                    key = (sid, opposite.get(ev[R_DIRECTION], ""), ev[R_RPC_ID], ev[R_RPC_ID_TYPE])
+                    call = opened.pop(key, None)
+                    if call is None:
+                        continue  # an orphan response: nothing open asked for it
+                    keys = by_session.get(sid)
+                    if keys is not None:
+                        keys.discard(key)
+                        if not keys:
+                            del by_session[sid]
+                    call[C_RESP_POS] = ev[R_POSITION]
+                    call[C_RESP_SEQ] = ev[R_SEQ]
+                    call[C_RESP_TYPE] = "response"
+                    call[C_ENDED] = ev[R_WALL_NS]
+                    call[C_LATENCY] = ev[R_MONO_NS] - call[C_REQ_MONO]
+                    call[C_IS_ERROR] = is_error = bool(ev[R_IS_ERROR])
+                    call[C_CODE] = call[C_MESSAGE] = None
+                    cancel = call[C_CANCEL]
+                    if cancel is not None and cancel < call[C_RESP_SEQ]:
+                        call[C_OUTCOME] = "cancelled"
+                    else:
+                        call[C_OUTCOME] = "tool_error" if is_error else "ok"
+                    call[C_CLOSED] = True
+                    self.closed.append(call)
+                    continue
+            extra = feed(ev)
+            if extra is not None:
+                extras[i] = extra
 
     def feed_row(self, ev: Row) -> Extras | None:
         """`feed` for a record as a tuple in `StoredEvent` field order (`read_log_rows`): the
@@ -638,26 +679,29 @@ class ParquetCopy:
         last_key = state.get("last_key")
         done = 0
         files = 0
-        feed = tracker.feed_row
-        retention = str(Kind.RETENTION_APPLIED) if start > 0 else None
+        retention = str(Kind.RETENTION_APPLIED)
         ev = None
         for batch in store.read_log_rows(start):
-            for ev in batch:
-                if ev[R_KIND] == retention:
-                    return None  # records before it may be gone from the store: rebuild
-                extra = feed(ev)
-                if extra is not None:
-                    extras[len(buf)] = extra
-                buf.append(ev)
-                done += 1
+            if start > 0 and any(row[R_KIND] == retention for row in batch):
+                return None  # records before it may be gone from the store: rebuild
+            ev = batch[-1]
+            while batch:  # the part of the batch that fits in the current chunk
+                part, batch = batch[: CHUNK - len(buf)], batch[CHUNK - len(buf) :]
+                tracker.feed_rows(part, extras, len(buf))
+                buf.extend(part)
+                reported, done = done, done + len(part)
+                if progress is not None:
+                    for mark in range(
+                        reported - reported % PROGRESS_EVERY, done + 1, PROGRESS_EVERY
+                    ):
+                        if mark > reported:
+                            progress(mark, max(mark, total))
                 if len(buf) >= CHUNK:
-                    last = ev[R_POSITION]
+                    last = buf[-1][R_POSITION]
                     files += self._write_chunk(
                         buf, extras, tracker.take_closed(), chunk_first, last
                     )
                     buf, extras, chunk_first = [], {}, last + 1
-                if progress is not None and done % PROGRESS_EVERY == 0:
-                    progress(done, max(done, total))
         if buf:
             files += self._write_chunk(
                 buf, extras, tracker.take_closed(), chunk_first, buf[-1][R_POSITION]
@@ -692,17 +736,27 @@ class ParquetCopy:
         first: int,
         last: int,
     ) -> int:
+        """Write one chunk's files. Parquet encoding and compression release the GIL, so the
+        events file is written on a second thread while this one builds the calls table (about
+        a tenth of a refresh saved on two cores); all files exist when this returns."""
         name = f"p{first:012d}-{last:012d}.parquet"
         events = _events_table(buf, extras)
-        written = _write_by_day(events, "wall_ns", self.dataset_dir("events"), name)
-        control = events.filter(pc.not_equal(events["kind"], "frame"))
-        if control.num_rows:
-            written += _write_by_day(control, "wall_ns", self.dataset_dir("control"), name)
-        if calls:
-            written += _write_by_day(
-                _calls_table(calls), "started_ns", self.dataset_dir("calls"), name
-            )
-        return written
+        with ThreadPoolExecutor(max_workers=1) as writer:
+            pending = [
+                writer.submit(_write_by_day, events, "wall_ns", self.dataset_dir("events"), name)
+            ]
+            control = events.filter(pc.not_equal(events["kind"], "frame"))
+            if control.num_rows:
+                pending.append(
+                    writer.submit(
+                        _write_by_day, control, "wall_ns", self.dataset_dir("control"), name
+                    )
+                )
+            written = 0
+            if calls:
+                table = _calls_table(calls)
+                written += _write_by_day(table, "started_ns", self.dataset_dir("calls"), name)
+            return written + sum(job.result() for job in pending)
 
     def compact(self, max_files: int | None = None) -> int:
         """Merge the files of each day partition holding more than `max_files` (default
@@ -732,25 +786,33 @@ class ParquetCopy:
 _EXTRAS = ["args_fingerprint", "error_message", "ref_id", "ref_id_type", "items"]
 
 
+# The stored columns as one Arrow struct: Arrow converts the record tuples itself, about twice as
+# fast as transposing them in Python first. is_error comes as 0/1 from SQLite and as a bool from
+# PostgreSQL; the struct takes whichever the chunk holds and the column is cast after.
+_STORED_FIELDS = [EVENTS_SCHEMA.field(name) for name in STORED_FIELDS]
+_ROW_TYPES = {
+    flag: pa.struct([f.with_type(flag) if f.name == "is_error" else f for f in _STORED_FIELDS])
+    for flag in (pa.bool_(), pa.int64())
+}
+
+
 def _events_table(buf: list[Row], extras: dict[int, Extras]) -> pa.Table:
-    """The events rows of a chunk, one Arrow array per column straight from the record tuples
-    (transposed once by `zip`): no per-record object or per-row append."""
-    columns = list(zip(*buf, strict=True))
-    arrays = []
-    for i, name in enumerate(STORED_FIELDS):
-        field = EVENTS_SCHEMA.field(name)
-        if name == "is_error":  # 0/1 on SQLite, bool on PostgreSQL: let Arrow cast
-            arrays.append(pa.array(columns[i]).cast(field.type))
-        else:
-            arrays.append(pa.array(columns[i], type=field.type))
-    table = dict(zip(STORED_FIELDS, arrays, strict=True))
+    """The events rows of a chunk, converted from the record tuples by Arrow in one call (no
+    per-record object or per-column pass in Python), plus what `extras` adds."""
+    flag = next((row[R_IS_ERROR] for row in buf if row[R_IS_ERROR] is not None), None)
+    row_type = _ROW_TYPES[pa.int64() if type(flag) is int else pa.bool_()]
+    stored = pa.RecordBatch.from_struct_array(pa.array(buf, type=row_type))
+    columns = dict(zip(STORED_FIELDS, stored.columns, strict=True))
+    columns["is_error"] = columns["is_error"].cast(pa.bool_())
     n = len(buf)
     for j, name in enumerate(_EXTRAS):
         values: list = [None] * n
         for i, extra in extras.items():
             values[i] = extra[j]
-        table[name] = pa.array(values, type=EVENTS_SCHEMA.field(name).type)
-    return pa.Table.from_arrays([table[name] for name in EVENTS_SCHEMA.names], schema=EVENTS_SCHEMA)
+        columns[name] = pa.array(values, type=EVENTS_SCHEMA.field(name).type)
+    return pa.Table.from_arrays(
+        [columns[name] for name in EVENTS_SCHEMA.names], schema=EVENTS_SCHEMA
+    )
 
 
 def _calls_table(rows: list[list]) -> pa.Table:
@@ -782,10 +844,14 @@ def _write(table: pa.Table, path: Path) -> None:
 
 
 def _write_by_day(table: pa.Table, time_column: str, base: Path, name: str) -> int:
+    if not table.num_rows:
+        return 0
     days = pc.divide(table[time_column], pa.scalar(DAY_NS, pa.int64()))
+    bounds = pc.min_max(days).as_py()
+    single = bounds["min"] == bounds["max"]  # the usual case: no filtering pass needed
     written = 0
-    for day in pc.unique(days).to_pylist():
-        part = table.filter(pc.equal(days, day))
+    for day in [bounds["min"]] if single else pc.unique(days).to_pylist():
+        part = table if single else table.filter(pc.equal(days, day))
         label = datetime.fromtimestamp(day * 86_400, tz=UTC).strftime("%Y-%m-%d")
         target = base / f"day={label}"
         target.mkdir(parents=True, exist_ok=True)
