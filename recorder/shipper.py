@@ -509,6 +509,11 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     jobs: queue.SimpleQueue[tuple[str, int, int] | None] = queue.SimpleQueue()
 
     def store_loop() -> None:
+        # Storing is most of the CPU a session costs (classify, hash chain, SQL), more than the
+        # relay itself: it gets only CPU nobody else wants, so a waking relay, host or server
+        # preempts it at once (niced, it could finish its time slice first: that was p99). Only
+        # this thread: observing, which a closing tap waits for, keeps the worker's priority.
+        idle_thread_priority()
         from recorder.store import open_store
 
         store: EventStore | None = None
@@ -568,6 +573,15 @@ def lower_thread_priority(nice: int) -> None:
     halves the tap's p90 and mean round trip. Elsewhere this quietly does nothing."""
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+
+def idle_thread_priority() -> None:
+    """Run the calling thread only when a CPU has nothing else to do (Linux SCHED_IDLE; the
+    lowest nice value elsewhere). A backlog it cannot ship before the tap exits is handed off."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread, on Linux
+    except (AttributeError, OSError):
+        lower_thread_priority(19)
 
 
 def _number(path: Path) -> int:
