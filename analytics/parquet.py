@@ -282,13 +282,25 @@ class CallTracker:
     def feed_rows(self, rows: Sequence[Row], extras: dict[int, Extras], first: int = 0) -> None:
         """`feed_row` over a batch, what row i adds kept in `extras[first + i]`.
 
-        Plain responses and requests other than tools/call (most of a log) are paired inline
-        here: at a hundred thousand frames a refresh, the method calls per record cost as much
-        as the pairing. Everything else goes through `feed_row`."""
+        Requests and plain responses (most of a log) are dispatched and paired inline here: at
+        a hundred thousand frames a refresh, method calls per record cost as much as the
+        pairing. Everything else goes through `feed_row`."""
         feed, opened, by_session, opposite = self.feed_row, self.open, self.by_session, _OPPOSITE
+        request = self.request
         for i, ev in enumerate(rows, first):
             if ev[R_KIND] == "frame":
                 mtype = ev[R_MSG_TYPE]
+                if mtype == "request":
+                    method, tool, fp = ev[R_METHOD], None, None
+                    if method == "tools/call":
+                        value, problem = parse(ev[R_RAW])
+                        args = _arguments(value) if problem is None else None
+                        if args is not _NO_ARGS:
+                            fp = fingerprint(args)
+                            extras[i] = (fp, None, None, None, None)
+                        tool = ev[R_TOOL]
+                    request(ev, None, method, ev[R_RPC_ID], ev[R_RPC_ID_TYPE], tool, fp, ev[R_ERA])
+                    continue
                 if mtype == "response":
                     sid = ev[R_SESSION_ID]
                     key = (sid, opposite.get(ev[R_DIRECTION], ""), ev[R_RPC_ID], ev[R_RPC_ID_TYPE])
