@@ -204,6 +204,10 @@ def test_nothing_new_does_not_read_the_log(sqlite_url: str, tmp_path: Path) -> N
             self.reads += 1
             return self.inner.read_log(*args, **kwargs)
 
+        def read_log_rows(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.reads += 1
+            return self.inner.read_log_rows(*args, **kwargs)
+
     counting = Counting(store)
     result = copy.refresh(counting)  # type: ignore[arg-type]
     assert (result.new_records, result.files_written, counting.reads) == (0, 0, 0)
