@@ -155,3 +155,38 @@ def test_worker_process_ships_and_is_replaced_when_it_dies(sqlite_url: str, tmp_
     journal.close()
     assert shipper.stop(10)
     assert not list((tmp_path / "j").iterdir())
+
+
+def test_worker_process_observes_what_it_ships(sqlite_url: str, tmp_path: Path) -> None:
+    """With a worker, the observer runs in the worker process: its events come back to this
+    process's journal, and the outstanding requests are taken over at the end."""
+    from recorder.taps.observer import FrameObserver
+
+    journal = Journal.create(tmp_path / "j", segment_bytes=2000)
+    emitted: list[tuple[str, str, dict]] = []
+
+    def emit(sid: str, kind: str, doc: dict) -> None:
+        emitted.append((sid, kind, doc))
+        journal.append(sid, kind, "-", json.dumps(doc).encode())
+
+    observer = FrameObserver(emit)
+    shipper = Shipper(
+        journal, lambda: open_store(sqlite_url), lambda _m: None, observer, worker_url=sqlite_url
+    )
+    shipper.start()
+    call = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo"}}'
+    for i in range(1, 40):  # several segments
+        journal.append("o", "frame", "c2s", call % i)
+        journal.append("o", "frame", "s2c", b'{"jsonrpc":"2.0","id":%d,"result":{}}' % i)
+    journal.append("o", "frame", "s2c", b"a log line on stdout")
+    assert shipper.flush(60)
+    journal.append("o", "frame", "c2s", call % 40)  # not shipped yet: observed at the end
+    shipper.observe_rest()
+    assert [(kind, doc["fault"]) for _sid, kind, doc in emitted] == [("fault", "stdout_pollution")]
+    pending = observer.outstanding()
+    assert [(p["id"], p["method"], p["tool"]) for p in pending] == [("40", "tools/call", "echo")]
+    journal.close()
+    assert shipper.stop(30)
+    stored = list(open_store(sqlite_url).read_session("o"))
+    assert [ev.seq for ev in stored] == list(range(1, len(stored) + 1))
+    assert any(ev.kind == "fault" for ev in stored)
