@@ -420,15 +420,17 @@ def main() -> None:
             key: statistics.median(r[key] for r in runs) if key != "frames" else runs[0][key]
             for key in runs[0]
         }
-    print("| calls | report cold | report warm | direct SQL (SQLite) | speed-up (warm) |")
-    print("|---:|---:|---:|---:|---:|")
+    if results:
+        print("| calls | report cold | report warm | direct SQL (SQLite) | speed-up (warm) |")
+        print("|---:|---:|---:|---:|---:|")
     for r in results:
         direct = r.get("sqlite_s")
         print(
             f"| {r['calls']:,} | {r['cold_s']:.2f} s | {r['warm_s']:.2f} s | "
             + (f"{direct:.1f} s | {direct / r['warm_s']:.0f}× |" if direct else "— | — |")
         )
-    print()
+    if results:
+        print()
     # The baseline: the store's own read_log of the same records, timed in the same run, so the
     # ratio holds on a busy machine where the seconds do not.
     print("| refresh | wall | CPU | store's read_log of the same records | refresh / read_log |")
