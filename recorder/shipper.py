@@ -67,6 +67,7 @@ class Shipper:
         poll_seconds: float = POLL_SECONDS,
         nice: int = 0,
         worker_url: str | None = None,
+        leftovers_dir: Path | None = None,
     ) -> None:
         self.journal = journal
         self.store_factory = store_factory
@@ -78,6 +79,9 @@ class Shipper:
         # With a store URL, appends run in a child process (see _Worker): no store work can then
         # hold this process's GIL while the relay waits for it.
         self.worker_url = worker_url
+        # Worker mode: the first worker also ships the journals dead taps left in this directory,
+        # in the background of its own process (no store work in this one, even at start).
+        self.leftovers_dir = leftovers_dir
         self._worker: _Worker | None = None
         self.shipped = 0
         self.last_error: str | None = None
@@ -268,7 +272,8 @@ class Shipper:
 
     def _new_worker(self) -> _Worker:
         assert self.worker_url is not None
-        return _Worker(self.worker_url, WORKER_NICE, self.observer)
+        leftovers, self.leftovers_dir = self.leftovers_dir, None
+        return _Worker(self.worker_url, WORKER_NICE, self.observer, leftovers)
 
     def _run_remote(self) -> None:
         """The thread in worker mode: hand journal ranges to the worker and wait for its answer.
@@ -374,7 +379,8 @@ class _Worker:
 
     Lines to the worker: "ship<TAB>PATH<TAB>START<TAB>END" (observe, then store that range; the
     worker reads the records from the journal file itself, nothing is copied through the pipe),
-    "observe<TAB>PATH<TAB>START<TAB>END" (observe only: the store may be down) and "outstanding".
+    "observe<TAB>PATH<TAB>START<TAB>END" (observe only: the store may be down), "outstanding", and
+    "leftovers<TAB>DIRECTORY" (ship dead taps' journals in a thread of its own, unanswered).
     Lines back: "ok N" or "err MESSAGE" per ship, in order; "event<TAB>SESSION<TAB>KIND<TAB>JSON"
     for what the observer found, which this side appends to the journal (the journal assigns
     seqs, so only its owner may write it); "outstanding<TAB>JSON". A reader thread takes the
@@ -383,7 +389,13 @@ class _Worker:
     decides when shipping ends), and exits when its stdin closes, after the stores queued.
     """
 
-    def __init__(self, url: str, nice: int, observer: Observer | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        nice: int,
+        observer: Observer | None = None,
+        leftovers_dir: Path | None = None,
+    ) -> None:
         self.observer = observer if isinstance(observer, FrameObserver) else None
         mode = []
         if self.observer is not None:
@@ -401,6 +413,9 @@ class _Worker:
         self._reader = threading.Thread(target=self._read, name="blackbox-worker-reader")
         self._reader.daemon = True
         self._reader.start()
+        if leftovers_dir is not None:
+            with contextlib.suppress(StoreError):  # it died at once: the next tap ships them
+                self._send(f"leftovers\t{leftovers_dir}\n")
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -479,7 +494,8 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     out_lock = threading.Lock()
 
     def say(line: str) -> None:
-        with out_lock:
+        # A tap that is gone needs no answer; the work it asked for is still done.
+        with out_lock, contextlib.suppress(OSError, ValueError):
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
@@ -549,19 +565,24 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
 
     storing = threading.Thread(target=store_loop, name="blackbox-worker-store")
     storing.start()
-    for line in sys.stdin:
-        command, *args = line.rstrip("\n").split("\t")
-        if command in ("ship", "observe"):
-            path, start, end = args[0], int(args[1]), int(args[2])
-            # Observation never fails the ship: a frame it cannot read is the store's to report.
-            with contextlib.suppress(Exception):
-                observe(path, start, end)
-            if command == "ship":
-                jobs.put((path, start, end))
-        elif command == "outstanding":
-            pending = observer.outstanding() if observer is not None else []
-            say("outstanding\t" + json.dumps(pending, separators=(",", ":")))
-    jobs.put(None)
+    try:
+        for line in sys.stdin:
+            command, *args = line.rstrip("\n").split("\t")
+            if command in ("ship", "observe"):
+                path, start, end = args[0], int(args[1]), int(args[2])
+                # Observation never fails the ship: a frame it cannot read is the store's to report.
+                with contextlib.suppress(Exception):
+                    observe(path, start, end)
+                if command == "ship":
+                    jobs.put((path, start, end))
+            elif command == "outstanding":
+                pending = observer.outstanding() if observer is not None else []
+                say("outstanding\t" + json.dumps(pending, separators=(",", ":")))
+            elif command == "leftovers":
+                # Not a daemon: what it started it finishes, even after the tap has exited.
+                threading.Thread(target=_ship_leftovers_idle, args=(url, Path(args[0]))).start()
+    finally:  # also when the tap is gone (a broken pipe): the queued stores still finish
+        jobs.put(None)
     storing.join()
 
 
@@ -573,6 +594,13 @@ def lower_thread_priority(nice: int) -> None:
     halves the tap's p90 and mean round trip. Elsewhere this quietly does nothing."""
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+
+def _ship_leftovers_idle(url: str, directory: Path) -> None:
+    from recorder.store import open_store
+
+    idle_thread_priority()
+    ship_leftovers_quietly(directory, lambda: open_store(url))
 
 
 def idle_thread_priority() -> None:

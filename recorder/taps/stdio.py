@@ -175,10 +175,11 @@ class _Tap:
             self.observer,
             nice=SHIPPER_NICE,
             worker_url=cfg.store_url,
+            leftovers_dir=cfg.journal_dir if cfg.ship_leftovers else None,
         )
         self.shipper.start()
         self.leftovers: threading.Thread | None = None
-        if cfg.ship_leftovers:
+        if cfg.ship_leftovers and cfg.store_url is None:  # else the store worker ships them
             self.leftovers = threading.Thread(target=self._ship_leftovers, daemon=True)
             self.leftovers.start()
         try:
