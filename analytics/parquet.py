@@ -684,8 +684,10 @@ class ParquetCopy:
             tracker.load(pq.read_table(pending).to_pylist())
         start = state["position"]
         total = max(top - start, 0)
-        buf: list[Row] = []
-        extras: dict[int, Extras] = {}
+        # Each batch of records becomes Arrow as soon as it is paired, while its objects are
+        # still in the CPU's caches, and is then let go: only Arrow data waits for the chunk.
+        pieces: list[pa.Table] = []
+        in_chunk = 0
         chunk_first = start + 1
         last = start
         last_key = state.get("last_key")
@@ -698,9 +700,11 @@ class ParquetCopy:
                 return None  # records before it may be gone from the store: rebuild
             ev = batch[-1]
             while batch:  # the part of the batch that fits in the current chunk
-                part, batch = batch[: CHUNK - len(buf)], batch[CHUNK - len(buf) :]
-                tracker.feed_rows(part, extras, len(buf))
-                buf.extend(part)
+                part, batch = batch[: CHUNK - in_chunk], batch[CHUNK - in_chunk :]
+                extras: dict[int, Extras] = {}
+                tracker.feed_rows(part, extras)
+                pieces.append(_events_table(part, extras))
+                in_chunk += len(part)
                 reported, done = done, done + len(part)
                 if progress is not None:
                     for mark in range(
@@ -708,15 +712,16 @@ class ParquetCopy:
                     ):
                         if mark > reported:
                             progress(mark, max(mark, total))
-                if len(buf) >= CHUNK:
-                    last = buf[-1][R_POSITION]
+                if in_chunk >= CHUNK:
+                    last = part[-1][R_POSITION]
                     files += self._write_chunk(
-                        buf, extras, tracker.take_closed(), chunk_first, last
+                        pa.concat_tables(pieces), tracker.take_closed(), chunk_first, last
                     )
-                    buf, extras, chunk_first = [], {}, last + 1
-        if buf:
+                    pieces, in_chunk, chunk_first = [], 0, last + 1
+        if pieces:
+            assert ev is not None
             files += self._write_chunk(
-                buf, extras, tracker.take_closed(), chunk_first, buf[-1][R_POSITION]
+                pa.concat_tables(pieces), tracker.take_closed(), chunk_first, ev[R_POSITION]
             )
         if ev is not None:
             last, last_key = ev[R_POSITION], [ev[R_SESSION_ID], ev[R_SEQ]]
@@ -740,19 +745,11 @@ class ParquetCopy:
         self._cleanup(last, pending_name)
         return RefreshResult(done, last, False, 0.0, files_written=files)
 
-    def _write_chunk(
-        self,
-        buf: list[Row],
-        extras: dict[int, Extras],
-        calls: list[list],
-        first: int,
-        last: int,
-    ) -> int:
+    def _write_chunk(self, events: pa.Table, calls: list[list], first: int, last: int) -> int:
         """Write one chunk's files. Parquet encoding and compression release the GIL, so the
         events file is written on a second thread while this one builds the calls table (about
         a tenth of a refresh saved on two cores); all files exist when this returns."""
         name = f"p{first:012d}-{last:012d}.parquet"
-        events = _events_table(buf, extras)
         with ThreadPoolExecutor(max_workers=1) as writer:
             pending = [
                 writer.submit(_write_by_day, events, "wall_ns", self.dataset_dir("events"), name)
@@ -809,7 +806,7 @@ _ROW_TYPES = {
 
 
 def _events_table(buf: list[Row], extras: dict[int, Extras]) -> pa.Table:
-    """The events rows of a chunk, converted from the record tuples by Arrow in one call (no
+    """The events rows of a batch, converted from the record tuples by Arrow in one call (no
     per-record object or per-column pass in Python), plus what `extras` adds."""
     flag = next((row[R_IS_ERROR] for row in buf if row[R_IS_ERROR] is not None), None)
     row_type = _ROW_TYPES[pa.int64() if type(flag) is int else pa.bool_()]
