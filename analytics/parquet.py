@@ -1,9 +1,10 @@
 """The analytics copy of the log: the store exported to Parquet, incrementally.
 
 The log is append-only, so a refresh reads only the records past the last exported global
-position (`EventStore.read_log`) and appends new files; a refresh with nothing new costs one
-`max_position()` query. Two datasets are written, each partitioned by UTC day
-(`<dataset>/day=YYYY-MM-DD/p<first>-<last>.parquet`, the positions of the records a file came from):
+position (`EventStore.read_log_rows`: plain driver tuples, no object per record) and appends new
+files; a refresh with nothing new costs one `max_position()` query. Two datasets are written,
+each partitioned by UTC day (`<dataset>/day=YYYY-MM-DD/p<first>-<last>.parquet`, the positions
+of the records a file came from):
 
 - `events`: every record of the log with the store's derived columns, plus what analytics needs
   from the raw JSON, extracted once here (arguments fingerprint, error message, the id a
@@ -747,8 +748,8 @@ class ParquetCopy:
 
     def _write_chunk(self, events: pa.Table, calls: list[list], first: int, last: int) -> int:
         """Write one chunk's files. Parquet encoding and compression release the GIL, so the
-        events file is written on a second thread while this one builds the calls table (about
-        a tenth of a refresh saved on two cores); all files exist when this returns."""
+        events file (the largest) is written on a second thread while this one builds the calls
+        table; all files exist when this returns, so crash safety is unchanged."""
         name = f"p{first:012d}-{last:012d}.parquet"
         with ThreadPoolExecutor(max_workers=1) as writer:
             pending = [
