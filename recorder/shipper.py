@@ -225,11 +225,14 @@ class Shipper:
             self._cond.notify_all()
 
     def _run(self) -> None:
-        if self.nice:
-            lower_thread_priority(self.nice)
         if self._remote:
+            # Not niced: this thread does next to no work, but it takes the GIL for a moment
+            # around each answer, and a niced thread preempted while holding it would stall
+            # the relay until it ran again (priority inversion).
             self._run_remote()
             return
+        if self.nice:
+            lower_thread_priority(self.nice)
         backoff = 0.1
         try:
             while True:

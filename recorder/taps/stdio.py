@@ -42,6 +42,7 @@ from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.shipper import (
+    POLL_SECONDS,
     Shipper,
     hand_off_leftovers,
     lower_thread_priority,
@@ -59,6 +60,7 @@ DRAIN_AFTER_EXIT_SECONDS = 2.0
 SWITCH_INTERVAL = 0.0002
 SHUTDOWN_GRACE_SECONDS = 2.0
 SHIPPER_NICE = 15
+WORKER_POLL_SECONDS = 0.2
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _POLLIN = select.POLLIN | select.POLLPRI
@@ -174,6 +176,9 @@ class _Tap:
             cfg.on_notice,
             self.observer,
             nice=SHIPPER_NICE,
+            # With the worker, fewer and larger ranges: every hand-off takes the GIL for a
+            # moment in this process; records reach the store at most this much later.
+            poll_seconds=WORKER_POLL_SECONDS if cfg.store_url is not None else POLL_SECONDS,
             worker_url=cfg.store_url,
             leftovers_dir=cfg.journal_dir if cfg.ship_leftovers else None,
         )
