@@ -249,12 +249,10 @@ class Shipper:
                         self._store = self.store_factory()
                     self._store.append(self._pending)
                 except Exception as exc:  # any failure: keep the records in the journal, retry
-                    self._failed(exc)
-                    if self._stopping:
+                    retry = self._back_off(exc, backoff)
+                    if retry is None:
                         return
-                    self._wake.wait(backoff)
-                    self._wake.clear()
-                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    backoff = retry
                     continue
                 backoff = 0.1
                 self.shipped += len(self._pending)
@@ -319,12 +317,10 @@ class Shipper:
                         self._worker = self._new_worker()
                     count = self._worker.ship(path, offset, size)
                 except Exception as exc:  # any failure: keep the records in the journal, retry
-                    self._failed(exc)
-                    if self._stopping:
+                    retry = self._back_off(exc, backoff)
+                    if retry is None:
                         return
-                    self._wake.wait(backoff)
-                    self._wake.clear()
-                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    backoff = retry
                     continue
                 backoff = 0.1
                 self.shipped += count
@@ -356,6 +352,16 @@ class Shipper:
         outstanding = worker.observe(ranges, OBSERVE_REST_SECONDS)
         if outstanding is not None:
             self.observer.set_outstanding(outstanding)
+
+    def _back_off(self, exc: BaseException, backoff: float) -> float | None:
+        """Report a failed attempt and wait `backoff` seconds (a stop cuts the wait short); the
+        next wait, doubled up to MAX_BACKOFF, or None when the shipper is stopping."""
+        self._failed(exc)
+        if self._stopping:
+            return None
+        self._wake.wait(backoff)
+        self._wake.clear()
+        return min(backoff * 2, MAX_BACKOFF)
 
     def _failed(self, exc: BaseException) -> None:
         message = str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
