@@ -287,20 +287,14 @@ class CallTracker:
         a hundred thousand frames a refresh, method calls per record cost as much as the
         pairing. Everything else goes through `feed_row`."""
         feed, opened, by_session, opposite = self.feed_row, self.open, self.by_session, _OPPOSITE
-        request = self.request
+        request = self._request_row
         for i, ev in enumerate(rows, first):
             if ev[R_KIND] == "frame":
                 mtype = ev[R_MSG_TYPE]
                 if mtype == "request":
-                    method, tool, fp = ev[R_METHOD], None, None
-                    if method == "tools/call":
-                        value, problem = parse(ev[R_RAW])
-                        args = _arguments(value) if problem is None else None
-                        if args is not _NO_ARGS:
-                            fp = fingerprint(args)
-                            extras[i] = (fp, None, None, None, None)
-                        tool = ev[R_TOOL]
-                    request(ev, None, method, ev[R_RPC_ID], ev[R_RPC_ID_TYPE], tool, fp, ev[R_ERA])
+                    extra = request(ev)
+                    if extra is not None:
+                        extras[i] = extra
                     continue
                 if mtype == "response":
                     sid = ev[R_SESSION_ID]
@@ -339,32 +333,7 @@ class CallTracker:
         if kind == "frame":
             mtype = ev[R_MSG_TYPE]
             if mtype == "request":
-                if ev[R_METHOD] != "tools/call":
-                    self.request(
-                        ev,
-                        None,
-                        ev[R_METHOD],
-                        ev[R_RPC_ID],
-                        ev[R_RPC_ID_TYPE],
-                        None,
-                        None,
-                        ev[R_ERA],
-                    )
-                    return None
-                value, problem = parse(ev[R_RAW])
-                args = _arguments(value) if problem is None else None
-                fp = fingerprint(args) if args is not _NO_ARGS else None
-                self.request(
-                    ev,
-                    None,
-                    ev[R_METHOD],
-                    ev[R_RPC_ID],
-                    ev[R_RPC_ID_TYPE],
-                    ev[R_TOOL],
-                    fp,
-                    ev[R_ERA],
-                )
-                return (fp, None, None, None, None) if fp is not None else None
+                return self._request_row(ev)
             if mtype == "response":
                 self.response(
                     ev, "response", ev[R_RPC_ID], ev[R_RPC_ID_TYPE], ev[R_IS_ERROR], None, None
@@ -403,6 +372,18 @@ class CallTracker:
                     call[C_FAULT] = ev[R_SEQ]
                 self._close(key)
         return None
+
+    def _request_row(self, ev: Row) -> Extras | None:
+        """Open the call a request starts; a `tools/call` adds its arguments' fingerprint."""
+        method, tool, fp = ev[R_METHOD], None, None
+        if method == "tools/call":
+            value, problem = parse(ev[R_RAW])
+            args = _arguments(value) if problem is None else None
+            if args is not _NO_ARGS:
+                fp = fingerprint(args)
+            tool = ev[R_TOOL]
+        self.request(ev, None, method, ev[R_RPC_ID], ev[R_RPC_ID_TYPE], tool, fp, ev[R_ERA])
+        return (fp, None, None, None, None) if fp is not None else None
 
     def _batch(self, ev: Row) -> Extras | None:
         value, problem = parse(ev[R_RAW])

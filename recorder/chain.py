@@ -181,23 +181,11 @@ def verify_session(
     - the next record links from the previous one: this one was slipped in (`inserted`);
     - otherwise its content no longer matches its hash (`modified`).
     """
-    given = events if isinstance(events, Sequence) else list(events)
-    if given and not isinstance(given[0], StoredEvent):
-        summary = intact_summary(session_id, given)
-        if summary is not None:
-            return check_seal(session_id, summary, sealed_count, chain_broken=False)
-    # Something is off (or the records are StoredEvents): diagnose over named records.
-    rows: Sequence[ChainRecord] = [
-        ChainRecord._make(
-            (getattr(row, name) for name in ChainRecord._fields)
-            if isinstance(row, StoredEvent)
-            else row
-        )
-        for row in given
-    ]
+    rows = [_as_chain_record(row) for row in events]
     summary = intact_summary(session_id, rows)
     if summary is not None:
         return check_seal(session_id, summary, sealed_count, chain_broken=False)
+    # Something is off: diagnose over named records.
     findings: list[Finding] = []
     prev = genesis(session_id)
     expected_seq = 1
@@ -266,6 +254,14 @@ def verify_session(
         check_seal(session_id, summarise(rows), sealed_count, chain_broken=bool(findings))
     )
     return findings
+
+
+def _as_chain_record(row: StoredEvent | ChainRecord | Sequence) -> ChainRecord:  # type: ignore[type-arg]
+    if isinstance(row, ChainRecord):
+        return row
+    if isinstance(row, StoredEvent):
+        return ChainRecord._make(getattr(row, name) for name in ChainRecord._fields)
+    return ChainRecord._make(row)
 
 
 def _sealed_count(row: StoredEvent | ChainRecord) -> int | None:

@@ -255,13 +255,8 @@ class Shipper:
                     backoff = retry
                     continue
                 backoff = 0.1
-                self.shipped += len(self._pending)
-                self._pending = []
-                self._set_committed(self._pending_end)
-                if self._outage_since is not None:
-                    self._outage_since = None
-                    self.last_error = None
-                    self.on_notice(f"store back; {self.shipped} records shipped in all")
+                count, self._pending = len(self._pending), []
+                self._shipped(count, self._pending_end)
         finally:
             self._finished = True
             if self._reader is not None:
@@ -323,13 +318,8 @@ class Shipper:
                     backoff = retry
                     continue
                 backoff = 0.1
-                self.shipped += count
                 self._remote_pos = (number, path, size)
-                self._set_committed((number, size))
-                if self._outage_since is not None:
-                    self._outage_since = None
-                    self.last_error = None
-                    self.on_notice(f"store back; {self.shipped} records shipped in all")
+                self._shipped(count, (number, size))
         finally:
             self._finished = True
             with self._cond:
@@ -353,6 +343,15 @@ class Shipper:
         if outstanding is not None:
             self.observer.set_outstanding(outstanding)
 
+    def _shipped(self, count: int, mark: tuple[int, int]) -> None:
+        """`count` records up to `mark` (segment, offset) are in the store; an outage is over."""
+        self.shipped += count
+        self._set_committed(mark)
+        if self._outage_since is not None:
+            self._outage_since = None
+            self.last_error = None
+            self.on_notice(f"store back; {self.shipped} records shipped in all")
+
     def _back_off(self, exc: BaseException, backoff: float) -> float | None:
         """Report a failed attempt and wait `backoff` seconds (a stop cuts the wait short); the
         next wait, doubled up to MAX_BACKOFF, or None when the shipper is stopping."""
@@ -364,7 +363,7 @@ class Shipper:
         return min(backoff * 2, MAX_BACKOFF)
 
     def _failed(self, exc: BaseException) -> None:
-        message = str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
+        message = describe_failure(exc)
         self.last_error = message.splitlines()[0] if message else type(exc).__name__
         if self._store is not None:
             with contextlib.suppress(Exception):
@@ -430,7 +429,8 @@ class _Worker:
         assert self.proc.stdout is not None
         try:
             for line in self.proc.stdout:
-                tag, _, rest = line.decode().rstrip("\n").partition("\t")
+                text = line.decode().rstrip("\n")
+                tag, _, rest = text.partition("\t")
                 if tag == "event":
                     sid, kind, doc = rest.split("\t", 2)
                     if self.observer is not None:
@@ -438,7 +438,7 @@ class _Worker:
                 elif tag == "outstanding":
                     self._outstanding.put(json.loads(rest))
                 else:
-                    self._answers.put(line.decode().rstrip("\n"))
+                    self._answers.put(text)
         except (OSError, ValueError):
             pass
         finally:
@@ -562,10 +562,7 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                     reader.close()
                 answer = f"ok {count}"
             except Exception as exc:
-                text = (
-                    str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
-                )
-                answer = "err " + " ".join(text.split())
+                answer = "err " + " ".join(describe_failure(exc).split())
                 if store is not None:
                     with contextlib.suppress(Exception):
                         store.close()
@@ -593,6 +590,12 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     finally:  # also when the tap is gone (a broken pipe): the queued stores still finish
         jobs.put(None)
     storing.join()
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A failed store attempt as the user reads it: our own errors say it all; anything else
+    is named by its type."""
+    return str(exc) if isinstance(exc, BlackboxError) else f"{type(exc).__name__}: {exc}"
 
 
 def lower_thread_priority(nice: int) -> None:

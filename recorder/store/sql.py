@@ -416,7 +416,8 @@ class SqlEventStore:
             if summary is not None:
                 findings.extend(chain.check_seal(sid, summary, sealed_count, False))
             else:
-                findings.extend(chain.verify_session(sid, self._chain_records(sid), sealed_count))
+                rows = list(self._stream_chain_records(sid))  # broken: read whole, diagnose
+                findings.extend(chain.verify_session(sid, rows, sealed_count))
         return findings
 
     def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:  # type: ignore[type-arg]
@@ -428,17 +429,6 @@ class SqlEventStore:
                 cursor.execute(_CHAIN_READ[self.dialect], (session_id,))
                 while chunk := cursor.fetchmany(2000):
                     yield from chunk
-            finally:
-                cursor.close()
-
-    def _chain_records(self, session_id: str) -> list[tuple]:  # type: ignore[type-arg]
-        # Verification reads only what the chain covers, as plain driver tuples: building a
-        # SQLAlchemy row and a record object per event cost more than hashing it.
-        with self._translated(), self.engine.connect() as conn:
-            cursor = conn.connection.dbapi_connection.cursor()
-            try:
-                cursor.execute(_CHAIN_READ[self.dialect], (session_id,))
-                return cursor.fetchall()
             finally:
                 cursor.close()
 
