@@ -25,7 +25,12 @@ import threading
 from pathlib import Path
 
 from recorder.journal import parse_segment_name
-from recorder.shipper import Shipper, ship_leftovers_quietly
+from recorder.shipper import (
+    Shipper,
+    idle_thread_priority,
+    normal_thread_priority,
+    ship_leftovers_quietly,
+)
 from recorder.store import EventStore, open_store
 
 
@@ -87,6 +92,10 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"blackbox proxy: {message}\n")
         sys.stderr.flush()
 
+    # While the proxy serves, storing runs only on CPU time nothing else wants (SCHED_IDLE; the
+    # threads started below inherit it): the records are safe in the journal meanwhile, and on a
+    # 2-core machine each burst of store work would otherwise be latency added to calls in flight.
+    idle_thread_priority()
     tail = JournalTail(directory, tap_id)
 
     def factory() -> EventStore:
@@ -111,6 +120,9 @@ def main(argv: list[str]) -> int:
 
     threading.Thread(target=wait_for_eof, daemon=True).start()
     stopped.wait()
+    # The proxy is stopping: what is left is shipped at normal priority, so that a busy machine
+    # cannot starve it past the proxy's exit budget (where the system allows leaving SCHED_IDLE).
+    normal_thread_priority(shipper.thread_id)
     if closed_cleanly:
         # The proxy closed its journal (sessions ended): once all is stored, it can go. Without
         # that word the proxy died; what we ship stays in the journal too, so that the next tap

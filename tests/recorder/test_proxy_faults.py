@@ -183,6 +183,31 @@ def test_secret_headers_are_fingerprinted(faulty: FaultServer, tmp_path: Path) -
     assert all(recorded[k] == v for k, v in mcp.items()), "MCP headers are kept in clear"
 
 
+def test_upstream_cookies_are_forwarded_never_kept(faulty: FaultServer, tmp_path: Path) -> None:
+    """A Set-Cookie goes to the client that got it; the proxy keeps no cookie jar, so a later
+    request (another client's, here) reaches the server without that cookie."""
+    with RecordingProxy(f"{faulty.url}/cookie", tmp_path / "j") as proxy:
+        first = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS)
+        before = len(faulty.requests)
+        second = httpx2.post(proxy.url, content=CALL, headers=JSON_HEADERS)
+    assert first.headers["set-cookie"] == "sid=only-for-the-first-client; Path=/"
+    assert second.status_code == 200
+    _method, _target, headers, _body = faulty.requests[before]
+    assert "cookie" not in headers
+
+
+def test_remote_is_the_peer_not_a_forwarded_for_header(faulty: FaultServer, tmp_path: Path) -> None:
+    """Sessions are routed (and exchanges recorded) by the client's address: a local client
+    cannot claim another with X-Forwarded-For."""
+    spoofed = {**JSON_HEADERS, "x-forwarded-for": "203.0.113.9", "x-forwarded-proto": "https"}
+    with RecordingProxy(f"{faulty.url}/json", tmp_path / "j") as proxy:
+        httpx2.post(proxy.url, content=CALL, headers=spoofed)
+    (exchange,) = [doc(e) for e in of_kind(proxy.records(), "http_exchange")]
+    assert exchange["remote"] == "127.0.0.1"
+    # The header itself is forwarded unchanged: the proxy is transparent.
+    assert faulty.requests[-1][2]["x-forwarded-for"] == "203.0.113.9"
+
+
 def test_policy_denies_without_forwarding(faulty: FaultServer, tmp_path: Path) -> None:
     from recorder.policy import Policy
 

@@ -1,8 +1,9 @@
 """A deliberately misbehaving HTTP server for the proxy's fault tests, written on raw asyncio
 streams so that each failure is byte-exact: a 500, a chunked SSE body cut in the middle of an
 event (connection dropped, or body ended cleanly mid-event), a slow SSE stream whose events carry
-the time they were sent, a server that never answers, and a 2024-11-05 SSE stream announcing an
-absolute endpoint URL. It runs in a thread of the test process.
+the time they were sent, a JSON reply that sets a cookie, a server that never answers, and a
+2024-11-05 SSE stream announcing an absolute endpoint URL. It runs in a thread of the test
+process.
 """
 
 from __future__ import annotations
@@ -116,6 +117,15 @@ class FaultServer:
             reply = _response_for(body)
             writer.write(
                 b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                + f"content-length: {len(reply)}\r\n\r\n".encode()
+                + reply
+            )
+            return True
+        if path == "/cookie":  # a server that hands out a session cookie, as many do
+            reply = _response_for(body)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                b"set-cookie: sid=only-for-the-first-client; Path=/\r\n"
                 + f"content-length: {len(reply)}\r\n\r\n".encode()
                 + reply
             )
