@@ -99,9 +99,28 @@ def intact_summary(session_id: str, rows: Iterable[Sequence]) -> SealSummary | N
     order, as a driver streams them: no per-record objects, no attribute lookups, no need to hold
     the session in memory. Only a chain that fails here pays for `verify_session`'s diagnosis.
     """
+    run = intact_run(session_id, rows, 1, genesis(session_id))
+    if run is None:
+        return None
+    count, seal = run
+    return gapless_summary(seal, count)
+
+
+def intact_run(
+    session_id: str,
+    rows: Iterable[Sequence],  # type: ignore[type-arg]
+    first_seq: int,
+    prev: bytes,
+) -> tuple[int, ChainRecord | None] | None:
+    """Check a run of a session's records that should be seq `first_seq`, `first_seq + 1`, ...
+    each linking from the one before, the first from `prev` (the stored hash of the record
+    before the run, or the genesis). Returns (how many records, the first seal among them), or
+    None as soon as a seq or a link is off.
+
+    Every link needs only the stored hash before it, so the runs of one session (`split_runs`)
+    can be checked apart, on several cores."""
     sha256, pack, sealed = hashlib.sha256, _FIXED.pack, str(Kind.SESSION_SEALED)
-    prev = genesis(session_id)
-    expected = 1
+    expected = first_seq
     seal: ChainRecord | None = None
     for row in rows:
         _sid, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, digest = row
@@ -118,7 +137,14 @@ def intact_summary(session_id: str, rows: Iterable[Sequence]) -> SealSummary | N
         if kind == sealed and seal is None:
             seal = ChainRecord._make(row)
         prev, expected = digest, expected + 1
-    return gapless_summary(seal, expected - 1)
+    return expected - first_seq, seal
+
+
+def split_runs(last_seq: int, parts: int) -> list[tuple[int, int]]:
+    """Seq 1..last_seq as up to `parts` consecutive (first, last) runs of near-equal length."""
+    parts = max(1, min(parts, last_seq))
+    bounds = [1 + last_seq * i // parts for i in range(parts + 1)]
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(parts)]
 
 
 @dataclass(frozen=True, slots=True)

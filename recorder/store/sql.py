@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import errno
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import closing, contextmanager, suppress
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import orjson
@@ -36,7 +40,7 @@ from recorder.errors import (
 )
 from recorder.jsonrpc import classify
 from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import migrate
+from recorder.store import migrate, sqlite_chain
 from recorder.store.schema import events, holds, retention_grants, sessions
 
 
@@ -408,11 +412,7 @@ class SqlEventStore:
             raise SessionNotFound(f"no session {session_id}")
         findings: list[chain.Finding] = []
         for sid, sealed_count in targets:
-            if self.dialect == "postgresql":
-                summary = self._intact_chain_summary(sid)
-            else:
-                with closing(self._stream_chain_records(sid)) as records:
-                    summary = chain.intact_summary(sid, records)
+            summary = self._intact_chain_summary(sid)
             if summary is not None:
                 findings.extend(chain.check_seal(sid, summary, sealed_count, False))
             else:
@@ -433,26 +433,104 @@ class SqlEventStore:
                 cursor.close()
 
     def _intact_chain_summary(self, session_id: str) -> chain.SealSummary | None:
-        """On PostgreSQL, check every link inside the server (its sha256 over the same canonical
-        bytes as `chain.canonical`), so an intact session costs one aggregate row on the wire
-        rather than all its raw bytes. None when anything is off: then the records are read and
-        `chain.verify_session` names what is wrong."""
+        """The seal summary of a session whose records are seq 1..N, each linking from the one
+        before; None when anything is off (then the records are read whole and
+        `chain.verify_session` names what is wrong).
+
+        A long session is checked as runs on several cores (`chain.split_runs`): on SQLite a
+        child process per run after the first (`sqlite_chain`), on PostgreSQL a connection per
+        run, the server hashing the same canonical bytes as `chain.canonical`, so an intact run
+        costs one aggregate row on the wire rather than all its raw bytes."""
         with self._translated(), self.engine.connect() as conn:
+            count, last = conn.execute(
+                select(func.count(), func.max(events.c.seq)).where(
+                    events.c.session_id == session_id
+                )
+            ).one()
+        if not count or count != last:
+            return None  # a gap, or records outside 1..N
+        parts = verify_cores() if last >= PARALLEL_VERIFY_RECORDS else 1
+        runs = chain.split_runs(last, parts)
+        if self.dialect == "postgresql":
+            with ThreadPoolExecutor(len(runs)) as pool:
+                intact = all(pool.map(lambda run: self._pg_run_intact(session_id, *run), runs))
+            seal_seq = None if not intact else self._first_seal_seq(session_id)
+        else:
+            found = self._sqlite_runs(session_id, runs)
+            intact = found is not None
+            seal_seq = next((s for s in found or () if s is not None), None)
+        if not intact:
+            return None
+        seal = None if seal_seq is None else self._chain_record(session_id, seal_seq)
+        return chain.gapless_summary(seal, last)
+
+    def _sqlite_runs(self, session_id: str, runs: list[tuple[int, int]]) -> list[int | None] | None:
+        """Check `runs` (the first here, each other in a child process); the seq of the first
+        seal each holds, or None when any is broken. A child that cannot start or does not
+        answer is replaced by checking its run here."""
+        database = str(Path(self.engine.url.database or "").expanduser())
+        children = [_start_run_check(database, session_id, run) for run in runs[1:]]
+        try:
+            with self._translated(), self.engine.connect() as conn:
+                driver = conn.connection.dbapi_connection
+                mine = sqlite_chain.check_run(driver, session_id, *runs[0])  # type: ignore[arg-type]
+                if mine is None:
+                    return None
+                seals = [mine[1]]
+                for child, run in zip(children, runs[1:], strict=True):
+                    answer = _run_check_answer(child)
+                    if answer is False:
+                        answer = sqlite_chain.check_run(driver, session_id, *run)  # type: ignore[arg-type]
+                    if answer is None or answer[0] != run[1] - run[0] + 1:
+                        return None
+                    seals.append(answer[1])
+                return seals
+        finally:
+            for child in children:
+                if child is not None and child.poll() is None:
+                    child.kill()
+                    child.wait()
+
+    def _pg_run_intact(self, session_id: str, first: int, last: int) -> bool:
+        with self._translated(), self.engine.connect() as conn:
+            if first == 1:
+                prev = chain.genesis(session_id)
+            else:
+                prev = conn.execute(
+                    select(events.c.hash).where(
+                        events.c.session_id == session_id, events.c.seq == first - 1
+                    )
+                ).scalar()
+                if prev is None:
+                    return False
             # Walk the (session_id, seq) index, which yields seq order: with stale statistics the
             # planner chose a bitmap scan and an on-disk sort of every raw byte instead, which
             # took twice as long (bench/ingest.py).
             conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
             conn.exec_driver_sql("SET LOCAL enable_sort = off")
-            count, first, last, intact = conn.exec_driver_sql(
-                _PG_CHAIN_CHECK,
-                {"sid": session_id, "genesis": chain.genesis(session_id)},
+            count, low, high, intact = conn.exec_driver_sql(
+                _PG_RUN_CHECK,
+                {"sid": session_id, "first": first, "last": last, "prev": prev},
             ).one()
-            if not count or not intact or first != 1 or last != count:
-                return None
-            seal = conn.exec_driver_sql(
-                _PG_FIRST_SEAL, {"sid": session_id, "kind": str(Kind.SESSION_SEALED)}
-            ).first()
-        return chain.gapless_summary(None if seal is None else chain.ChainRecord._make(seal), count)
+        return bool(intact) and count == last - first + 1 and (low, high) == (first, last)
+
+    def _first_seal_seq(self, session_id: str) -> int | None:
+        with self._translated(), self.engine.connect() as conn:
+            return conn.execute(
+                select(func.min(events.c.seq)).where(
+                    events.c.session_id == session_id,
+                    events.c.kind == str(Kind.SESSION_SEALED),
+                )
+            ).scalar()
+
+    def _chain_record(self, session_id: str, seq: int) -> chain.ChainRecord:
+        with self._translated(), self.engine.connect() as conn:
+            row = conn.execute(
+                select(*(events.c[name] for name in chain.ChainRecord._fields)).where(
+                    events.c.session_id == session_id, events.c.seq == seq
+                )
+            ).one()
+        return chain.ChainRecord._make(row)
 
     # -- holds and retention -----------------------------------------------------------------
 
@@ -558,18 +636,63 @@ _PG_CANONICAL = " || ".join(
         "raw",
     ]
 )
-_PG_CHAIN_CHECK = f"""
+_PG_RUN_CHECK = f"""
 SELECT count(*), min(seq), max(seq), bool_and(intact) FROM (
     SELECT seq, hash = sha256(
-        coalesce(lag(hash) OVER (ORDER BY seq), %(genesis)s) || {_PG_CANONICAL}
+        coalesce(lag(hash) OVER (ORDER BY seq), %(prev)s) || {_PG_CANONICAL}
     ) AS intact
-    FROM events WHERE session_id = %(sid)s
+    FROM events WHERE session_id = %(sid)s AND seq BETWEEN %(first)s AND %(last)s
 ) AS links
 """
-_PG_FIRST_SEAL = (
-    f"SELECT {_CHAIN_COLUMNS} FROM events WHERE session_id = %(sid)s AND kind = %(kind)s "
-    "ORDER BY seq LIMIT 1"
-)
+
+# A session this long is verified as runs on several cores; below it, starting the extra
+# processes or connections costs more than they save.
+PARALLEL_VERIFY_RECORDS = 20_000
+
+
+def verify_cores() -> int:
+    """How many runs a long session is verified as: the cores this process may use, up to 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 4))
+
+
+def _start_run_check(
+    database: str, session_id: str, run: tuple[int, int]
+) -> subprocess.Popen | None:  # type: ignore[type-arg]
+    argv = [sys.executable, "-m", "recorder.store.sqlite_chain", database, session_id]
+    try:
+        return subprocess.Popen(
+            [*argv, str(run[0]), str(run[1])],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+
+
+def _run_check_answer(
+    child: subprocess.Popen | None,  # type: ignore[type-arg]
+) -> tuple[int, int | None] | bool | None:
+    """A child's verdict on its run: (count, first seal seq), None when broken, or False when
+    it gave none (it could not start, failed or wrote nonsense)."""
+    if child is None:
+        return False
+    out, _err = child.communicate()
+    if child.returncode != 0:
+        return False
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return False
+    if doc.get("broken"):
+        return None
+    if not isinstance(doc.get("count"), int):
+        return False
+    return doc["count"], doc.get("seal_seq")
 
 
 def _row(ev: NewEvent, digest: bytes) -> tuple:

@@ -17,8 +17,30 @@ from recorder.store import open_store
 from tests.recorder.storekit import session_events
 
 
-@pytest.fixture
-def recorded(store_url):
+def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, int]]:
+    """Verify even short sessions as `runs` runs (child processes on SQLite, connections on
+    PostgreSQL), as a long session is; returns the list the SQLite child starts are noted in."""
+    from recorder.store import sql
+
+    started: list[tuple[int, int]] = []
+    start = sql._start_run_check
+
+    def noted(database, session_id, run):  # type: ignore[no-untyped-def]
+        started.append(run)
+        return start(database, session_id, run)
+
+    monkeypatch.setattr(sql, "PARALLEL_VERIFY_RECORDS", 1)
+    monkeypatch.setattr(sql, "verify_cores", lambda: runs)
+    monkeypatch.setattr(sql, "_start_run_check", noted)
+    return started
+
+
+@pytest.fixture(params=["one run", "split runs"])
+def recorded(store_url, request, monkeypatch):
+    """Two sessions; each tamper test runs with the chain checked in one pass and as three runs
+    on as many cores, so a finding in any run (the store's own or a child's) is named."""
+    if request.param == "split runs":
+        split_verify(monkeypatch, 3)
     store = open_store(store_url)
     events = session_events(calls=4)
     store.append(events)
@@ -78,6 +100,52 @@ def test_intact_chain_is_confirmed_in_one_pass_on_each_backend(store_url, monkey
         ),
     )
     assert problems(store, events[0].session_id) == [(6, "modified")]
+    store.close()
+
+
+def test_a_split_verify_checks_runs_in_child_processes(store_url, monkeypatch):
+    """A long session's chain is checked as runs at once; on SQLite each run after the first in
+    a child process, whose verdict counts: a record modified in the last run is named."""
+    started = split_verify(monkeypatch, 3)
+    store = open_store(store_url)
+    events = session_events(calls=10)
+    store.append(events)
+    sid = events[0].session_id
+    last = store.head(sid)[0]
+    assert store.verify(sid) == []
+    if store_url.startswith("sqlite"):
+        assert len(started) == 2 and started[-1][1] == last
+    tamper(
+        store_url,
+        (
+            "UPDATE events SET mono_ns = mono_ns + 1 WHERE session_id = :sid AND seq = :seq",
+            {"sid": sid, "seq": last - 2},
+        ),
+    )
+    assert problems(store, sid) == [(last - 2, "modified")]
+    store.close()
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_run_whose_child_cannot_start_is_checked_by_the_store(store_url, monkeypatch):
+    from recorder.store import sql
+
+    split_verify(monkeypatch, 3)
+    monkeypatch.setattr(sql, "_start_run_check", lambda *_args: None)
+    store = open_store(store_url)
+    events = session_events(calls=10)
+    store.append(events)
+    sid = events[0].session_id
+    last = store.head(sid)[0]
+    assert store.verify(sid) == []
+    tamper(
+        store_url,
+        (
+            "DELETE FROM events WHERE session_id = :sid AND seq = :seq",
+            {"sid": sid, "seq": last - 3},
+        ),
+    )
+    assert problems(store, sid) == [(last - 3, "missing")]
     store.close()
 
 
