@@ -103,16 +103,21 @@ def test_intact_chain_is_confirmed_in_one_pass_on_each_backend(store_url, monkey
     store.close()
 
 
-def test_a_split_verify_checks_runs_in_child_processes(store_url, monkeypatch):
-    """A long session's chain is checked as runs at once; on SQLite each run after the first in
-    a child process, whose verdict counts: a record modified in the last run is named."""
-    started = split_verify(monkeypatch, 3)
+def intact_session(store_url: str):  # type: ignore[no-untyped-def]
+    """A store holding one 10-call session that verifies: (store, session id, last seq)."""
     store = open_store(store_url)
     events = session_events(calls=10)
     store.append(events)
     sid = events[0].session_id
-    last = store.head(sid)[0]
     assert store.verify(sid) == []
+    return store, sid, store.head(sid)[0]
+
+
+def test_a_split_verify_checks_runs_in_child_processes(store_url, monkeypatch):
+    """A long session's chain is checked as runs at once; on SQLite each run after the first in
+    a child process, whose verdict counts: a record modified in the last run is named."""
+    started = split_verify(monkeypatch, 3)
+    store, sid, last = intact_session(store_url)
     if store_url.startswith("sqlite"):
         assert len(started) == 2 and started[-1][1] == last
     tamper(
@@ -132,12 +137,7 @@ def test_a_run_whose_child_cannot_start_is_checked_by_the_store(store_url, monke
 
     split_verify(monkeypatch, 3)
     monkeypatch.setattr(sql, "_start_run_check", lambda *_args: None)
-    store = open_store(store_url)
-    events = session_events(calls=10)
-    store.append(events)
-    sid = events[0].session_id
-    last = store.head(sid)[0]
-    assert store.verify(sid) == []
+    store, sid, last = intact_session(store_url)
     tamper(
         store_url,
         (
