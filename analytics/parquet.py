@@ -13,7 +13,8 @@ of the records a file came from):
   by a join at query time: a 10,000,000-call join costs seconds on every query, the pairing costs
   microseconds per frame once. Requests still unanswered in a session that has not ended are kept
   in a small `pending` file and re-read by the next refresh; they become final rows when answered
-  or when their session ends.
+  or when their session ends. A call answered within its chunk (nearly all) is kept as two row
+  indices and its columns are taken from the chunk's `events` table in Arrow (`CallTracker`).
 
 Crash safety: data files are written first, then the pending file, then `state.json` (atomic
 rename) with the new position. Files past the recorded position are leftovers of an interrupted
@@ -37,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 
 import orjson
@@ -223,6 +224,7 @@ STORED_FIELDS = [f.name for f in fields(StoredEvent)]
     R_MSG_TYPE, R_METHOD, R_RPC_ID, R_RPC_ID_TYPE, R_TOOL, R_IS_ERROR, R_ERROR_CODE, R_ERA, R_HASH,
 ) = range(len(STORED_FIELDS))  # fmt: skip
 _as_row = attrgetter(*STORED_FIELDS)
+_KIND = itemgetter(R_KIND)
 
 # What a frame adds to its events row: (args_fingerprint, error_message, ref_id, ref_id_type,
 # batch items).
@@ -235,12 +237,23 @@ class CallTracker:
     Ids are keyed per (session, direction of the request, id, id type): both sides number their
     own requests, and 0 and "0" are different ids. A response closes the open request with its
     key; a session's end closes whatever it left open. Closed calls collect in `closed`.
+
+    `feed_rows` keeps the common case light: a plain request opens as `(index, record,
+    fingerprint)` rather than a call row. Anything else that touches a light request (a cancel,
+    a fault, an error response, an id reused, a session's end, a new chunk) first makes it a
+    full call row, so every other path is the plain one. A plain response closing a light
+    request makes the call row then, unless `by_index` (the refresh): the pair is then kept as
+    `(request index, response index)` and `take_closed_table` turns the pairs into columns with
+    Arrow `take`s on the chunk's events table, instead of building, transposing and converting
+    a 25-element list per call. The pairs hold no record, so a chunk's records are let go as
+    soon as its batches are converted, as before.
     """
 
-    def __init__(self) -> None:
-        self.open: dict[tuple, list] = {}
+    def __init__(self, by_index: bool = False) -> None:
+        self.by_index = by_index
+        self.open: dict[tuple, list | tuple] = {}
         self.by_session: dict[str, set] = {}
-        self.closed: list[list] = []
+        self.closed: list[list | tuple] = []
 
     def load(self, rows: Iterable[dict]) -> None:
         """Take back the calls a previous refresh left open."""
@@ -252,6 +265,7 @@ class CallTracker:
 
     def pending(self) -> list[list]:
         """The calls still open, as rows (outcome as known so far, not closed)."""
+        self._make_full()
         rows = sorted(self.open.values(), key=lambda c: (c[C_REQ_POS], c[C_ITEM] or 0))
         out = []
         for call in rows:
@@ -262,11 +276,56 @@ class CallTracker:
         return out
 
     def take_closed(self) -> list[list]:
+        """The calls closed since the last take, as call rows, in the order they closed."""
+        if self.by_index:
+            raise ValueError("a by_index tracker keeps pairs as indices: use take_closed_table")
         closed, self.closed = self.closed, []
-        return closed
+        return closed  # type: ignore[return-value]  # without by_index, only call rows
+
+    def take_closed_table(self, events: pa.Table) -> pa.Table:
+        """The calls closed since the last take as a `calls` table, rows in the order they
+        closed. The indices `feed_rows` was given (its `first`) are rows of `events`, the
+        chunk's events table; requests still open stop referring to it."""
+        closed, self.closed = self.closed, []
+        self._make_full()
+        # Comprehensions and `map` rather than one loop with appends: a refresh closes tens of
+        # thousands of calls per chunk, nearly all of them light pairs.
+        rows = [call for call in closed if type(call) is list]
+        if len(rows) == len(closed):
+            return _calls_table(rows)
+        light = [call for call in closed if type(call) is tuple] if rows else closed
+        paired = _paired_table(events, list(map(_FIRST, light)), list(map(_SECOND, light)))
+        if not rows:
+            return paired
+        # Both kinds: put the rows back in closing order (call rows first in the concatenation).
+        order, next_row, next_pair = [], 0, len(rows)
+        for call in closed:
+            if type(call) is tuple:
+                order.append(next_pair)
+                next_pair += 1
+            else:
+                order.append(next_row)
+                next_row += 1
+        both = pa.concat_tables([_calls_table(rows), paired])
+        return both.take(pa.array(order, pa.int64()))
+
+    def _make_full(self) -> None:
+        """Turn every light open request into a call row."""
+        opened = self.open
+        for key in [key for key, call in opened.items() if type(call) is tuple]:
+            opened[key] = _asked(*opened[key][1:])
+
+    def _call(self, key: tuple) -> list | None:
+        """The open call with `key` as a call row (made one if it was light), or None."""
+        call = self.open.get(key)
+        if type(call) is tuple:
+            call = self.open[key] = _asked(*call[1:])
+        return call
 
     def _close(self, key: tuple) -> None:
         call = self.open.pop(key)
+        if type(call) is tuple:
+            call = _asked(*call[1:])
         keys = self.by_session.get(key[0])
         if keys is not None:
             keys.discard(key)
@@ -281,20 +340,31 @@ class CallTracker:
         return self.feed_row(_as_row(ev))
 
     def feed_rows(self, rows: Sequence[Row], extras: dict[int, Extras], first: int = 0) -> None:
-        """`feed_row` over a batch, what row i adds kept in `extras[first + i]`.
+        """`feed_row` over a batch, what row i adds kept in `extras[first + i]`; `first + i` is
+        also the row's index for `take_closed_table`.
 
         Requests and plain responses (most of a log) are dispatched and paired inline here: at
         a hundred thousand frames a refresh, method calls per record cost as much as the
         pairing. Everything else goes through `feed_row`."""
         feed, opened, by_session, opposite = self.feed_row, self.open, self.by_session, _OPPOSITE
-        request = self._request_row
+        closed, by_index = self.closed, self.by_index
         for i, ev in enumerate(rows, first):
             if ev[R_KIND] == "frame":
                 mtype = ev[R_MSG_TYPE]
                 if mtype == "request":
-                    extra = request(ev)
-                    if extra is not None:
-                        extras[i] = extra
+                    fp = _request_fingerprint(ev) if ev[R_METHOD] == "tools/call" else None
+                    if fp is not None:
+                        extras[i] = (fp, None, None, None, None)
+                    sid = ev[R_SESSION_ID]
+                    key = (sid, ev[R_DIRECTION], ev[R_RPC_ID], ev[R_RPC_ID_TYPE])
+                    if key in opened:  # an id reused while outstanding: see `request`
+                        self._close(key)
+                    opened[key] = (i, ev, fp)
+                    keys = by_session.get(sid)
+                    if keys is None:
+                        by_session[sid] = {key}
+                    else:
+                        keys.add(key)
                     continue
                 if mtype == "response":
                     sid = ev[R_SESSION_ID]
@@ -307,6 +377,9 @@ class CallTracker:
                         keys.discard(key)
                         if not keys:
                             del by_session[sid]
+                    if type(call) is tuple:  # light: nothing but this response touched it
+                        closed.append((call[0], i) if by_index else _answered(call[1], ev, call[2]))
+                        continue
                     call[C_RESP_POS] = ev[R_POSITION]
                     call[C_RESP_SEQ] = ev[R_SEQ]
                     call[C_RESP_TYPE] = "response"
@@ -320,7 +393,7 @@ class CallTracker:
                     else:
                         call[C_OUTCOME] = "tool_error" if is_error else "ok"
                     call[C_CLOSED] = True
-                    self.closed.append(call)
+                    closed.append(call)
                     continue
             extra = feed(ev)
             if extra is not None:
@@ -360,14 +433,16 @@ class CallTracker:
             return None
         if kind == "fault":
             for key in self.by_session.get(ev[R_SESSION_ID], ()):
-                call = self.open[key]
+                call = self._call(key)
+                assert call is not None
                 if call[C_FAULT] is None:
                     call[C_FAULT] = ev[R_SEQ]
         elif kind == "session_ended":
             doc = _doc(ev[R_RAW])
             outcome = str(doc.get("outcome") or doc.get("reason") or "ended")
             for key in list(self.by_session.get(ev[R_SESSION_ID], ())):
-                call = self.open[key]
+                call = self._call(key)
+                assert call is not None
                 if outcome not in CLEAN_OUTCOMES and call[C_FAULT] is None:
                     call[C_FAULT] = ev[R_SEQ]
                 self._close(key)
@@ -377,10 +452,7 @@ class CallTracker:
         """Open the call a request starts; a `tools/call` adds its arguments' fingerprint."""
         method, tool, fp = ev[R_METHOD], None, None
         if method == "tools/call":
-            value, problem = parse(ev[R_RAW])
-            args = _arguments(value) if problem is None else None
-            if args is not _NO_ARGS:
-                fp = fingerprint(args)
+            fp = _request_fingerprint(ev)
             tool = ev[R_TOOL]
         self.request(ev, None, method, ev[R_RPC_ID], ev[R_RPC_ID_TYPE], tool, fp, ev[R_ERA])
         return (fp, None, None, None, None) if fp is not None else None
@@ -458,7 +530,7 @@ class CallTracker:
         message: str | None,
     ) -> None:
         key = (ev[R_SESSION_ID], _OPPOSITE.get(ev[R_DIRECTION], ""), rpc_id, rpc_id_type)
-        call = self.open.get(key)
+        call = self._call(key)
         if call is None:
             return  # an orphan response: nothing open asked for it
         call[C_RESP_POS] = ev[R_POSITION]
@@ -473,14 +545,98 @@ class CallTracker:
 
     def cancel(self, ev: Row, ref_id: str | None, ref_id_type: str | None) -> None:
         # The requester cancels its own request: same direction as the request.
-        call = self.open.get((ev[R_SESSION_ID], ev[R_DIRECTION], ref_id, ref_id_type))
+        call = self._call((ev[R_SESSION_ID], ev[R_DIRECTION], ref_id, ref_id_type))
         if call is not None and call[C_CANCEL] is None:
             call[C_CANCEL] = ev[R_SEQ]
+
+
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
+
+def _asked(ev: Row, fp: str | None) -> list:
+    """The open call row of a plain request (`request` for a frame that is not a batch)."""
+    method = ev[R_METHOD]
+    return [
+        ev[R_SESSION_ID], ev[R_DIRECTION], ev[R_RPC_ID], ev[R_RPC_ID_TYPE], method,
+        ev[R_TOOL] if method == "tools/call" else None, fp, ev[R_ERA], ev[R_POSITION], ev[R_SEQ],
+        None, ev[R_WALL_NS], ev[R_MONO_NS], None, None, None, None, None, None, None, None, None,
+        None, None, False,
+    ]  # fmt: skip
+
+
+def _answered(asked: Row, answer: Row, fp: str | None) -> list:
+    """The closed call row of a light request `answer` answers: what `feed_rows` writes into a
+    call row for a plain response (no cancel or fault can have touched a light request)."""
+    call = _asked(asked, fp)
+    call[C_RESP_POS] = answer[R_POSITION]
+    call[C_RESP_SEQ] = answer[R_SEQ]
+    call[C_RESP_TYPE] = "response"
+    call[C_ENDED] = answer[R_WALL_NS]
+    call[C_LATENCY] = answer[R_MONO_NS] - asked[R_MONO_NS]
+    call[C_IS_ERROR] = is_error = bool(answer[R_IS_ERROR])
+    call[C_OUTCOME] = "tool_error" if is_error else "ok"
+    call[C_CLOSED] = True
+    return call
+
+
+# What a light pair takes from its request's events row, in CALLS_SCHEMA's names.
+_ASKED_COLUMNS = {
+    "session_id": "session_id",
+    "direction": "direction",
+    "rpc_id": "rpc_id",
+    "rpc_id_type": "rpc_id_type",
+    "method": "method",
+    "tool": "tool",
+    "args_fingerprint": "args_fingerprint",  # the request row's extra is its fingerprint
+    "era": "era",
+    "request_position": "position",
+    "request_seq": "seq",
+    "started_ns": "wall_ns",
+    "request_mono_ns": "mono_ns",
+}
+
+
+def _paired_table(events: pa.Table, asked: list[int], answered: list[int]) -> pa.Table:
+    """The `calls` rows of light pairs (`_answered`, column-wise): each column a `take` of the
+    request's or the response's events row, or a constant."""
+    n = len(asked)
+    request = events.select(list(_ASKED_COLUMNS.values())).take(pa.array(asked, pa.int64()))
+    response = events.select(["position", "seq", "wall_ns", "mono_ns", "is_error"]).take(
+        pa.array(answered, pa.int64())
+    )
+    columns = {name: request[column] for name, column in _ASKED_COLUMNS.items()}
+    # Only a tools/call carries its tool (a null method gives a null tool, as in Python).
+    is_call = pc.equal(columns["method"], pa.scalar("tools/call"))
+    columns["tool"] = pc.if_else(is_call, columns["tool"], pa.scalar(None, pa.string()))
+    is_error = pc.fill_null(response["is_error"], False)
+    columns.update(
+        request_item=pa.nulls(n, pa.int32()),
+        response_position=response["position"],
+        response_seq=response["seq"],
+        response_type=pa.repeat(pa.scalar("response"), n),
+        ended_ns=response["wall_ns"],
+        latency_ns=pc.subtract(response["mono_ns"], columns["request_mono_ns"]),
+        is_error=is_error,
+        error_code=pa.nulls(n, pa.int64()),
+        error_message=pa.nulls(n, pa.string()),
+        cancel_seq=pa.nulls(n, pa.int64()),
+        fault_seq=pa.nulls(n, pa.int64()),
+        base_outcome=pc.if_else(is_error, pa.scalar("tool_error"), pa.scalar("ok")),
+        closed=pa.repeat(pa.scalar(True), n),
+    )
+    return pa.Table.from_arrays([columns[name] for name in CALLS_SCHEMA.names], schema=CALLS_SCHEMA)
 
 
 # -- what a record contributes -------------------------------------------------------------------
 
 _NO_ARGS = object()
+
+
+def _request_fingerprint(ev: Row) -> str | None:
+    """The fingerprint of a `tools/call` request's arguments (None when it has no params)."""
+    value, problem = parse(ev[R_RAW])
+    args = _arguments(value) if problem is None else None
+    return fingerprint(args) if args is not _NO_ARGS else None
 
 
 def _doc(raw: bytes) -> dict:
@@ -660,7 +816,7 @@ class ParquetCopy:
     def _export(
         self, store: EventStore, state: dict, top: int, progress: Progress | None
     ) -> RefreshResult | None:
-        tracker = CallTracker()
+        tracker = CallTracker(by_index=True)
         pending = self.pending_file() if state.get("pending") else None
         if pending is not None and pending.exists():
             tracker.load(pq.read_table(pending).to_pylist())
@@ -678,14 +834,15 @@ class ParquetCopy:
         retention = str(Kind.RETENTION_APPLIED)
         ev = None
         for batch in store.read_log_rows(start):
-            if start > 0 and any(row[R_KIND] == retention for row in batch):
+            if start > 0 and retention in map(_KIND, batch):
                 return None  # records before it may be gone from the store: rebuild
             ev = batch[-1]
             while batch:  # the part of the batch that fits in the current chunk
                 part, batch = batch[: CHUNK - in_chunk], batch[CHUNK - in_chunk :]
                 extras: dict[int, Extras] = {}
-                tracker.feed_rows(part, extras)
-                pieces.append(_events_table(part, extras))
+                # Rows are numbered within the chunk: the calls table takes from its events.
+                tracker.feed_rows(part, extras, in_chunk)
+                pieces.append(_events_table(part, extras, in_chunk))
                 in_chunk += len(part)
                 reported, done = done, done + len(part)
                 if progress is not None:
@@ -696,14 +853,12 @@ class ParquetCopy:
                             progress(mark, max(mark, total))
                 if in_chunk >= CHUNK:
                     last = part[-1][R_POSITION]
-                    files += self._write_chunk(
-                        pa.concat_tables(pieces), tracker.take_closed(), chunk_first, last
-                    )
+                    files += self._write_chunk(pa.concat_tables(pieces), tracker, chunk_first, last)
                     pieces, in_chunk, chunk_first = [], 0, last + 1
         if pieces:
             assert ev is not None
             files += self._write_chunk(
-                pa.concat_tables(pieces), tracker.take_closed(), chunk_first, ev[R_POSITION]
+                pa.concat_tables(pieces), tracker, chunk_first, ev[R_POSITION]
             )
         if ev is not None:
             last, last_key = ev[R_POSITION], [ev[R_SESSION_ID], ev[R_SEQ]]
@@ -727,10 +882,11 @@ class ParquetCopy:
         self._cleanup(last, pending_name)
         return RefreshResult(done, last, False, 0.0, files_written=files)
 
-    def _write_chunk(self, events: pa.Table, calls: list[list], first: int, last: int) -> int:
-        """Write one chunk's files. Parquet encoding and compression release the GIL, so the
-        events file (the largest) is written on a second thread while this one builds the calls
-        table; all files exist when this returns, so crash safety is unchanged."""
+    def _write_chunk(self, events: pa.Table, tracker: CallTracker, first: int, last: int) -> int:
+        """Write one chunk's files, the calls `tracker` closed in it included. Parquet encoding
+        and compression release the GIL, so the events file (the largest) is written on a second
+        thread while this one builds the calls table; all files exist when this returns, so
+        crash safety is unchanged."""
         name = f"p{first:012d}-{last:012d}.parquet"
         with ThreadPoolExecutor(max_workers=1) as writer:
             pending = [
@@ -744,8 +900,8 @@ class ParquetCopy:
                     )
                 )
             written = 0
-            if calls:
-                table = _calls_table(calls)
+            table = tracker.take_closed_table(events)
+            if table.num_rows:
                 written += _write_by_day(table, "started_ns", self.dataset_dir("calls"), name)
             return written + sum(job.result() for job in pending)
 
@@ -787,9 +943,10 @@ _ROW_TYPES = {
 }
 
 
-def _events_table(buf: list[Row], extras: dict[int, Extras]) -> pa.Table:
+def _events_table(buf: list[Row], extras: dict[int, Extras], first: int = 0) -> pa.Table:
     """The events rows of a batch, converted from the record tuples by Arrow in one call (no
-    per-record object or per-column pass in Python), plus what `extras` adds."""
+    per-record object or per-column pass in Python), plus what `extras` adds (row i of `buf`
+    at key `first + i`)."""
     flag = next((row[R_IS_ERROR] for row in buf if row[R_IS_ERROR] is not None), None)
     row_type = _ROW_TYPES[pa.int64() if type(flag) is int else pa.bool_()]
     stored = pa.RecordBatch.from_struct_array(pa.array(buf, type=row_type))
@@ -799,7 +956,7 @@ def _events_table(buf: list[Row], extras: dict[int, Extras]) -> pa.Table:
     for j, name in enumerate(_EXTRAS):
         values: list = [None] * n
         for i, extra in extras.items():
-            values[i] = extra[j]
+            values[i - first] = extra[j]
         columns[name] = pa.array(values, type=EVENTS_SCHEMA.field(name).type)
     return pa.Table.from_arrays(
         [columns[name] for name in EVENTS_SCHEMA.names], schema=EVENTS_SCHEMA
@@ -807,6 +964,8 @@ def _events_table(buf: list[Row], extras: dict[int, Extras]) -> pa.Table:
 
 
 def _calls_table(rows: list[list]) -> pa.Table:
+    if not rows:
+        return CALLS_SCHEMA.empty_table()
     columns = list(zip(*rows, strict=True))
     return pa.Table.from_arrays(
         [pa.array(columns[i], type=f.type) for i, f in enumerate(CALLS_SCHEMA)],

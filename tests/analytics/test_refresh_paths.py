@@ -1,11 +1,13 @@
 """The refresh's fast paths agree with the plain ones: the orjson fingerprint with the producers'
-`json.dumps`, and `CallTracker.feed_rows` (driver tuples, inline pairing) with `feed` (one
-StoredEvent at a time, as the doctor uses it)."""
+`json.dumps`, `CallTracker.feed_rows` (driver tuples, inline pairing) with `feed` (one
+StoredEvent at a time, as the doctor uses it), and the calls table built from the pairs' row
+indices (`by_index`, `take_closed_table`) with the one built from call rows."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from analytics import parquet
@@ -88,3 +90,37 @@ def test_feed_rows_pairs_exactly_as_feed(store_url: str, tmp_path: Path) -> None
     outcomes = {c[parquet.C_OUTCOME] for c in closed + batched.pending()}
     assert outcomes >= {"ok", "tool_error", "rpc_error", "cancelled", "no_response"}
     assert any(c[parquet.C_FAULT] is not None for c in closed)
+
+
+@pytest.mark.parametrize("chunk", [10_000, 13])
+def test_calls_table_by_index_equals_call_rows(store_url: str, chunk: int) -> None:
+    """Chunk by chunk, as a refresh goes (batches numbered within the chunk, requests answered
+    in a later chunk), the table taken from the chunk's events equals the call rows, row for
+    row and in closing order."""
+    store = open_store(store_url)
+    for k in range(6):
+        _varied_session(k).save(store)
+    records = [row for batch in store.read_log_rows() for row in batch]
+    store.close()
+    # Both paths must also agree on what the pairing ignores or defaults: a response with no
+    # is_error at all, a tool on a request that is not a tools/call.
+    for i, row in enumerate(records):
+        if row[parquet.R_MSG_TYPE] == "response" and i % 2:
+            records[i] = (*row[: parquet.R_IS_ERROR], None, *row[parquet.R_IS_ERROR + 1 :])
+        elif row[parquet.R_MSG_TYPE] == "request" and row[parquet.R_METHOD] != "tools/call":
+            records[i] = (*row[: parquet.R_TOOL], "t", *row[parquet.R_TOOL + 1 :])
+    by_rows, by_index = CallTracker(), CallTracker(by_index=True)
+    paired = 0
+    for start in range(0, len(records), chunk):
+        pieces = []
+        part = records[start : start + chunk]
+        for first in range(0, len(part), 5):
+            batch, extras = part[first : first + 5], {}
+            by_rows.feed_rows(batch, {}, first)
+            by_index.feed_rows(batch, extras, first)
+            pieces.append(parquet._events_table(batch, extras, first))
+        paired += sum(type(call) is tuple for call in by_index.closed)
+        table = by_index.take_closed_table(pa.concat_tables(pieces))
+        assert table.equals(parquet._calls_table(by_rows.take_closed()), check_metadata=True)
+    assert paired > 0  # the pairs kept as indices were exercised
+    assert by_index.pending() == by_rows.pending()
