@@ -113,11 +113,6 @@ class Shipper:
             self._worker = self._new_worker()
         self._thread.start()
 
-    @property
-    def thread_id(self) -> int | None:
-        """The shipping thread's native id (None until it runs)."""
-        return self._thread.native_id
-
     def flush(self, timeout: float) -> bool:
         """Wait until everything appended before this call is committed; False on timeout."""
         target = self.journal.mark()
@@ -618,14 +613,6 @@ def _ship_leftovers_idle(url: str, directory: Path) -> None:
 
     idle_thread_priority()
     ship_leftovers_quietly(directory, lambda: open_store(url))
-
-
-def normal_thread_priority(thread_id: int | None) -> None:
-    """Put a thread (a native id; None: the calling one) back on the normal scheduler after
-    `idle_thread_priority`. Leaving SCHED_IDLE may need privileges a user lacks (RLIMIT_NICE):
-    the thread then stays idle, which only makes it slower."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.sched_setscheduler(thread_id or 0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def idle_thread_priority() -> None:
