@@ -380,12 +380,7 @@ class CallTracker:
                     if type(call) is tuple:  # light: nothing but this response touched it
                         closed.append((call[0], i) if by_index else _answered(call[1], ev, call[2]))
                         continue
-                    call[C_RESP_POS] = ev[R_POSITION]
-                    call[C_RESP_SEQ] = ev[R_SEQ]
-                    call[C_RESP_TYPE] = "response"
-                    call[C_ENDED] = ev[R_WALL_NS]
-                    call[C_LATENCY] = ev[R_MONO_NS] - call[C_REQ_MONO]
-                    call[C_IS_ERROR] = is_error = bool(ev[R_IS_ERROR])
+                    is_error = _answer_plainly(call, ev)
                     call[C_CODE] = call[C_MESSAGE] = None
                     cancel = call[C_CANCEL]
                     if cancel is not None and cancel < call[C_RESP_SEQ]:
@@ -568,15 +563,20 @@ def _answered(asked: Row, answer: Row, fp: str | None) -> list:
     """The closed call row of a light request `answer` answers: what `feed_rows` writes into a
     call row for a plain response (no cancel or fault can have touched a light request)."""
     call = _asked(asked, fp)
+    call[C_OUTCOME] = "tool_error" if _answer_plainly(call, answer) else "ok"
+    call[C_CLOSED] = True
+    return call
+
+
+def _answer_plainly(call: list, answer: Row) -> bool:
+    """Write a plain response (a `result`, not an error) into an open call row; its isError."""
     call[C_RESP_POS] = answer[R_POSITION]
     call[C_RESP_SEQ] = answer[R_SEQ]
     call[C_RESP_TYPE] = "response"
     call[C_ENDED] = answer[R_WALL_NS]
-    call[C_LATENCY] = answer[R_MONO_NS] - asked[R_MONO_NS]
+    call[C_LATENCY] = answer[R_MONO_NS] - call[C_REQ_MONO]
     call[C_IS_ERROR] = is_error = bool(answer[R_IS_ERROR])
-    call[C_OUTCOME] = "tool_error" if is_error else "ok"
-    call[C_CLOSED] = True
-    return call
+    return is_error
 
 
 # What a light pair takes from its request's events row, in CALLS_SCHEMA's names.
