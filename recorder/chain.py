@@ -122,21 +122,24 @@ def intact_run(
     sha256, pack, sealed = hashlib.sha256, _FIXED.pack, str(Kind.SESSION_SEALED)
     expected = first_seq
     seal: ChainRecord | None = None
-    for row in rows:
-        _sid, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, digest = row
-        if seq != expected:
-            return None
-        h = sha256(prev)
-        h.update(
-            _prefix(session_id, kind, direction)
-            + pack(wall_ns, mono_ns, -1 if raw_size is None else raw_size, len(raw))
-        )
-        h.update(raw)
-        if h.digest() != digest:
-            return None
-        if kind == sealed and seal is None:
-            seal = ChainRecord._make(row)
-        prev, expected = digest, expected + 1
+    try:
+        for row in rows:
+            _sid, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, digest = row
+            if seq != expected:
+                return None
+            h = sha256(prev)
+            h.update(
+                _prefix(session_id, kind, direction)
+                + pack(wall_ns, mono_ns, -1 if raw_size is None else raw_size, len(raw))
+            )
+            h.update(raw)
+            if h.digest() != digest:
+                return None
+            if kind == sealed and seal is None:
+                seal = ChainRecord._make(row)
+            prev, expected = digest, expected + 1
+    except (TypeError, ValueError, OverflowError, struct.error):
+        return None  # a value of the wrong type (SQLite keeps any): `verify_session` names it
     return expected - first_seq, seal
 
 
@@ -284,10 +287,57 @@ def verify_session(
 
 def _as_chain_record(row: StoredEvent | ChainRecord | Sequence) -> ChainRecord:  # type: ignore[type-arg]
     if isinstance(row, ChainRecord):
-        return row
+        return _as_stored_types(row)
     if isinstance(row, StoredEvent):
-        return ChainRecord._make(getattr(row, name) for name in ChainRecord._fields)
-    return ChainRecord._make(row)
+        return _as_stored_types(
+            ChainRecord._make(getattr(row, name) for name in ChainRecord._fields)
+        )
+    return _as_stored_types(ChainRecord._make(row))
+
+
+def _as_stored_types(rec: ChainRecord) -> ChainRecord:
+    """The record with each field of the type the chain hashes. SQLite keeps any value in any
+    column, so a row edited behind the store's back can hold raw as TEXT, a time as a float or
+    a seq as a string; such a value is read as the bytes or integer it stands for (anything
+    unreadable as empty or zero), its link then fails, and the record is named, rather than the
+    check stopping on a type error."""
+    if (
+        type(rec.raw) is bytes
+        and type(rec.hash) is bytes
+        and type(rec.seq) is int
+        and type(rec.wall_ns) is int
+        and type(rec.mono_ns) is int
+        and (rec.raw_size is None or type(rec.raw_size) is int)
+        and type(rec.kind) is str
+        and type(rec.direction) is str
+    ):
+        return rec
+    return rec._replace(
+        raw=_as_bytes(rec.raw),
+        hash=_as_bytes(rec.hash),
+        seq=_as_int64(rec.seq),
+        wall_ns=_as_int64(rec.wall_ns),
+        mono_ns=_as_int64(rec.mono_ns),
+        raw_size=None if rec.raw_size is None else _as_int64(rec.raw_size),
+        kind=str(rec.kind),
+        direction=str(rec.direction),
+    )
+
+
+def _as_bytes(value: object) -> bytes:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if value is None:
+        return b""
+    return str(value).encode("utf-8", "surrogateescape")
+
+
+def _as_int64(value: object) -> int:
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return number if -(2**63) <= number < 2**63 else 0
 
 
 def _sealed_count(row: StoredEvent | ChainRecord) -> int | None:

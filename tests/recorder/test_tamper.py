@@ -165,6 +165,27 @@ def test_modified_record_is_named(recorded):
     assert store.verify(other) == []
 
 
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize(
+    ("edit", "found"),
+    [
+        ("raw = CAST(raw AS TEXT) || ' '", [6]),  # SQLite keeps TEXT in a BLOB column
+        ("wall_ns = 'yesterday'", [6]),
+        ("raw_size = 1.5", [6]),
+        # As with any edited hash, the next record no longer links from the stored one either.
+        ("hash = hex(hash)", [6, 7]),
+        ("hash = randomblob(32)", [6, 7]),
+    ],
+)
+def test_a_value_of_another_type_is_named_not_a_crash(recorded, edit, found):
+    """SQLite keeps any value in any column: an edit that changes a value's type is a modified
+    record like any other, never a failed check."""
+    store, url, sid, other = recorded
+    tamper(url, (f"UPDATE events SET {edit} WHERE session_id = :sid AND seq = 6", {"sid": sid}))
+    assert problems(store, sid) == [(seq, "modified") for seq in found]
+    assert store.verify(other) == []
+
+
 def test_missing_record_is_named(recorded):
     store, url, sid, _ = recorded
     tamper(url, ("DELETE FROM events WHERE session_id = :sid AND seq = 5", {"sid": sid}))
