@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -107,6 +108,9 @@ def _serve_bare(port: int, upstream: str) -> None:
         finally:
             await response.aclose()
 
+    # As `blackbox proxy` does before serving (run_proxy), so the comparison is of the work per
+    # call, not of whose heap a full collection has to walk.
+    gc.freeze()
     uvicorn.run(
         app,
         host="127.0.0.1",
@@ -129,6 +133,7 @@ def _serve_journal_only(port: int, upstream: str) -> None:
 
     journal = Journal.create(Path(tempfile.mkdtemp(prefix="bb-bench-journal-")))
     tap = HttpProxyTap(ProxySettings(upstream + "/mcp"), journal)
+    gc.freeze()  # as run_proxy does
     server = ProxyServer(tap, port=port).start()
     try:
         while True:

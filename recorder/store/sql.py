@@ -723,9 +723,14 @@ def _doc(raw: bytes) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+_PROJECTED = frozenset({Kind.SESSION_STARTED, Kind.ERA_DETECTED, Kind.SESSION_ENDED})
+
+
 def _project(proj: dict, ev: NewEvent) -> None:
     """Fold one session event into the sessions projection being built for this append (frames
     only name the era, which the append loop takes from their derived columns)."""
+    if ev.kind not in _PROJECTED:
+        return  # faults, stderr, exchanges, decisions...: no need to parse them again
     doc = _doc(ev.raw)
     if ev.kind == Kind.SESSION_STARTED:
         proj["started_ns"] = ev.wall_ns

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from functools import lru_cache
 
 # RFC 9110 section 7.6.1 hop-by-hop fields, plus the pre-standard ones proxies still meet.
 HOP_BY_HOP = frozenset(
@@ -40,8 +41,10 @@ SECRET_NAMES = frozenset(
 SECRET_SUFFIXES = ("-key", "-token", "-secret", "-password", "-credential", "-credentials")
 
 
+@lru_cache(maxsize=1024)
 def is_secret(name: str) -> bool:
-    """Whether a header's value is a credential (compared lower-case)."""
+    """Whether a header's value is a credential (compared lower-case). Cached: every exchange
+    record asks it of every header, and hosts send the same few names."""
     name = name.lower()
     return name in SECRET_NAMES or name.endswith(SECRET_SUFFIXES) or "apikey" in name
 
