@@ -355,16 +355,8 @@ class CallTracker:
                     fp = _request_fingerprint(ev) if ev[R_METHOD] == "tools/call" else None
                     if fp is not None:
                         extras[i] = (fp, None, None, None, None)
-                    sid = ev[R_SESSION_ID]
-                    key = (sid, ev[R_DIRECTION], ev[R_RPC_ID], ev[R_RPC_ID_TYPE])
-                    if key in opened:  # an id reused while outstanding: see `request`
-                        self._close(key)
-                    opened[key] = (i, ev, fp)
-                    keys = by_session.get(sid)
-                    if keys is None:
-                        by_session[sid] = {key}
-                    else:
-                        keys.add(key)
+                    key = (ev[R_SESSION_ID], ev[R_DIRECTION], ev[R_RPC_ID], ev[R_RPC_ID_TYPE])
+                    self._open(key, (i, ev, fp))
                     continue
                 if mtype == "response":
                     sid = ev[R_SESSION_ID]
@@ -500,17 +492,24 @@ class CallTracker:
         era: str | None,
     ) -> None:
         sid, direction = ev[R_SESSION_ID], ev[R_DIRECTION]
-        key = (sid, direction, rpc_id, rpc_id_type)
+        self._open(
+            (sid, direction, rpc_id, rpc_id_type),
+            [
+                sid, direction, rpc_id, rpc_id_type, method, tool, fp, era, ev[R_POSITION],
+                ev[R_SEQ], item, ev[R_WALL_NS], ev[R_MONO_NS], None, None, None, None, None, None,
+                None, None, None, None, None, False,
+            ],
+        )  # fmt: skip
+
+    def _open(self, key: tuple, call: list | tuple) -> None:
+        """Open `call` (a call row, or a light request) under `key` = (session, direction, id,
+        id type), and note it among its session's open calls."""
         if key in self.open:  # an id reused while outstanding: the first is never answered
             self._close(key)
-        self.open[key] = [
-            sid, direction, rpc_id, rpc_id_type, method, tool, fp, era, ev[R_POSITION],
-            ev[R_SEQ], item, ev[R_WALL_NS], ev[R_MONO_NS], None, None, None, None, None, None,
-            None, None, None, None, None, False,
-        ]  # fmt: skip
-        keys = self.by_session.get(sid)
+        self.open[key] = call
+        keys = self.by_session.get(key[0])
         if keys is None:
-            self.by_session[sid] = {key}
+            self.by_session[key[0]] = {key}
         else:
             keys.add(key)
 

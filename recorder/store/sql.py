@@ -667,10 +667,17 @@ def verify_cores() -> int:
 def _start_run_check(
     database: str, session_id: str, run: tuple[int, int]
 ) -> subprocess.Popen | None:  # type: ignore[type-arg]
-    argv = [sys.executable, "-m", "recorder.store.sqlite_chain", database, session_id]
+    argv = [
+        sys.executable,
+        "-m",
+        "recorder.store.sqlite_chain",
+        database,
+        session_id,
+        *map(str, run),
+    ]
     try:
         return subprocess.Popen(
-            [*argv, str(run[0]), str(run[1])],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
