@@ -762,30 +762,45 @@ class HttpProxyTap:
 
     async def _relay_json(self, ex: _Exchange, response: httpx2.Response, send: Send) -> None:
         """A JSON reply is one message: read it whole, journal it, then send it (one too large to
-        hold is streamed on and only its first bytes recorded)."""
+        hold is streamed on and only its first bytes recorded).
+
+        With a Content-Length the message is journaled and sent the moment its last byte is in
+        hand, before the upstream response is wound up (end of message, connection back to the
+        pool), as a streaming relay would: sending only after that cost the sequential p50
+        about a tenth against the bare proxy (measured, `bench/proxy_overhead.py`)."""
         chunks: list[bytes] = []
         size = 0
         limit = self.settings.max_json_reply_bytes
-        started = False
+        declared = response.headers.get("content-length", "")
+        complete_at = int(declared) if declared.isdigit() else -1
+        started = False  # oversize: streamed on as it comes, only its first bytes kept
+        delivered = False  # the whole message was journaled and sent
         try:
             async for chunk in response.aiter_raw():
                 size += len(chunk)
                 if size <= limit:
                     chunks.append(chunk)
+                    if size == complete_at:
+                        await self._deliver_json(ex, response, send, b"".join(chunks), True)
+                        delivered = True
                     continue
                 if not started:
                     await self._start_response(send, ex, response, frozenset())
                     started = True
-                    kept = b"".join(chunks)
-                    await send({"type": "http.response.body", "body": kept, "more_body": True})
+                    head = b"".join(chunks)
+                    await send({"type": "http.response.body", "body": head, "more_body": True})
+                    chunks = [head, chunk[: limit - len(head)]]  # the record keeps `limit` bytes
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        except httpx2.TimeoutException:
-            await self._cut(ex, send, response, b"".join(chunks), started, "timeout")
-        except httpx2.TransportError as exc:
-            await self._cut(ex, send, response, b"".join(chunks), started, "stream_cut", exc)
-        body = b"".join(chunks)
+        except (httpx2.TimeoutException, httpx2.TransportError) as exc:
+            fault = "timeout" if isinstance(exc, httpx2.TimeoutException) else "stream_cut"
+            pending = b"" if delivered else b"".join(chunks)
+            await self._cut(ex, send, response, pending, started or delivered, fault, exc)
         ex.bytes_out = size
+        if delivered:
+            await send({"type": "http.response.body", "body": b""})
+            return
         if started:
+            body = b"".join(chunks)
             seq = self._record(ex, Kind.FRAME, Direction.SERVER_TO_CLIENT, body, raw_size=size)
             self._fault(
                 ex,
@@ -797,10 +812,16 @@ class HttpProxyTap:
             )
             await send({"type": "http.response.body", "body": b""})
             return
+        await self._deliver_json(ex, response, send, b"".join(chunks), False)
+
+    async def _deliver_json(
+        self, ex: _Exchange, response: httpx2.Response, send: Send, body: bytes, more: bool
+    ) -> None:
+        """Journal a whole JSON reply, then send it (`more`: the final empty body follows)."""
         if body.strip():
             self._server_message(ex, body)
         await self._start_response(send, ex, response, frozenset())
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.body", "body": body, "more_body": more})
 
     def _server_message(self, ex: _Exchange, data: bytes) -> int:
         """Journal one message from the server and learn what it says (the negotiated era); an

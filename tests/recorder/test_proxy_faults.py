@@ -97,6 +97,49 @@ def test_stream_cut_mid_event(faulty: FaultServer, tmp_path: Path, path: str) ->
     assert exchange["sse_events"] == [{"seq": s2c[0].seq, "id": "e1"}]
 
 
+def test_json_reply_cut_short(faulty: FaultServer, tmp_path: Path) -> None:
+    """A JSON reply that ends before its Content-Length: the client gets the same bytes and a
+    cut connection; no frame is recorded for the half message, a stream_cut fault keeps it."""
+    with RecordingProxy(f"{faulty.url}/json-cut", tmp_path / "j") as proxy:
+        got = b""
+        with (
+            pytest.raises(httpx2.RemoteProtocolError),
+            httpx2.stream("POST", proxy.url, content=CALL, headers=JSON_HEADERS) as resp,
+        ):
+            assert resp.status_code == 200
+            for part in resp.iter_raw():
+                got += part
+    assert got == b'{"jsonrpc": "2.0", "'  # the 20 bytes the server sent
+    events = proxy.records()
+    assert frames(events, "s2c") == []
+    (fault,) = _faults(proxy)
+    assert fault["fault"] == "stream_cut" and fault["partial"] == got.decode()
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_json_replies_whole_and_oversize(faulty: FaultServer, tmp_path: Path, framing: str) -> None:
+    """A JSON reply reaches the client byte for byte and is recorded whole, however it is
+    framed; one past the limit is forwarded intact and stored as its first bytes, with an
+    oversize_frame fault."""
+    query = "&chunked=1" if framing == "chunked" else ""
+    limit = 20_000
+    with RecordingProxy(
+        f"{faulty.url}/json-big", tmp_path / "j", max_json_reply_bytes=limit
+    ) as proxy:
+        small = httpx2.post(f"{proxy.url}?size=5000{query}", content=CALL, headers=JSON_HEADERS)
+        big = httpx2.post(f"{proxy.url}?size=50000{query}", content=CALL, headers=JSON_HEADERS)
+    assert len(small.json()["result"]["pad"]) == 5000
+    assert len(big.json()["result"]["pad"]) == 50000
+    s2c = frames(proxy.records(), "s2c")
+    assert len(s2c) == 2 and s2c[0].raw == small.content
+    assert s2c[1].raw_size == len(big.content) and big.content.startswith(s2c[1].raw)
+    assert len(s2c[1].raw) == limit
+    (fault,) = _faults(proxy)
+    assert fault["fault"] == "oversize_frame" and fault["seq"] == s2c[1].seq
+    exchanges = [doc(e) for e in of_kind(proxy.records(), "http_exchange")]
+    assert [x["bytes_out"] for x in exchanges] == [len(small.content), len(big.content)]
+
+
 def test_slow_stream_is_not_buffered(faulty: FaultServer, tmp_path: Path) -> None:
     """Each event reaches the client within a few ms of the server sending it (the server
     spaces them 200 ms apart, so a buffering proxy would show delays of hundreds of ms)."""

@@ -121,6 +121,33 @@ class FaultServer:
                 + reply
             )
             return True
+        if path == "/json-cut":  # a JSON reply that stops before its declared length
+            reply = _response_for(body)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                + f"content-length: {len(reply) + 100}\r\n\r\n".encode()
+                + reply[:20]
+            )
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            return False
+        if path == "/json-big":  # a JSON reply of `size` bytes, in one piece or chunked
+            pad = "x" * int(query.get("size", "1000"))
+            reply = json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"pad": pad}}).encode()
+            if query.get("chunked"):
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"transfer-encoding: chunked\r\n\r\n"
+                    + b"".join(chunk(reply[i : i + 4096]) for i in range(0, len(reply), 4096))
+                    + b"0\r\n\r\n"
+                )
+            else:
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    + f"content-length: {len(reply)}\r\n\r\n".encode()
+                    + reply
+                )
+            return True
         if path == "/cookie":  # a server that hands out a session cookie, as many do
             reply = _response_for(body)
             writer.write(
