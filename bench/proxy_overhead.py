@@ -1,15 +1,18 @@
 """What recording costs on the HTTP path: tool calls against a minimal HTTP MCP server, directly,
 through a bare streaming proxy that records nothing (same stack: uvicorn + httpx2), and through
-`blackbox proxy` (journal + shipper into SQLite), all measured in one run; plus the blackbox
-proxy without its shipper thread ("journal only"), to show where the cost is.
+`blackbox proxy` (journal + store child shipping into SQLite), all measured in one run; plus the
+blackbox proxy without a shipper ("journal only"), to show where the cost is.
 
 The CPU time each measured process spends per call is reported too: on a shared machine the
 wall-clock figures swing with everyone else's load, the CPU cost much less.
 
 Each server and proxy runs in its own process; the load generator is a raw HTTP/1.1 keep-alive
 client (so the client's own overhead stays small next to what is measured). Sequential: one
-client, one call at a time. Concurrent: 16 clients at once. Then the blackbox proxy's memory is
-sampled while it serves many calls (it must not grow).
+client, one call at a time, the four targets taking turns of 25 calls (so a busy moment on the
+shared machine falls on all of them alike; the store child's bursts of work, too, fall on every
+target, and its cost shows in the CPU per call). Concurrent: 16 clients at once, one
+target per turn. Then the blackbox proxy's memory is sampled while it serves many calls (it
+must not grow).
 
     python bench/proxy_overhead.py            # ~1 minute: 5 rounds of 500 sequential and
                                               # 16 x 40 concurrent calls, 5,000-call memory run
@@ -198,8 +201,9 @@ async def _worker(port: int, count: int, start: int, latencies: list[float]) -> 
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         for i in range(start, start + count):
+            request = _request(i, port)
             t0 = time.perf_counter()
-            writer.write(_request(i, port))
+            writer.write(request)
             status = await _read_response(reader)
             latencies.append(time.perf_counter() - t0)
             if status != 200:
@@ -232,20 +236,73 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
-def measure(port: int, pid: int, clients: int, per_client: int) -> dict[str, float]:
-    """Latency percentiles and throughput seen by the clients, and the CPU time the measured
-    process spent per call (robust on a shared machine, where wall-clock figures are noisy)."""
-    asyncio.run(_load(port, clients, min(per_client, 50)))  # warm-up
-    cpu0 = _cpu_seconds(pid)
-    latencies, elapsed = asyncio.run(_load(port, clients, per_client))
-    cpu = _cpu_seconds(pid) - cpu0
-    latencies.sort()
+async def _interleaved(
+    ports: list[int], per_target: int, turn: int = 25
+) -> tuple[list[list[float]], list[int]]:
+    """One client, one call at a time, the targets taking turns of `turn` calls (each leads
+    equally often): every target meets the same moments of the machine's load from elsewhere, so
+    the ratios between them are not decided by which one ran during a busy second. The first
+    call of a turn finds its processes asleep and is not counted (it is warm-up, and the CPU
+    figure still includes it). Returns the counted latencies and the calls made, per target."""
+    conns = [await asyncio.open_connection("127.0.0.1", port) for port in ports]
+    latencies: list[list[float]] = [[] for _ in ports]
+    calls = [0] * len(ports)
+    try:
+        rotation = 0
+        while any(len(lat) < per_target for lat in latencies):
+            for j in range(len(ports)):
+                k = (rotation + j) % len(ports)
+                reader, writer = conns[k]
+                for i in range(min(turn, per_target - len(latencies[k]) + 1)):
+                    request = _request(calls[k], ports[k])
+                    t0 = time.perf_counter()
+                    writer.write(request)
+                    status = await _read_response(reader)
+                    elapsed = time.perf_counter() - t0
+                    calls[k] += 1
+                    if status != 200:
+                        raise RuntimeError(f"HTTP {status} from port {ports[k]}")
+                    if i > 0:
+                        latencies[k].append(elapsed)
+            rotation += 1
+    finally:
+        for _reader, writer in conns:
+            writer.close()
+    return latencies, calls
+
+
+def _figures(latencies: list[float], elapsed: float, cpu: float) -> dict[str, float]:
+    latencies = sorted(latencies)
     return {
         "p50": statistics.median(latencies) * 1000,
         "p99": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
         "rps": len(latencies) / elapsed,
         "cpu": cpu / len(latencies) * 1000,
     }
+
+
+def measure_sequential(targets: list[tuple[int, int]], per_target: int) -> list[dict[str, float]]:
+    """Sequential calls to all targets (port, pid) interleaved; figures per target. Requests
+    per second are per target: one over the mean time of its calls."""
+    ports = [port for port, _pid in targets]
+    asyncio.run(_interleaved(ports, min(per_target, 50)))  # warm-up
+    cpu0 = [_cpu_seconds(pid) for _port, pid in targets]
+    latencies, calls = asyncio.run(_interleaved(ports, per_target))
+    figures = []
+    for lat, n, (_port, pid), c0 in zip(latencies, calls, targets, cpu0, strict=True):
+        f = _figures(lat, sum(lat), 0.0)
+        f["cpu"] = (_cpu_seconds(pid) - c0) / n * 1000
+        figures.append(f)
+    return figures
+
+
+def measure(port: int, pid: int, clients: int, per_client: int) -> dict[str, float]:
+    """Latency percentiles and throughput seen by the clients, and the CPU time the measured
+    process spent per call (robust on a shared machine, where wall-clock figures are noisy)."""
+    asyncio.run(_load(port, clients, min(per_client, 50)))  # warm-up
+    cpu0 = _cpu_seconds(pid)
+    latencies, elapsed = asyncio.run(_load(port, clients, per_client))
+    return _figures(latencies, elapsed, _cpu_seconds(pid) - cpu0)
 
 
 def _median_of(rounds: list[dict[str, float]]) -> dict[str, float]:
@@ -363,12 +420,16 @@ def main() -> None:
         name: {"sequential": [], "concurrent": []} for name, _port, _pid in targets
     }
     try:
-        # Rounds interleave the targets, so a burst of load from elsewhere on the machine hits
-        # all three alike; each figure is the median over the rounds.
+        # Sequential calls interleave the targets call by call; concurrent ones (16 clients on
+        # one target) take turns by round. Each figure is the median over the rounds.
         for r in range(args.rounds):
             print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
+            sequential = measure_sequential(
+                [(port, pid) for _n, port, pid in targets], args.requests
+            )
+            for (name, _port, _pid), figures in zip(targets, sequential, strict=True):
+                rounds[name]["sequential"].append(figures)
             for name, port, pid in targets:
-                rounds[name]["sequential"].append(measure(port, pid, 1, args.requests))
                 rounds[name]["concurrent"].append(measure(port, pid, args.clients, args.per_client))
         results = {
             name: {mode: _median_of(runs) for mode, runs in modes.items()}
