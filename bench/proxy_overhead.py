@@ -123,6 +123,7 @@ def _serve_bare(port: int, upstream: str) -> None:
         access_log=False,
         server_header=False,
         date_header=False,
+        proxy_headers=False,  # as `blackbox proxy`: no X-Forwarded-For middleware
         lifespan="off",
     )
 
