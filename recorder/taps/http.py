@@ -766,8 +766,8 @@ class HttpProxyTap:
 
         With a Content-Length the message is journaled and sent the moment its last byte is in
         hand, before the upstream response is wound up (end of message, connection back to the
-        pool), as a streaming relay would: sending only after that cost the sequential p50
-        about a tenth against the bare proxy (measured, `bench/proxy_overhead.py`)."""
+        pool), as a streaming relay would. Measured in paired runs of 4,000 sequential calls:
+        the journal-only proxy went from 1.17x to 1.04x the bare proxy (docs/proxy.md)."""
         chunks: list[bytes] = []
         size = 0
         limit = self.settings.max_json_reply_bytes

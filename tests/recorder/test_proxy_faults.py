@@ -72,19 +72,26 @@ def test_upstream_500_is_forwarded_unchanged_and_recorded(
     assert exchange["status"] == 500 and exchange["note"] == direct.text
 
 
+def _read_until_cut(url: str) -> bytes:
+    """POST a call through the proxy and read the 200 reply until the connection is cut (it
+    must be); the bytes the client got."""
+    got = b""
+    with (
+        pytest.raises(httpx2.RemoteProtocolError),
+        httpx2.stream("POST", url, content=CALL, headers=JSON_HEADERS) as resp,
+    ):
+        assert resp.status_code == 200
+        for part in resp.iter_raw():
+            got += part
+    return got
+
+
 @pytest.mark.parametrize("path", ["/cut", "/cut-clean"])
 def test_stream_cut_mid_event(faulty: FaultServer, tmp_path: Path, path: str) -> None:
     """The complete event is recorded and forwarded; the half event is a stream_cut fault, and
     the client's stream is cut too (it gets the same bytes the server sent)."""
     with RecordingProxy(f"{faulty.url}{path}", tmp_path / "j") as proxy:
-        got = b""
-        with (
-            pytest.raises(httpx2.RemoteProtocolError),
-            httpx2.stream("POST", proxy.url, content=CALL, headers=JSON_HEADERS) as resp,
-        ):
-            assert resp.status_code == 200
-            for part in resp.iter_raw():
-                got += part
+        got = _read_until_cut(proxy.url)
     assert got.startswith(b"id: e1\ndata: ")
     assert got.endswith(b'id: e2\ndata: {"jsonrpc":"2.0","id":1,"res')
     events = proxy.records()
@@ -101,14 +108,7 @@ def test_json_reply_cut_short(faulty: FaultServer, tmp_path: Path) -> None:
     """A JSON reply that ends before its Content-Length: the client gets the same bytes and a
     cut connection; no frame is recorded for the half message, a stream_cut fault keeps it."""
     with RecordingProxy(f"{faulty.url}/json-cut", tmp_path / "j") as proxy:
-        got = b""
-        with (
-            pytest.raises(httpx2.RemoteProtocolError),
-            httpx2.stream("POST", proxy.url, content=CALL, headers=JSON_HEADERS) as resp,
-        ):
-            assert resp.status_code == 200
-            for part in resp.iter_raw():
-                got += part
+        got = _read_until_cut(proxy.url)
     assert got == b'{"jsonrpc": "2.0", "'  # the 20 bytes the server sent
     events = proxy.records()
     assert frames(events, "s2c") == []

@@ -33,6 +33,15 @@ def _response_for(body: bytes) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": rid, "result": {"ok": True}}).encode()
 
 
+def _json_head(length: int, extra: bytes = b"") -> bytes:
+    """A 200 JSON response's head declaring `length` body bytes (`extra`: more header lines)."""
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + extra
+        + f"content-length: {length}\r\n\r\n".encode()
+    )
+
+
 class FaultServer:
     def __init__(self) -> None:
         self.port = 0
@@ -115,19 +124,11 @@ class FaultServer:
             return True
         if path == "/json":
             reply = _response_for(body)
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                + f"content-length: {len(reply)}\r\n\r\n".encode()
-                + reply
-            )
+            writer.write(_json_head(len(reply)) + reply)
             return True
         if path == "/json-cut":  # a JSON reply that stops before its declared length
             reply = _response_for(body)
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                + f"content-length: {len(reply) + 100}\r\n\r\n".encode()
-                + reply[:20]
-            )
+            writer.write(_json_head(len(reply) + 100) + reply[:20])
             await writer.drain()
             await asyncio.sleep(0.05)
             return False
@@ -142,20 +143,12 @@ class FaultServer:
                     + b"0\r\n\r\n"
                 )
             else:
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + f"content-length: {len(reply)}\r\n\r\n".encode()
-                    + reply
-                )
+                writer.write(_json_head(len(reply)) + reply)
             return True
         if path == "/cookie":  # a server that hands out a session cookie, as many do
             reply = _response_for(body)
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                b"set-cookie: sid=only-for-the-first-client; Path=/\r\n"
-                + f"content-length: {len(reply)}\r\n\r\n".encode()
-                + reply
-            )
+            cookie = b"set-cookie: sid=only-for-the-first-client; Path=/\r\n"
+            writer.write(_json_head(len(reply), cookie) + reply)
             return True
         if path in ("/cut", "/cut-clean"):
             writer.write(SSE_HEADERS)
