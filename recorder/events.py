@@ -181,7 +181,8 @@ class Fault(Document):
 
     fault: str = _field(
         "The fault: stdout_pollution, invalid_json, invalid_utf8, oversize_frame, spawn_failed,"
-        " server_exited, exit_with_outstanding, broken_pipe, timeout, stream_cut, upstream_error...",
+        " server_exited, exit_with_outstanding, broken_pipe, timeout, stream_cut,"
+        " upstream_error...",
         required=True,
         default="unknown",
     )
