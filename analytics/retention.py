@@ -22,8 +22,6 @@ this order, so that no step loses data if the next one fails:
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +29,7 @@ from pathlib import Path
 
 from analytics.export import Selection, export_bundle, iso
 from analytics.verify_export import verify_export
-from recorder import __version__
+from recorder import events
 from recorder.errors import BlackboxError
 from recorder.model import Direction, Kind, NewEvent, SessionInfo, new_session_id
 from recorder.store import EventStore
@@ -131,17 +129,16 @@ def seal_abandoned(store: EventStore, session_id: str, now_ns: int, idle_ns: int
     last = next(iter(store.read_session(session_id, after_seq=last_seq - 1)), None)
     if last is None or last.wall_ns >= now_ns - idle_ns or last.kind == Kind.SESSION_SEALED:
         return False
-    doc = {
-        "reason": "abandoned",
-        "outcome": "abandoned",
-        "exit_code": None,
-        "signal": None,
-        "sealed_by": "retention",
-        "sealed_at_ns": now_ns,
-        "last_activity_ns": last.wall_ns,
-        "idle_ns": idle_ns,
-    }
-    raw = json.dumps(doc, separators=(",", ":")).encode()
+    raw = events.encode(
+        events.SessionEnded(
+            reason="abandoned",
+            outcome="abandoned",
+            sealed_by="retention",
+            sealed_at_ns=now_ns,
+            last_activity_ns=last.wall_ns,
+            idle_ns=idle_ns,
+        )
+    )
     store.append(
         [
             NewEvent(
@@ -234,36 +231,29 @@ def _record_event(
     plan = result.plan
     now = time.time_ns()
     sid = new_session_id(now)
-    started = {
-        "name": RETENTION_SESSION,
-        "transport": None,
-        "command": ["blackbox", "retention", "apply"],
-        "cwd": None,
-        "env_names": [],
-        "tap_version": __version__,
-        "pid": os.getpid(),
-        "replay_of": None,
-    }
-    applied = {
-        "older_than_ns": older_than_ns,
-        "cutoff_ns": plan.cutoff_ns,
-        "cutoff": iso(plan.cutoff_ns),
-        "idle_ns": idle_ns,
-        "removed": [i.session_id for i in plan.remove],
-        "sessions_removed": len(plan.remove),
-        "records_removed": result.records_removed,
-        "archive": str(result.archive) if result.archive else None,
-        "archive_format": archive_format if result.archive else None,
-        "archive_manifest_sha256": result.archive_manifest_sha256,
-        "held_kept": plan.held,
-        "abandoned_sealed": plan.abandoned,
-        "broken_kept": plan.broken,
-    }
-    ended = {"reason": "completed", "outcome": "ok", "exit_code": 0, "signal": None}
+    started = events.started_here(
+        name=RETENTION_SESSION, transport=None, command=["blackbox", "retention", "apply"]
+    )
+    applied = events.RetentionApplied(
+        older_than_ns=older_than_ns,
+        cutoff_ns=plan.cutoff_ns,
+        cutoff=iso(plan.cutoff_ns),
+        idle_ns=idle_ns,
+        removed=[i.session_id for i in plan.remove],
+        sessions_removed=len(plan.remove),
+        records_removed=result.records_removed,
+        archive=str(result.archive) if result.archive else None,
+        archive_format=archive_format if result.archive else None,
+        archive_manifest_sha256=result.archive_manifest_sha256,
+        held_kept=plan.held,
+        abandoned_sealed=plan.abandoned,
+        broken_kept=plan.broken,
+    )
+    ended = events.SessionEnded(reason="completed", outcome="ok", exit_code=0)
     docs = [
-        (Kind.SESSION_STARTED, started),
-        (Kind.RETENTION_APPLIED, applied),
-        (Kind.SESSION_ENDED, ended),
+        started,
+        applied,
+        ended,
     ]
     store.append(
         [
@@ -272,11 +262,11 @@ def _record_event(
                 seq,
                 now + seq,
                 seq,
-                kind,
+                doc.KIND,
                 Direction.NONE,
-                json.dumps(doc, separators=(",", ":")).encode(),
+                events.encode(doc),
             )
-            for seq, (kind, doc) in enumerate(docs, start=1)
+            for seq, doc in enumerate(docs, start=1)
         ]
     )
     return sid

@@ -30,7 +30,7 @@ from analytics.export import (
     read_rows,
     sha256_file,
 )
-from recorder import chain
+from recorder import chain, events
 from recorder.jsonrpc import classify
 from recorder.model import Kind, StoredEvent
 
@@ -401,10 +401,7 @@ def _verify_with_attested(
             seal = ev
         prev, expected = ev.hash, ev.seq + 1
     if seal is not None and not findings:
-        try:
-            count = int(json.loads(seal.raw)["count"])
-        except (ValueError, KeyError, TypeError):
-            count = None
+        count = chain.seal_count(seal.raw)
         if count is not None and count != seal.seq - 1:
             findings.append(
                 chain.Finding(sid, seal.seq, "truncated", f"sealed with {count} records")
@@ -427,15 +424,8 @@ def _derived_mismatch(ev: StoredEvent) -> list[str]:
         c = classify(ev.raw)
         want = {f: getattr(c, f) for f in _DERIVED}
     else:
-        try:
-            doc = json.loads(ev.raw)
-        except ValueError:
-            doc = {}
-        doc = doc if isinstance(doc, dict) else {}
         want = {f: None for f in _DERIVED}
-        for key in ("tool", "method", "era"):
-            if isinstance(doc.get(key), str):
-                want[key] = doc[key]
+        want["method"], want["tool"], want["era"] = events.derived_fields(ev.raw)
     return [f for f in _DERIVED if getattr(ev, f) != want[f]]
 
 

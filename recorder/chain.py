@@ -9,13 +9,13 @@ insertion or removal breaks the links, and gaps in `seq` are checked separately.
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
+from recorder import events
 from recorder.model import Kind, NewEvent, StoredEvent
 
 _LENGTHS = struct.Struct(">HHH")
@@ -69,7 +69,7 @@ def link(prev_hash: bytes, event: NewEvent | StoredEvent | ChainRecord) -> bytes
 
 def seal_payload(count: int, head: bytes) -> bytes:
     """The raw document of a seal record: how many records precede it and the chain head."""
-    return json.dumps({"count": count, "head": head.hex()}, separators=(",", ":")).encode()
+    return events.encode(events.SessionSealed(count=count, head=head.hex()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,11 +340,10 @@ def _as_int64(value: object) -> int:
     return number if -(2**63) <= number < 2**63 else 0
 
 
-def _sealed_count(row: StoredEvent | ChainRecord) -> int | None:
-    try:
-        return int(json.loads(row.raw)["count"])
-    except (ValueError, KeyError, TypeError):
-        return None
+def seal_count(raw: bytes) -> int | None:
+    """The record count a seal's document fixes, or None when the document does not decode."""
+    seal = events.decode_as(events.SessionSealed, raw)
+    return None if seal is None else seal.count
 
 
 def check_seal(
@@ -358,7 +357,7 @@ def check_seal(
     out: list[Finding] = []
     seal = summary.seal
     if seal is not None:
-        count = _sealed_count(seal)
+        count = seal_count(seal.raw)
         if count is not None and summary.before_seal != count and not chain_broken:
             out.append(
                 Finding(

@@ -14,6 +14,7 @@ two in step: it is what an auditor reads.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import types
 import typing
@@ -300,6 +301,13 @@ class RetentionApplied(Document):
     extra: Mapping[str, JSON] = _extra()
 
 
+def started_here(**fields: Any) -> SessionStarted:
+    """A `session_started` document by this process: its version and pid filled in."""
+    from recorder import __version__
+
+    return SessionStarted(tap_version=__version__, pid=os.getpid(), **fields)
+
+
 DOCUMENTS: dict[str, type[Document]] = {
     cls.KIND: cls
     for cls in (
@@ -550,6 +558,32 @@ def decode_as(cls: type[D], raw: bytes) -> D | None:
     """The document of a record known to be of `cls`'s kind, or None when it does not decode."""
     doc, _problem = decode(cls.KIND, raw)
     return doc if isinstance(doc, cls) else None
+
+
+def decode_dict(kind: str, raw: bytes) -> dict[str, JSON] | None:
+    """A record's document as a plain dict in the current version (`as_dict` of `decode`), or
+    None when it does not decode: for readers that pass documents on as JSON."""
+    doc, _problem = decode(kind, raw)
+    return None if doc is None else as_dict(doc)
+
+
+DERIVED_KEYS = ("method", "tool", "era")
+
+
+def derived_fields(raw: bytes) -> tuple[str | None, str | None, str | None]:
+    """The derived columns (method, tool, era) of a non-frame record: its document's keys of those
+    names when they hold text, as written. Read from the bytes, not through the upgrade steps, so
+    that a record's derived columns never change when an upgrade step is added and `verify` can
+    recompute them from any log ever written."""
+    value, problem = parse(raw)
+    if problem is not None or not isinstance(value, dict):
+        return None, None, None
+    method, tool, era = (value.get(key) for key in DERIVED_KEYS)
+    return (
+        method if isinstance(method, str) else None,
+        tool if isinstance(tool, str) else None,
+        era if isinstance(era, str) else None,
+    )
 
 
 # -- the written schema --------------------------------------------------------------------------
