@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from recorder import events
 from recorder.errors import AppendRefused, BlackboxError, StoreError
 from recorder.jsonrpc import id_fields
 from recorder.model import Direction, Kind, NewEvent
@@ -63,25 +64,24 @@ def decision_doc(
 ) -> bytes:
     """The raw JSON of a `decision` record (compact, keys in a fixed order). `decision` and
     `decided_by` are None only for a host's record of a proposed call not decided yet."""
-    doc: dict[str, object] = {
-        "decision": decision,
-        "final": final,
-        "source": source,
-        "decided_by": decided_by,
-        "rule": rule,
-        "server": server,
-        "tool": tool,
-        "method": method,
-        "args_fingerprint": args_fingerprint,
-        "rpc_id": rpc_id,
-        "request_seq": request_seq,
-        "host_session": host_session,
-        "reason": reason,
-    }
-    if extra:
-        for key, value in extra.items():
-            doc.setdefault(key, value)
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    return events.encode(
+        events.Decision(
+            decision=decision,
+            final=final,
+            source=source,
+            decided_by=decided_by,
+            rule=rule,
+            server=server,
+            tool=tool,
+            method=method,
+            args_fingerprint=args_fingerprint,
+            rpc_id=rpc_id,
+            request_seq=request_seq,
+            host_session=host_session,
+            reason=reason,
+            extra=dict(extra or {}),
+        )
+    )
 
 
 # -- recording host decisions ---------------------------------------------------------------------
@@ -111,23 +111,16 @@ def session_started_doc(
     extra: Mapping[str, object] | None = None,
 ) -> bytes:
     """The `session_started` document of a host-decision session (transport "hook")."""
-    from recorder import __version__
-
-    doc: dict[str, object] = {
-        "name": name,
-        "transport": HOST_TRANSPORT,
-        "command": command,
-        "cwd": cwd,
-        "env_names": [],
-        "tap_version": __version__,
-        "pid": os.getpid(),
-        "replay_of": None,
-        "host_session": host_session,
-    }
-    if extra:
-        for key, value in extra.items():
-            doc.setdefault(key, value)
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    return events.encode(
+        events.started_here(
+            name=name,
+            transport=HOST_TRANSPORT,
+            command=command,
+            cwd=cwd,
+            host_session=host_session,
+            extra=dict(extra or {}),
+        )
+    )
 
 
 def open_host_session(store: EventStore, name: str) -> str | None:

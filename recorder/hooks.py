@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recorder import events
 from recorder.decisions import (
     append_host_records,
     args_fingerprint,
@@ -166,11 +167,8 @@ def _history(store: EventStore, name: str) -> dict[str, _Use]:
     for ev in store.read_session(sid):
         if ev.kind != Kind.DECISION:
             continue
-        try:
-            doc = json.loads(ev.raw)
-        except ValueError:
-            continue
-        key = doc.get("tool_use_id") if isinstance(doc, dict) else None
+        doc = events.decode_dict(Kind.DECISION, ev.raw)
+        key = doc.get("tool_use_id") if doc is not None else None
         if not key:
             continue
         use = uses.setdefault(key, _Use())
@@ -405,13 +403,10 @@ def run_hook(
         records = [(str(Kind.DECISION), doc) for doc in docs]
         if event.event == "SessionEnd" and (records or uses):
             why = event.payload.get("reason")
-            ended = {
-                "reason": why if isinstance(why, str) else "client_closed",
-                "outcome": "ok",
-                "exit_code": None,
-                "signal": None,
-            }
-            records.append((str(Kind.SESSION_ENDED), json.dumps(ended).encode()))
+            ended = events.SessionEnded(
+                reason=why if isinstance(why, str) else "client_closed", outcome="ok"
+            )
+            records.append((str(Kind.SESSION_ENDED), events.encode(ended)))
         if not records:
             return result
         now = time.time_ns()

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from recorder import events
 from recorder.decisions import args_fingerprint, decision_doc
 from recorder.errors import BlackboxError
 from recorder.jsonrpc import id_fields
@@ -708,16 +709,11 @@ def evaluate_session(
     pending: dict[str | None, dict] = {}
     for ev in store.read_session(session_id):
         if ev.kind == Kind.DECISION:
-            try:
-                doc = json.loads(ev.raw)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and doc.get("source") == "policy":
-                row = pending.pop(doc.get("rpc_id"), None)
+            doc = events.decode_as(events.Decision, ev.raw)
+            if doc is not None and doc.source == "policy":
+                row = pending.pop(doc.rpc_id, None)
                 if row is not None:
-                    row["recorded"] = (
-                        f"{doc.get('final') or doc.get('decision')} ({doc.get('rule')})"
-                    )
+                    row["recorded"] = f"{doc.final or doc.decision} ({doc.rule})"
             continue
         if ev.kind != Kind.FRAME or ev.direction != Direction.CLIENT_TO_SERVER:
             continue
