@@ -36,7 +36,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recorder import __version__, chain
+from analytics.columns import arrow_columns, document_columns
+from recorder import __version__, chain, events
 from recorder.errors import BlackboxError
 from recorder.model import Kind, SessionInfo, StoredEvent
 from recorder.redact import Redactor
@@ -54,26 +55,10 @@ class ExportError(BlackboxError):
     """An export that cannot be made as asked."""
 
 
-# (name, arrow type) of each file's columns; the one definition writers and readers share.
+# (name, arrow type) of each file's columns; the one definition writers and readers share. Record
+# and decision columns derive from the record (`StoredEvent`) and the decision document's schema.
 RECORD_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
-    ("position", pa.int64()),
-    ("session_id", pa.string()),
-    ("seq", pa.int64()),
-    ("wall_ns", pa.int64()),
-    ("mono_ns", pa.int64()),
-    ("kind", pa.string()),
-    ("direction", pa.string()),
-    ("raw", pa.binary()),
-    ("raw_size", pa.int64()),
-    ("msg_type", pa.string()),
-    ("method", pa.string()),
-    ("rpc_id", pa.string()),
-    ("rpc_id_type", pa.string()),
-    ("tool", pa.string()),
-    ("is_error", pa.bool_()),
-    ("error_code", pa.int64()),
-    ("era", pa.string()),
-    ("hash", pa.string()),
+    *arrow_columns(StoredEvent, hash=pa.string()),  # the hash as hex text
     ("redacted", pa.bool_()),
 )
 SESSION_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
@@ -95,23 +80,12 @@ SESSION_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("held", pa.bool_()),
     ("hold_reason", pa.string()),
 )
+_DECISION_FIELDS = events.fields_of(Kind.DECISION)
 DECISION_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("session_id", pa.string()),
     ("seq", pa.int64()),
     ("wall_ns", pa.int64()),
-    ("decision", pa.string()),
-    ("final", pa.string()),
-    ("source", pa.string()),
-    ("decided_by", pa.string()),
-    ("rule", pa.string()),
-    ("server", pa.string()),
-    ("tool", pa.string()),
-    ("method", pa.string()),
-    ("args_fingerprint", pa.string()),
-    ("rpc_id", pa.string()),
-    ("request_seq", pa.int64()),
-    ("host_session", pa.string()),
-    ("reason", pa.string()),
+    *document_columns(_DECISION_FIELDS),
 )
 FILES = {"records": RECORD_COLUMNS, "sessions": SESSION_COLUMNS, "decisions": DECISION_COLUMNS}
 
@@ -280,16 +254,12 @@ def record_row(ev: StoredEvent, redactor: Redactor | None = None) -> dict:
 
 
 def decision_row(session_id: str, seq: int, wall_ns: int, raw: bytes) -> dict:
-    """One `decision` record as a row of the decisions file (from its raw JSON document)."""
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        doc = {}
-    if not isinstance(doc, dict):
-        doc = {}
+    """One `decision` record as a row of the decisions file (from its document; a document that
+    does not decode gives a row of nulls)."""
+    doc = events.decode_as(events.Decision, raw)
     row: dict[str, object] = {"session_id": session_id, "seq": seq, "wall_ns": wall_ns}
     for name, typ in DECISION_COLUMNS[3:]:
-        value = doc.get(name)
+        value = getattr(doc, name) if doc is not None else None
         if typ == pa.int64():
             row[name] = value if isinstance(value, int) and not isinstance(value, bool) else None
         else:
@@ -446,7 +416,7 @@ def _export(
                 first_ns = ev.wall_ns if first_ns is None else min(first_ns, ev.wall_ns)
                 last_ns = ev.wall_ns if last_ns is None else max(last_ns, ev.wall_ns)
                 if ev.kind == Kind.SESSION_SEALED and sealed_count is None:
-                    sealed_count = _sealed_count(ev.raw)
+                    sealed_count = chain.seal_count(ev.raw)
                 if ev.kind == Kind.DECISION:
                     writers["decisions"].write(
                         decision_row(ev.session_id, ev.seq, ev.wall_ns, row["raw"])
@@ -493,13 +463,6 @@ def _export(
         sessions=list(per_session),
         broken=broken,
     )
-
-
-def _sealed_count(raw: bytes) -> int | None:
-    try:
-        return int(json.loads(raw)["count"])
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def _session_row(
