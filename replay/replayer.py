@@ -8,6 +8,8 @@ makes of the client are answered from the recording, matched on method and param
 
 Every run is itself recorded: a new session whose `session_started` names the original in
 `replay_of`, holding the frames as sent and received, and one `replay_step` record per divergence.
+This module drives and stores; the verdicts come from replay/evaluate.py, in the types of
+replay/results.py.
 """
 
 from __future__ import annotations
@@ -19,31 +21,18 @@ import os
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import EventStore
-from replay.compare import (
-    DEFAULT_MASKS,
-    Difference,
-    Masks,
-    compare_messages,
-    parse_pattern,
-    summarize,
-)
-from replay.drivers import ExitInfo, HttpDriver, Inbound, StdioDriver, TransportClosed
+from replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
+from replay.drivers import HttpDriver, Inbound, StdioDriver, TransportClosed
+from replay.evaluate import describe_gone, evaluate, learn_masks
 from replay.inject import Injection
 from replay.matchers import matches, nearest
-from replay.recording import (
-    Frame,
-    RecordedFault,
-    Recording,
-    ReplayError,
-    exit_description,
-    frame_from_raw,
-    load_recording,
-)
+from replay.recording import Frame, Recording, ReplayError, frame_from_raw, load_recording
+from replay.results import ReplayResult, Run
 
 TAP_VERSION = "replay-1"
 # The second learning run starts this long after the first one ended, so any answer of the second
@@ -111,148 +100,6 @@ class ReplayOptions:
             raise ReplayError("--speed must be greater than 0")
         for pattern in self.ignore:
             parse_pattern(pattern)
-
-
-@dataclass
-class Run:
-    """What one drive of the session produced."""
-
-    responses: dict[int, Frame] = field(default_factory=dict)
-    sent_at: dict[int, int] = field(default_factory=dict)  # step -> mono ns sent
-    arrived_at: dict[int, int] = field(default_factory=dict)
-    not_sent: dict[int, str] = field(default_factory=dict)  # step -> why
-    unexpected: list[dict] = field(default_factory=list)  # messages the recording lacks
-    server_requests_seen: list[int] = field(default_factory=list)
-    transport_faults: list[dict] = field(default_factory=list)
-    gone_after_step: int | None = None  # the server went away on its own after this step
-    exit: ExitInfo | None = None
-    events: list[NewEvent] = field(default_factory=list)
-    stray_responses: list[Frame] = field(default_factory=list)
-    server_used: list[int] = field(default_factory=list)  # per recorded server request
-    stderr_tail: list[str] = field(default_factory=list)  # the server's last stderr lines
-    unmatched_requests: list[Frame] = field(default_factory=list)  # server requests, no match
-    mono0: int = 0  # the replay session's time origin
-    wall0: int = 0
-    started_mono: int = 0
-    finished_mono: int = 0
-
-
-@dataclass
-class StepResult:
-    number: int
-    seq: int
-    label: str
-    method: str | None
-    tool: str | None
-    status: str  # ok | diverged | missing | unexpected | not_sent | fault_not_reproduced
-    differences: list[Difference] = field(default_factory=list)
-    note: str | None = None
-    replay_seq: int | None = None
-
-    @property
-    def diverged(self) -> bool:
-        return self.status in ("diverged", "missing", "unexpected", "not_sent")
-
-    def as_dict(self) -> dict:
-        return {
-            "step": self.number,
-            "seq": self.seq,
-            "replay_seq": self.replay_seq,
-            "method": self.method,
-            "tool": self.tool,
-            "status": self.status,
-            "note": self.note,
-            "differences": [d.as_dict() for d in self.differences],
-        }
-
-
-@dataclass
-class FaultResult:
-    fault: RecordedFault
-    reproduced: bool
-    replay_detail: str
-
-    def describe(self) -> str:
-        # An exit or a transport fault follows a step; an error or a silence is the step's own.
-        own = self.fault.fault in ("tool_error", "jsonrpc_error", "no_response")
-        where = f"{'at' if own else 'after'} {self.fault.label}, step {self.fault.step}"
-        if self.reproduced:
-            return f"reproduced: {self.fault.detail} {where}"
-        return f"not reproduced: {self.fault.detail} {where} ({self.replay_detail})"
-
-    def as_dict(self) -> dict:
-        return {
-            "fault": self.fault.fault,
-            "step": self.fault.step,
-            "label": self.fault.label,
-            "detail": self.fault.detail,
-            "reproduced": self.reproduced,
-            "replay": self.replay_detail,
-            "text": self.describe(),
-        }
-
-
-@dataclass
-class ReplayResult:
-    """The outcome of `replay_session`: per-step verdicts, extra messages, fault reproduction."""
-
-    original_id: str
-    replay_id: str | None
-    target: str
-    transport: str
-    era: str | None
-    timing: str
-    steps: list[StepResult]
-    extras: list[dict]
-    faults: list[FaultResult]
-    learned: list[str]
-    injections: list[str]
-    exit: ExitInfo | None
-    duration_s: float
-    expect_fault: bool
-    server_gone: str | None = None  # how and when the server went away on its own
-    stderr_tail: list[str] = field(default_factory=list)
-
-    @property
-    def divergences(self) -> int:
-        return sum(1 for s in self.steps if s.diverged) + len(self.extras)
-
-    @property
-    def faults_not_reproduced(self) -> int:
-        return sum(1 for f in self.faults if not f.reproduced)
-
-    @property
-    def exit_code(self) -> int:
-        """0 equivalent; 1 diverged, or a fault not reproduced under --expect-fault."""
-        if self.divergences:
-            return 1
-        if self.expect_fault and (not self.faults or self.faults_not_reproduced):
-            return 1
-        return 0
-
-    @property
-    def verdict(self) -> str:
-        if self.divergences:
-            return "diverged"
-        if self.expect_fault and (not self.faults or self.faults_not_reproduced):
-            return "fault not reproduced"
-        return "equivalent"
-
-    def summary(self) -> dict:
-        counts: dict[str, int] = {}
-        for s in self.steps:
-            counts[s.status] = counts.get(s.status, 0) + 1
-        return {
-            "steps": len(self.steps),
-            "equivalent": counts.get("ok", 0),
-            "diverged": counts.get("diverged", 0),
-            "missing": counts.get("missing", 0),
-            "unexpected": counts.get("unexpected", 0) + len(self.extras),
-            "not_sent": counts.get("not_sent", 0),
-            "fault_not_reproduced": counts.get("fault_not_reproduced", 0),
-            "faults_recorded": len(self.faults),
-            "faults_reproduced": len(self.faults) - self.faults_not_reproduced,
-        }
 
 
 # -- driving --------------------------------------------------------------------------------
@@ -594,181 +441,6 @@ def _request_state(message: object) -> str | None:
     return None
 
 
-# -- evaluation -----------------------------------------------------------------------------
-
-
-def _step_masks(base: Masks, learned: dict[int, list[tuple]], number: int) -> Masks:
-    extra = learned.get(number)
-    if not extra:
-        return base
-    masks = Masks()
-    masks.patterns = list(base.patterns)
-    masks._parsed = [*base._parsed, *extra]
-    return masks
-
-
-def evaluate(
-    rec: Recording,
-    run: Run,
-    base: Masks,
-    learned: dict[int, list[tuple]] | None = None,
-) -> tuple[list[StepResult], list[dict], list[FaultResult]]:
-    """Compare a run with the recording: per-step results, extra messages, fault verdicts."""
-    learned = learned or {}
-    explained = {f.step for f in rec.faults if f.fault in ("no_response", "server_exit")}
-    exit_step = next((f.step for f in rec.faults if f.fault == "server_exit"), None)
-    results: list[StepResult] = []
-    for step in rec.steps:
-        f = step.frame
-        res = StepResult(step.number, f.seq, step.label, f.method, f.tool, "ok")
-        replayed = run.responses.get(step.number)
-        res.replay_seq = replayed.seq if replayed is not None else None
-        recorded = step.response
-        if step.number in run.not_sent:
-            if recorded is not None or f.kind == "request":
-                res.status = "not_sent"
-                res.note = run.not_sent[step.number]
-            else:
-                res.note = f"not sent: {run.not_sent[step.number]}"
-        elif recorded is not None and replayed is not None:
-            res.differences = compare_messages(
-                recorded.message, replayed.message, _step_masks(base, learned, step.number)
-            )
-            if res.differences:
-                res.status = "diverged"
-        elif recorded is not None:
-            res.status = "missing"
-            res.note = _explain_missing(recorded, run)
-        elif replayed is not None:
-            fault_explains = step.number in explained or (
-                exit_step is not None and step.number >= exit_step
-            )
-            res.status = "fault_not_reproduced" if fault_explains else "unexpected"
-            res.note = (
-                "the recording has no response here (fault); the replay got one"
-                if fault_explains
-                else "the recording has no response to this request; the replay got one"
-            )
-        results.append(res)
-    extras = list(run.unexpected)
-    for i, req in enumerate(rec.server_requests):
-        if not run.server_used[i] and req.after_step <= max(run.sent_at, default=0):
-            extras.append(
-                {
-                    "what": "missing server request",
-                    "method": req.frame.method,
-                    "seq": req.frame.seq,
-                    "nearest": _nearest_replayed(req.frame, run.unmatched_requests),
-                }
-            )
-    for frame in run.stray_responses:
-        extras.append(
-            {
-                "what": "response to no request",
-                "replay_seq": frame.seq,
-                "nearest": f"id {frame.id_key[0] if frame.id_key else None} "
-                "matches no request sent",
-            }
-        )
-    return results, extras, _fault_verdicts(rec, run, results)
-
-
-def _nearest_replayed(recorded: Frame, replayed: list[Frame]) -> str:
-    """For a recorded server request the replay lacks: the closest one the replay did get."""
-    from replay.matchers import params_of
-
-    if not isinstance(recorded.message, dict) or not replayed:
-        return "the server did not send it in the replay"
-    scored = []
-    for frame in replayed:
-        live = frame.message if isinstance(frame.message, dict) else {}
-        differences = compare_messages(
-            {"method": recorded.method, "params": params_of(recorded.message)},
-            {"method": frame.method, "params": params_of(live)},
-            Masks(),
-        )
-        scored.append((len(differences), differences, frame))
-    _n, differences, near = min(scored, key=lambda item: item[0])
-    shown = "; ".join(
-        f"{d.path}: recorded {summarize(d.recorded, 60)}, replayed {summarize(d.replayed, 60)}"
-        for d in differences[:3]
-    )
-    return f"nearest server request in the replay is {near.method} (replay seq {near.seq}): {shown}"
-
-
-def _explain_missing(recorded: Frame, run: Run) -> str:
-    if run.stray_responses:
-        scored = [
-            (compare_messages(recorded.message, fr.message, Masks()), fr)
-            for fr in run.stray_responses
-        ]
-        differences, near = min(scored, key=lambda pair: len(pair[0]))
-        shown = "; ".join(
-            f"{d.path}: recorded {summarize(d.recorded, 60)}, got {summarize(d.replayed, 60)}"
-            for d in differences[:3]
-        )
-        return (
-            f"no response with this id; nearest unmatched response is replay seq {near.seq} "
-            f"(id {near.id_key[0] if near.id_key else None})"
-            + (f", differing at {shown}" if shown else "")
-        )
-    if run.gone_after_step is not None:
-        return _gone(run)
-    return "no response within the timeout"
-
-
-def _gone(run: Run) -> str:
-    code = run.exit.exit_code if run.exit else None
-    sig = run.exit.signal if run.exit else None
-    return f"{exit_description(code, sig)} after step {run.gone_after_step}"
-
-
-def _replay_faults(
-    rec: Recording, run: Run, results: list[StepResult]
-) -> list[tuple[str, int, str]]:
-    found: list[tuple[str, int, str]] = []
-    for step, res in zip(rec.steps, results, strict=True):
-        replayed = run.responses.get(res.number)
-        if replayed is not None and replayed.kind == "error":
-            found.append(("jsonrpc_error", res.number, f"JSON-RPC error {replayed.error_code}"))
-        elif replayed is not None and replayed.is_error:
-            found.append(("tool_error", res.number, "tool error (isError: true)"))
-        elif (
-            replayed is None
-            and step.frame.kind == "request"
-            and res.number in run.sent_at
-            and (run.gone_after_step is None or res.number < run.gone_after_step)
-        ):
-            found.append(("no_response", res.number, "no response"))
-    for doc in run.transport_faults:
-        found.append((str(doc.get("fault")), int(doc.get("step") or 0), str(doc.get("detail"))))
-    exit_info = run.exit
-    if run.gone_after_step is not None:
-        code = exit_info.exit_code if exit_info else None
-        sig = exit_info.signal if exit_info else None
-        found.append(("server_exit", run.gone_after_step, exit_description(code, sig)))
-    return found
-
-
-def _fault_verdicts(rec: Recording, run: Run, results: list[StepResult]) -> list[FaultResult]:
-    replay_faults = _replay_faults(rec, run, results)
-    verdicts: list[FaultResult] = []
-    for fault in rec.faults:
-        same = [rf for rf in replay_faults if rf[0] == fault.fault and rf[1] == fault.step]
-        if same:
-            verdicts.append(FaultResult(fault, True, same[0][2]))
-            continue
-        elsewhere = [rf for rf in replay_faults if rf[0] == fault.fault]
-        if elsewhere:
-            detail = f"replay: {elsewhere[0][2]} at step {elsewhere[0][1]} instead"
-        elif fault.fault == "server_exit":
-            detail = "replay: the server kept running"
-        else:
-            detail = "replay: no such fault"
-        verdicts.append(FaultResult(fault, False, detail))
-    return verdicts
-
-
 # -- entry points ---------------------------------------------------------------------------
 
 
@@ -777,22 +449,6 @@ async def _drive_once(
 ) -> Run:
     driving = _Driving(rec, target.driver(), options, session_id)
     return await driving.drive()
-
-
-def learn_masks(runs: Sequence[Run], rec: Recording) -> dict[int, list[tuple]]:
-    """Paths whose values differ between learning runs, per step: the volatile fields."""
-    from replay.compare import diff, strip_id
-
-    learned: dict[int, list[tuple]] = {}
-    first, second = runs[0], runs[1]
-    for step in rec.steps:
-        a, b = first.responses.get(step.number), second.responses.get(step.number)
-        if a is None or b is None:
-            continue
-        differences = diff(strip_id(a.message), strip_id(b.message), Masks())
-        if differences:
-            learned[step.number] = [parse_pattern(d.path) for d in differences]
-    return learned
 
 
 def replay_session(
@@ -828,8 +484,6 @@ def replay_session(
             if i == 0:
                 time.sleep(LEARN_SPACING_S)
         learned = learn_masks(runs, rec)
-        from replay.compare import format_path
-
         learned_paths = sorted(
             {f"step {n}: {format_path(p)}" for n, paths in learned.items() for p in paths}
         )
@@ -853,7 +507,7 @@ def replay_session(
         exit=run.exit,
         duration_s=time.monotonic() - began,
         expect_fault=options.expect_fault,
-        server_gone=_gone(run) if run.gone_after_step is not None else None,
+        server_gone=describe_gone(run) if run.gone_after_step is not None else None,
         stderr_tail=run.stderr_tail if run.gone_after_step is not None else [],
     )
     if record:
@@ -937,9 +591,6 @@ def _session_events(
 
 __all__ = [
     "ReplayOptions",
-    "ReplayResult",
-    "StepResult",
     "Target",
-    "evaluate",
     "replay_session",
 ]

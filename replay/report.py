@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from replay.compare import summarize
-from replay.replayer import ReplayResult
+from replay.results import ReplayResult
 
 MAX_PATHS = 10  # per step in the text report; the JSON report has them all
 

@@ -114,8 +114,9 @@ def test_evaluate_explains_a_miss_and_spares_fault_explained_steps(sqlite_url: s
     another id type is named as the nearest candidate; a response where the recording crashed is
     'fault not reproduced', not a divergence."""
     from replay.compare import Masks
+    from replay.evaluate import evaluate
     from replay.recording import frame_from_raw
-    from replay.replayer import Run, evaluate
+    from replay.results import Run
 
     store = open_store(sqlite_url)
     rec = load_recording(store, crash_session(store))
@@ -164,8 +165,8 @@ def test_cli_could_not_run_is_one_line_and_exit_2(sqlite_url: str) -> None:
 
 
 def test_missing_server_request_names_the_nearest_one_the_replay_got() -> None:
+    from replay.evaluate import _nearest_replayed
     from replay.recording import frame_from_raw
-    from replay.replayer import _nearest_replayed
 
     def sampling(i: int, tokens: int) -> bytes:
         params = {"maxTokens": tokens, "messages": [{"role": "user", "content": "a"}]}
