@@ -537,6 +537,11 @@ def decode(kind: str, raw: bytes) -> tuple[Document | None, str | None]:
     steps = UPGRADES.get(cls.KIND, {})
     for n in range(version, cls.VERSION):
         value = steps[n](value)
+    return _build(cls, value)
+
+
+def _build(cls: type[Document], value: dict[str, JSON]) -> tuple[Document | None, str | None]:
+    """A document from a current-version dict (consumed): fields checked, other keys kept."""
     values: dict[str, JSON] = {}
     for spec in _SPECS[cls]:
         if spec.name in value:
@@ -549,6 +554,16 @@ def decode(kind: str, raw: bytes) -> tuple[Document | None, str | None]:
         elif spec.required:
             return None, f"missing_field {spec.name}"
     return cls(**values, extra=value), None  # type: ignore[call-arg]
+
+
+def from_dict(kind: str, values: Mapping[str, JSON]) -> Document:
+    """A producer's document of `kind` from a dict of fields and evidence (keys beyond the schema
+    are kept). Raises ValueError when the fields break the schema: a producer's bug, not data."""
+    cls = DOCUMENTS[str(kind)]
+    doc, problem = _build(cls, {k: v for k, v in values.items() if k != "v"})
+    if doc is None:
+        raise ValueError(f"{kind} document: {problem}")
+    return doc
 
 
 D = typing.TypeVar("D", bound=Document)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from recorder import events
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import EventStore
 from replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
@@ -149,6 +150,10 @@ class _Driving:
         )
         return seq
 
+    def _fault(self, doc: dict, mono_ns: int | None = None) -> None:
+        raw = events.encode(events.from_dict(Kind.FAULT, doc))
+        self._event(Kind.FAULT, Direction.NONE, raw, mono_ns)
+
     async def _send(self, raw: bytes) -> int:
         """Send a frame and record it; returns the monotonic time it was handed over."""
         now = time.monotonic_ns()
@@ -167,7 +172,8 @@ class _Driving:
             if item.kind == "eof":
                 self._server_gone()
             elif item.kind == "stderr":
-                self._event(Kind.STDERR, Direction.NONE, _compact(item.detail), item.mono_ns)
+                stderr = events.from_dict(Kind.STDERR, item.detail or {})
+                self._event(Kind.STDERR, Direction.NONE, events.encode(stderr), item.mono_ns)
                 self.run.stderr_tail = [
                     *self.run.stderr_tail[-4:],
                     (item.detail or {}).get("line", ""),
@@ -178,7 +184,7 @@ class _Driving:
                 doc.setdefault("detail", doc.get("fault"))
                 doc.setdefault("seq", None)
                 self.run.transport_faults.append(doc | {"step": self.last_sent_step})
-                self._event(Kind.FAULT, Direction.NONE, _compact(doc), item.mono_ns)
+                self._fault(doc, item.mono_ns)
             else:
                 await self._on_frame(item)
 
@@ -207,7 +213,7 @@ class _Driving:
                 "seq": seq,
             }
             self.run.transport_faults.append(doc | {"step": self.last_sent_step})
-            self._event(Kind.FAULT, Direction.NONE, _compact(doc), item.mono_ns)
+            self._fault(doc, item.mono_ns)
         # notifications are recorded but not compared: servers send them unprompted
 
     def _learn_state(self, step: int, frame: Frame) -> None:
@@ -380,7 +386,7 @@ class _Driving:
                 self.pending.pop(step.frame.id_key, None) if step.frame.id_key else None
                 doc = {"fault": "broken_pipe", "stage": "transport", "detail": str(exc)}
                 run.transport_faults.append(doc | {"step": self.last_sent_step})
-                self._event(Kind.FAULT, Direction.NONE, _compact(doc | {"seq": None}))
+                self._fault(doc | {"seq": None})
                 self._server_gone()
                 continue
             run.sent_at[n] = sent
@@ -521,24 +527,19 @@ def _session_events(
 ) -> list[NewEvent]:
     """The replay as a session: started, the frames as they crossed, one replay_step per
     divergence, a summary, ended."""
-    started_doc = {
-        "name": f"replay of {rec.name or rec.session_id[:8]}",
-        "transport": result.transport,
-        "command": target.url if target.url else list(target.argv or ()),
-        "cwd": target.cwd or os.getcwd(),
-        "env_names": [],
-        "tap_version": TAP_VERSION,
-        "pid": os.getpid(),
-        "replay_of": rec.session_id,
-        "timing": result.timing,
-        "injections": result.injections,
-    }
+    started = events.SessionStarted(
+        name=f"replay of {rec.name or rec.session_id[:8]}",
+        transport=result.transport,
+        command=target.url if target.url else list(target.argv or ()),
+        cwd=target.cwd or os.getcwd(),
+        tap_version=TAP_VERSION,
+        pid=os.getpid(),
+        replay_of=rec.session_id,
+        timing=result.timing,
+        injections=result.injections,
+    )
     wall0 = run.wall0
-    out = [
-        NewEvent(
-            replay_id, 1, wall0, 0, Kind.SESSION_STARTED, Direction.NONE, _compact(started_doc)
-        )
-    ]
+    out = [NewEvent(replay_id, 1, wall0, 0, started.KIND, Direction.NONE, events.encode(started))]
     for ev in run.events:
         out.append(
             NewEvent(replay_id, ev.seq + 1, ev.wall_ns, ev.mono_ns, ev.kind, ev.direction, ev.raw)
@@ -546,28 +547,26 @@ def _session_events(
     end_mono = max(run.finished_mono - run.mono0, out[-1].mono_ns)
     end_wall = wall0 + end_mono
 
-    def add(kind: str, doc: dict) -> None:
+    def add(doc: events.Document) -> None:
+        raw = events.encode(doc)
         out.append(
-            NewEvent(
-                replay_id, len(out) + 1, end_wall, end_mono, kind, Direction.NONE, _compact(doc)
-            )
+            NewEvent(replay_id, len(out) + 1, end_wall, end_mono, doc.KIND, Direction.NONE, raw)
         )
 
     for res in result.steps:
         if res.status != "ok":
-            add(Kind.REPLAY_STEP, res.as_dict() | {"replay_of": rec.session_id})
+            add(events.from_dict(Kind.REPLAY_STEP, res.as_dict() | {"replay_of": rec.session_id}))
     for extra in result.extras:
-        add(Kind.REPLAY_STEP, {"step": None, "status": "unexpected", **extra})
+        add(events.from_dict(Kind.REPLAY_STEP, {"step": None, "status": "unexpected", **extra}))
     add(
-        Kind.REPLAY_STEP,
-        {
-            "step": None,
-            "status": "summary",
-            "verdict": result.verdict,
-            "replay_of": rec.session_id,
-            "summary": result.summary(),
-            "faults": [f.as_dict() for f in result.faults],
-        },
+        events.ReplayStep(
+            step=None,
+            status="summary",
+            verdict=result.verdict,
+            replay_of=rec.session_id,
+            summary=result.summary(),
+            faults=[f.as_dict() for f in result.faults],
+        )
     )
     exit_info = run.exit
     if run.gone_after_step is not None:
@@ -577,14 +576,13 @@ def _session_events(
     else:
         outcome, reason = "ok", "client_closed"
     add(
-        Kind.SESSION_ENDED,
-        {
-            "reason": reason,
-            "outcome": outcome,
-            "exit_code": exit_info.exit_code if exit_info else None,
-            "signal": exit_info.signal if exit_info else None,
-            "verdict": result.verdict,
-        },
+        events.SessionEnded(
+            reason=reason,
+            outcome=outcome,
+            exit_code=exit_info.exit_code if exit_info else None,
+            signal=exit_info.signal if exit_info else None,
+            verdict=result.verdict,
+        )
     )
     return out
 
