@@ -505,7 +505,7 @@ def _manifest(
     redacted_total: int,
     broken: list[str],
 ) -> dict:
-    from recorder.store import migrate
+    from recorder.store import schema_head
 
     records = sum(s["records"] for s in per_session.values())
     created = time.time_ns()
@@ -513,7 +513,7 @@ def _manifest(
         "format": BUNDLE_FORMAT,
         "bundle_version": BUNDLE_VERSION,
         "tool": {"name": "mcp-blackbox", "version": __version__},
-        "schema_version": migrate.head_revision(),
+        "schema_version": schema_head(),
         "created_ns": created,
         "created": iso(created),
         "selection": selection.as_dict(),

@@ -10,8 +10,7 @@ import click
 
 from blackbox import config
 from blackbox.options import Duration, policy_option, store_option
-from recorder.store import open_store
-from recorder.store.sql import normalise_url
+from recorder.store import normalise_url, open_store
 from recorder.taps.http import (
     DEFAULT_LISTEN,
     ProxyConfig,

@@ -85,7 +85,7 @@ def record(
         from recorder.redact import Redactor
 
         redactor = Redactor.load(redact_file)
-    from recorder.store.sql import normalise_url
+    from recorder.store import normalise_url
 
     url = config.store_url(store_url)
     normalise_url(url)  # a malformed URL is one clear error now, not a retry loop later

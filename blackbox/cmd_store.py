@@ -9,7 +9,7 @@ import click
 
 from blackbox.options import format_option, open_configured_store, store_option
 from blackbox.output import render
-from recorder.store import migrate
+from recorder.store import schema_head
 from recorder.views import SESSION_COLUMNS, TIMELINE_COLUMNS, list_session_rows, timeline
 
 
@@ -95,7 +95,7 @@ def upgrade(store_url: str | None) -> None:
       blackbox db upgrade --store postgresql://blackbox@db.internal/blackbox
     """
     store = open_configured_store(store_url)
-    click.echo(f"{store.url} is at schema revision {migrate.head_revision()}")
+    click.echo(f"{store.url} is at schema revision {schema_head()}")
 
 
 COMMANDS = [sessions, show, verify, db]

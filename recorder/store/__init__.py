@@ -1,16 +1,21 @@
-"""The event store: one interface, one SQLAlchemy implementation for SQLite and PostgreSQL.
+"""The event store: one interface, a SQLAlchemy backend each for SQLite and PostgreSQL.
 
-`open_store(url)` is the only way in: it checks the URL, applies migrations on first use and
-refuses a schema newer than this code.
+`open_store(url)` is the only way in: it checks the URL, picks the backend (`sqlite.py`,
+`postgres.py`, over what they share in `sql.py`), applies migrations on first use and refuses a
+schema newer than this code. SQLAlchemy is imported only when a store is opened or a URL checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from recorder.chain import Finding
+from recorder.errors import BadStoreURL
 from recorder.model import NewEvent, SessionInfo, StoredEvent
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.url import URL
 
 
 class EventStore(Protocol):
@@ -84,12 +89,45 @@ class EventStore(Protocol):
     def close(self) -> None: ...
 
 
+def normalise_url(url: str) -> URL:
+    """Parse a store URL; only SQLite and PostgreSQL (via psycopg 3) are accepted."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise BadStoreURL(
+            f"malformed store URL {url!r}: use sqlite:///PATH or postgresql://USER@HOST/DB"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            raise BadStoreURL("an in-memory SQLite store would lose everything: give a file path")
+        return parsed
+    raise BadStoreURL(f"unsupported store {backend!r} in {url!r}: use sqlite or postgresql")
+
+
 def open_store(url: str) -> EventStore:
     """Open (and on first use, migrate) the store at `url`: `sqlite:///PATH` or
     `postgresql+psycopg://USER@HOST/DB` (`postgresql://` is taken to mean psycopg)."""
-    from recorder.store.sql import SqlEventStore
+    # Only the chosen backend's module is imported.
+    if normalise_url(url).get_backend_name() == "sqlite":
+        from recorder.store.sqlite import SqliteEventStore
 
-    return SqlEventStore(url)
+        return SqliteEventStore(url)
+    from recorder.store.postgres import PostgresEventStore
+
+    return PostgresEventStore(url)
 
 
-__all__ = ["EventStore", "open_store"]
+def schema_head() -> str:
+    """The schema revision this code writes: every store it opens is migrated to it."""
+    from recorder.store import migrate
+
+    return migrate.head_revision()
+
+
+__all__ = ["EventStore", "normalise_url", "open_store", "schema_head"]

@@ -2,7 +2,7 @@
 
 Why it exists: verifying a chain is reading and hashing every stored byte in CPython, one core's
 work however many the machine has. Each link needs only the stored hash before it
-(`chain.intact_run`), so a long session splits into runs: `SqlEventStore.verify` checks the first
+(`chain.intact_run`), so a long session splits into runs: `SqliteEventStore` checks the first
 run itself while child processes running this module check the others, reading the same file
 (WAL readers never block one another). Only what is needed is imported, so a child starts in a
 few tens of milliseconds.

@@ -79,7 +79,7 @@ def test_big_integers_and_odd_ids_do_not_raise():
 
 def test_classification_leads_with_the_logs_derived_columns():
     """The store writes a classification's leading fields straight into the derived columns."""
-    from recorder.store.sql import DERIVED_FIELDS, INSERT_COLUMNS
+    from recorder.store.projection import DERIVED_FIELDS, INSERT_COLUMNS
 
     first = INSERT_COLUMNS.index("msg_type")
     assert Classification._fields[:DERIVED_FIELDS] == INSERT_COLUMNS[first : first + DERIVED_FIELDS]

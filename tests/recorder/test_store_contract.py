@@ -1,4 +1,5 @@
-"""The contract every store backend meets, run unchanged against SQLite and PostgreSQL."""
+"""The contract every store backend meets: one abstract suite, run unchanged by a SQLite class and a
+PostgreSQL class (as eventsourcing's recorder tests are), neither ever skipped."""
 
 from __future__ import annotations
 
@@ -11,199 +12,218 @@ from recorder.chain import genesis, link
 from recorder.errors import AmbiguousSession, AppendRefused, SessionNotFound
 from recorder.model import Kind, NewEvent, StoredEvent
 from recorder.store import open_store
+from recorder.store.postgres import PostgresEventStore
+from recorder.store.sql import SqlEventStore
+from recorder.store.sqlite import SqliteEventStore
 from tests.recorder.storekit import T0, session_events
 
 
-@pytest.fixture
-def store(store_url):
-    s = open_store(store_url)
-    yield s
-    s.close()
+class EventStoreContract:
+    """The suite itself; a backend's class below names its store class and gives a fresh URL."""
 
+    backend: type[SqlEventStore]
 
-def test_append_stores_every_field_and_derives_from_raw(store):
-    events = session_events(calls=2)
-    assert store.append(events) == len(events)
-    stored = list(store.read_session(events[0].session_id))
-    # the producer's records, then the seal the store adds
-    assert [e.seq for e in stored] == list(range(1, len(events) + 2))
-    for new, got in zip(events, stored, strict=False):
-        assert (got.session_id, got.seq, got.wall_ns, got.mono_ns, got.kind, got.direction) == (
-            new.session_id,
-            new.seq,
-            new.wall_ns,
-            new.mono_ns,
-            new.kind,
-            new.direction,
+    @pytest.fixture
+    def store_url(self) -> str:
+        raise NotImplementedError("a backend's suite gives a fresh store URL")
+
+    @pytest.fixture
+    def store(self, store_url):
+        s = open_store(store_url)
+        yield s
+        s.close()
+
+    def test_open_store_picks_the_backend(self, store):
+        assert type(store) is self.backend
+
+    def test_append_stores_every_field_and_derives_from_raw(self, store):
+        events = session_events(calls=2)
+        assert store.append(events) == len(events)
+        stored = list(store.read_session(events[0].session_id))
+        # the producer's records, then the seal the store adds
+        assert [e.seq for e in stored] == list(range(1, len(events) + 2))
+        for new, got in zip(events, stored, strict=False):
+            assert (got.session_id, got.seq, got.wall_ns, got.mono_ns, got.kind, got.direction) == (
+                new.session_id,
+                new.seq,
+                new.wall_ns,
+                new.mono_ns,
+                new.kind,
+                new.direction,
+            )
+            assert got.raw == new.raw
+        init, init_reply, call = stored[1], stored[2], stored[3]
+        assert (init.msg_type, init.method, init.rpc_id, init.rpc_id_type) == (
+            "request",
+            "initialize",
+            "0",
+            "number",
         )
-        assert got.raw == new.raw
-    init, init_reply, call = stored[1], stored[2], stored[3]
-    assert (init.msg_type, init.method, init.rpc_id, init.rpc_id_type) == (
-        "request",
-        "initialize",
-        "0",
-        "number",
-    )
-    assert init.era == "2025-11-25" and init_reply.msg_type == "response"
-    assert call.tool == "get_current_time"
-    assert stored[6].is_error is True and stored[4].is_error is False
+        assert init.era == "2025-11-25" and init_reply.msg_type == "response"
+        assert call.tool == "get_current_time"
+        assert stored[6].is_error is True and stored[4].is_error is False
+
+    def test_reappending_a_batch_is_a_no_op(self, store):
+        events = session_events()
+        store.append(events[:4])
+        assert store.append(events[:4]) == 0
+        assert store.append(events) == len(events) - 4
+        assert store.append(events) == 0
+        assert [e.seq for e in store.read_session(events[0].session_id)][-1] == len(events) + 1
+
+    def test_a_gap_in_seq_is_refused(self, store):
+        events = session_events()
+        store.append(events[:2])
+        with pytest.raises(AppendRefused, match="gap"):
+            store.append(events[3:5])
+
+    def test_session_end_seals_and_refuses_later_records(self, store):
+        events = session_events()
+        store.append(events)
+        sid = events[0].session_id
+        info = store.session(sid)
+        assert info.sealed and info.outcome == "client_closed"
+        seal = list(store.read_session(sid))[-1]
+        assert seal.kind == Kind.SESSION_SEALED
+        late = NewEvent(sid, len(events) + 2, T0, 0, Kind.STDERR, "-", b'{"line":"x"}')
+        with pytest.raises(AppendRefused, match="sealed"):
+            store.append([late])
+
+    def test_hash_chain_links_every_record(self, store):
+        events = session_events()
+        store.append(events)
+        sid = events[0].session_id
+        prev = genesis(sid)
+        for got in store.read_session(sid):
+            assert got.hash == link(prev, got)
+            prev = got.hash
+        assert store.head(sid) == (len(events) + 1, prev)
+        assert store.verify(sid) == []
+
+    def test_sessions_projection_and_listing_newest_first(self, store):
+        old = session_events(start_ns=T0, name="old")
+        new = session_events(start_ns=T0 + 10**9, name="new", ended=False)
+        store.append(old + new)
+        listed = store.list_sessions()
+        assert [s.name for s in listed] == ["new", "old"]
+        assert listed[0].frames == len(new) - 1 and listed[0].outcome is None
+        assert listed[1].command == "python -m server" and listed[1].era == "2025-11-25"
+        assert store.list_sessions(limit=1)[0].name == "new"
+
+    def test_resolve_full_prefix_last_and_errors(self, store):
+        a = session_events(session_id="aaaa1111-0000-7000-8000-000000000001", start_ns=T0)
+        b = session_events(session_id="aaaa2222-0000-7000-8000-000000000002", start_ns=T0 + 5)
+        store.append(a + b)
+        assert store.resolve("last") == b[0].session_id
+        assert store.resolve("aaaa1") == a[0].session_id
+        assert store.resolve(b[0].session_id) == b[0].session_id
+        with pytest.raises(AmbiguousSession, match="several"):
+            store.resolve("aaaa")
+        with pytest.raises(SessionNotFound):
+            store.resolve("zzzz")
+        with pytest.raises(SessionNotFound):
+            store.resolve("a%")  # LIKE wildcards are matched literally
+
+    def test_read_log_is_in_position_order_and_incremental(self, store):
+        a, b = session_events(calls=1), session_events(calls=1, start_ns=T0 + 7)
+        store.append(a)
+        mark = store.max_position()
+        store.append(b)
+        later = list(store.read_log(after_position=mark))
+        assert {e.session_id for e in later} == {b[0].session_id}
+        positions = [e.position for e in store.read_log()]
+        assert positions == sorted(positions) and len(positions) == len(a) + len(b) + 2
+
+    def test_update_and_delete_are_refused_by_the_database(self, store, store_url):
+        store.append(session_events())
+        engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
+        with engine.connect() as conn:
+            with pytest.raises(Exception, match="append-only"):
+                conn.execute(text("UPDATE events SET raw = :r"), {"r": b"x"})
+            conn.rollback()
+            with pytest.raises(Exception, match="append-only"):
+                conn.execute(text("DELETE FROM events"))
+            conn.rollback()
+        engine.dispose()
+
+    def test_retention_path_removes_only_unheld_sessions(self, store):
+        keep, drop = session_events(name="keep"), session_events(name="drop", start_ns=T0 + 9)
+        store.append(keep + drop)
+        store.add_hold(keep[0].session_id, "litigation")
+        assert store.list_holds()[0][:2] == (keep[0].session_id, "litigation")
+        with pytest.raises(AppendRefused, match="hold"):
+            store.remove_sessions([keep[0].session_id])
+        removed = store.remove_sessions([drop[0].session_id])
+        assert removed == len(drop) + 1
+        assert [s.name for s in store.list_sessions()] == ["keep"]
+        assert store.verify() == []
+        assert store.remove_hold(keep[0].session_id) and store.list_holds() == []
+
+    def test_stored_event_is_frozen(self, store):
+        events = session_events(calls=1)
+        store.append(events)
+        got = next(store.read_session(events[0].session_id))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.raw = b""  # type: ignore[misc]
+
+    def test_era_detected_overrides_the_era_of_an_earlier_frame(self, store):
+        """A client in auto mode offers 2026-07-28 through server/discover, is refused, and falls
+        back: the tap's era_detected verdict is the session's era, even when it comes in a later
+        batch."""
+        events = session_events(calls=0, ended=False)
+        sid = events[0].session_id
+        discover = NewEvent(
+            sid,
+            2,
+            T0,
+            0,
+            Kind.FRAME,
+            "c2s",
+            b'{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":'
+            b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}',
+        )
+        store.append([events[0], discover])
+        assert store.session(sid).era == "2026-07-28"
+        verdict = NewEvent(sid, 3, T0, 0, Kind.ERA_DETECTED, "-", b'{"era":"2025-11-25"}')
+        store.append([verdict])
+        assert store.session(sid).era == "2025-11-25"
+
+    def test_read_log_rows_are_read_log_as_batches_of_tuples(self, store):
+        a, b = session_events(calls=3), session_events(calls=2, start_ns=T0 + 7)
+        store.append(a)
+        mark = store.max_position()
+        store.append(b)
+        expected = [dataclasses.astuple(e) for e in store.read_log()]
+        batches = list(store.read_log_rows(batch_size=4))
+        assert [len(batch) for batch in batches[:-1]] == [4] * (len(batches) - 1)
+        rows = [row for batch in batches for row in batch]
+        # the same values in StoredEvent field order; is_error may be 0/1 (SQLite), so compare bool
+        fields = [f.name for f in dataclasses.fields(StoredEvent)]
+        flag = fields.index("is_error")
+
+        def norm(row: tuple) -> tuple:
+            return (*row[:flag], None if row[flag] is None else bool(row[flag]), *row[flag + 1 :])
+
+        assert [norm(tuple(r)) for r in rows] == expected
+        assert all(type(r[fields.index("raw")]) is bytes and type(r[-1]) is bytes for r in rows)
+        later = [row for batch in store.read_log_rows(after_position=mark) for row in batch]
+        assert {row[fields.index("session_id")] for row in later} == {b[0].session_id}
+        first_two = [row for batch in store.read_log_rows(mark - 1, limit=2) for row in batch]
+        assert [row[0] for row in first_two] == [mark, mark + 1]
+        assert list(store.read_log_rows(store.max_position())) == []
 
 
-def test_reappending_a_batch_is_a_no_op(store):
-    events = session_events()
-    store.append(events[:4])
-    assert store.append(events[:4]) == 0
-    assert store.append(events) == len(events) - 4
-    assert store.append(events) == 0
-    assert [e.seq for e in store.read_session(events[0].session_id)][-1] == len(events) + 1
+class TestSqliteStore(EventStoreContract):
+    backend = SqliteEventStore
+
+    @pytest.fixture
+    def store_url(self, sqlite_url: str) -> str:
+        return sqlite_url
 
 
-def test_a_gap_in_seq_is_refused(store):
-    events = session_events()
-    store.append(events[:2])
-    with pytest.raises(AppendRefused, match="gap"):
-        store.append(events[3:5])
+class TestPostgresStore(EventStoreContract):
+    backend = PostgresEventStore
 
-
-def test_session_end_seals_and_refuses_later_records(store):
-    events = session_events()
-    store.append(events)
-    sid = events[0].session_id
-    info = store.session(sid)
-    assert info.sealed and info.outcome == "client_closed"
-    seal = list(store.read_session(sid))[-1]
-    assert seal.kind == Kind.SESSION_SEALED
-    late = NewEvent(sid, len(events) + 2, T0, 0, Kind.STDERR, "-", b'{"line":"x"}')
-    with pytest.raises(AppendRefused, match="sealed"):
-        store.append([late])
-
-
-def test_hash_chain_links_every_record(store):
-    events = session_events()
-    store.append(events)
-    sid = events[0].session_id
-    prev = genesis(sid)
-    for got in store.read_session(sid):
-        assert got.hash == link(prev, got)
-        prev = got.hash
-    assert store.head(sid) == (len(events) + 1, prev)
-    assert store.verify(sid) == []
-
-
-def test_sessions_projection_and_listing_newest_first(store):
-    old = session_events(start_ns=T0, name="old")
-    new = session_events(start_ns=T0 + 10**9, name="new", ended=False)
-    store.append(old + new)
-    listed = store.list_sessions()
-    assert [s.name for s in listed] == ["new", "old"]
-    assert listed[0].frames == len(new) - 1 and listed[0].outcome is None
-    assert listed[1].command == "python -m server" and listed[1].era == "2025-11-25"
-    assert store.list_sessions(limit=1)[0].name == "new"
-
-
-def test_resolve_full_prefix_last_and_errors(store):
-    a = session_events(session_id="aaaa1111-0000-7000-8000-000000000001", start_ns=T0)
-    b = session_events(session_id="aaaa2222-0000-7000-8000-000000000002", start_ns=T0 + 5)
-    store.append(a + b)
-    assert store.resolve("last") == b[0].session_id
-    assert store.resolve("aaaa1") == a[0].session_id
-    assert store.resolve(b[0].session_id) == b[0].session_id
-    with pytest.raises(AmbiguousSession, match="several"):
-        store.resolve("aaaa")
-    with pytest.raises(SessionNotFound):
-        store.resolve("zzzz")
-    with pytest.raises(SessionNotFound):
-        store.resolve("a%")  # LIKE wildcards are matched literally
-
-
-def test_read_log_is_in_position_order_and_incremental(store):
-    a, b = session_events(calls=1), session_events(calls=1, start_ns=T0 + 7)
-    store.append(a)
-    mark = store.max_position()
-    store.append(b)
-    later = list(store.read_log(after_position=mark))
-    assert {e.session_id for e in later} == {b[0].session_id}
-    positions = [e.position for e in store.read_log()]
-    assert positions == sorted(positions) and len(positions) == len(a) + len(b) + 2
-
-
-def test_update_and_delete_are_refused_by_the_database(store, store_url):
-    store.append(session_events())
-    engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
-    with engine.connect() as conn:
-        with pytest.raises(Exception, match="append-only"):
-            conn.execute(text("UPDATE events SET raw = :r"), {"r": b"x"})
-        conn.rollback()
-        with pytest.raises(Exception, match="append-only"):
-            conn.execute(text("DELETE FROM events"))
-        conn.rollback()
-    engine.dispose()
-
-
-def test_retention_path_removes_only_unheld_sessions(store):
-    keep, drop = session_events(name="keep"), session_events(name="drop", start_ns=T0 + 9)
-    store.append(keep + drop)
-    store.add_hold(keep[0].session_id, "litigation")
-    assert store.list_holds()[0][:2] == (keep[0].session_id, "litigation")
-    with pytest.raises(AppendRefused, match="hold"):
-        store.remove_sessions([keep[0].session_id])
-    removed = store.remove_sessions([drop[0].session_id])
-    assert removed == len(drop) + 1
-    assert [s.name for s in store.list_sessions()] == ["keep"]
-    assert store.verify() == []
-    assert store.remove_hold(keep[0].session_id) and store.list_holds() == []
-
-
-def test_stored_event_is_frozen(store):
-    events = session_events(calls=1)
-    store.append(events)
-    got = next(store.read_session(events[0].session_id))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        got.raw = b""  # type: ignore[misc]
-
-
-def test_era_detected_overrides_the_era_of_an_earlier_frame(store):
-    """A client in auto mode offers 2026-07-28 through server/discover, is refused, and falls back:
-    the tap's era_detected verdict is the session's era, even when it comes in a later batch."""
-    events = session_events(calls=0, ended=False)
-    sid = events[0].session_id
-    discover = NewEvent(
-        sid,
-        2,
-        T0,
-        0,
-        Kind.FRAME,
-        "c2s",
-        b'{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":'
-        b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}',
-    )
-    store.append([events[0], discover])
-    assert store.session(sid).era == "2026-07-28"
-    verdict = NewEvent(sid, 3, T0, 0, Kind.ERA_DETECTED, "-", b'{"era":"2025-11-25"}')
-    store.append([verdict])
-    assert store.session(sid).era == "2025-11-25"
-
-
-def test_read_log_rows_are_read_log_as_batches_of_tuples(store):
-    a, b = session_events(calls=3), session_events(calls=2, start_ns=T0 + 7)
-    store.append(a)
-    mark = store.max_position()
-    store.append(b)
-    expected = [dataclasses.astuple(e) for e in store.read_log()]
-    batches = list(store.read_log_rows(batch_size=4))
-    assert [len(batch) for batch in batches[:-1]] == [4] * (len(batches) - 1)
-    rows = [row for batch in batches for row in batch]
-    # the same values in StoredEvent field order; is_error may be 0/1 (SQLite), so compare bool
-    fields = [f.name for f in dataclasses.fields(StoredEvent)]
-    flag = fields.index("is_error")
-
-    def norm(row: tuple) -> tuple:
-        return (*row[:flag], None if row[flag] is None else bool(row[flag]), *row[flag + 1 :])
-
-    assert [norm(tuple(r)) for r in rows] == expected
-    assert all(type(r[fields.index("raw")]) is bytes and type(r[-1]) is bytes for r in rows)
-    later = [row for batch in store.read_log_rows(after_position=mark) for row in batch]
-    assert {row[fields.index("session_id")] for row in later} == {b[0].session_id}
-    first_two = [row for batch in store.read_log_rows(mark - 1, limit=2) for row in batch]
-    assert [row[0] for row in first_two] == [mark, mark + 1]
-    assert list(store.read_log_rows(store.max_position())) == []
+    @pytest.fixture
+    def store_url(self, pg_url: str) -> str:
+        return pg_url

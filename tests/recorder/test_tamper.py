@@ -20,10 +20,10 @@ from tests.recorder.storekit import session_events
 def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, int]]:
     """Verify even short sessions as `runs` runs (child processes on SQLite, connections on
     PostgreSQL), as a long session is; returns the list the SQLite child starts are noted in."""
-    from recorder.store import sql
+    from recorder.store import sql, sqlite
 
     started: list[tuple[int, int]] = []
-    start = sql._start_run_check
+    start = sqlite._start_run_check
 
     def noted(database, session_id, run):  # type: ignore[no-untyped-def]
         started.append(run)
@@ -31,7 +31,7 @@ def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, 
 
     monkeypatch.setattr(sql, "PARALLEL_VERIFY_RECORDS", 1)
     monkeypatch.setattr(sql, "verify_cores", lambda: runs)
-    monkeypatch.setattr(sql, "_start_run_check", noted)
+    monkeypatch.setattr(sqlite, "_start_run_check", noted)
     return started
 
 
@@ -133,10 +133,10 @@ def test_a_split_verify_checks_runs_in_child_processes(store_url, monkeypatch):
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_a_run_whose_child_cannot_start_is_checked_by_the_store(store_url, monkeypatch):
-    from recorder.store import sql
+    from recorder.store import sqlite
 
     split_verify(monkeypatch, 3)
-    monkeypatch.setattr(sql, "_start_run_check", lambda *_args: None)
+    monkeypatch.setattr(sqlite, "_start_run_check", lambda *_args: None)
     store, sid, last = intact_session(store_url)
     tamper(
         store_url,
