@@ -18,7 +18,7 @@ V0_STORE = ROOT / "tests" / "fixtures" / "store-v0.sqlite"
 
 
 def v0_documents() -> list[tuple[str, bytes]]:
-    con = sqlite3.connect(f"file:{V0_STORE}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{V0_STORE}?immutable=1", uri=True)  # never touch the fixture
     try:
         rows = con.execute("SELECT kind, raw FROM events WHERE kind <> 'frame' ORDER BY position")
         return [(kind, bytes(raw)) for kind, raw in rows]

@@ -1,5 +1,5 @@
-"""Unit tests of the proxy's parts: the SSE parser, the header rules, the session-grouping rule
-and the listen address."""
+"""Unit tests of the proxy's parts: the SSE parser, the header rules, the session-grouping rule,
+the stage a fault is filed under and the listen address."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import itertools
 
 import pytest
 
-from recorder.taps.http import ProxyError, ProxySettings, parse_listen
+from recorder.taps.http import ProxyError, ProxySettings
 from recorder.taps.http_headers import fingerprint, forwardable, is_secret, recorded
+from recorder.taps.http_relay import fault_stage
+from recorder.taps.http_server import is_loopback, parse_listen
 from recorder.taps.http_sessions import SessionRouter, client_label, trace_id
 from recorder.taps.http_sse import SseParser
 
@@ -201,10 +203,28 @@ def test_router_close_waits_for_the_last_exchange() -> None:
     assert router.leave(session) is True
 
 
+@pytest.mark.parametrize(
+    ("method", "stage"),
+    [
+        (None, "transport"),
+        ("initialize", "handshake"),
+        ("notifications/initialized", "handshake"),
+        ("server/discover", "handshake"),
+        ("tools/list", "discovery"),
+        ("resources/templates/list", "discovery"),
+        ("tools/call", "execution"),
+        ("ping", "execution"),
+    ],
+)
+def test_fault_stage_follows_the_first_method(method: str | None, stage: str) -> None:
+    assert fault_stage(method) == stage
+
+
 def test_listen_and_upstream_validation() -> None:
     assert parse_listen("127.0.0.1:8750") == ("127.0.0.1", 8750)
     assert parse_listen("[::1]:9000") == ("::1", 9000)
     assert parse_listen("8000") == ("127.0.0.1", 8000)
+    assert is_loopback("127.0.0.2") and is_loopback("::1") and not is_loopback("0.0.0.0")
     for bad in ("nowhere", "host:", "h:99999"):
         with pytest.raises(ProxyError):
             parse_listen(bad)

@@ -18,7 +18,8 @@ from pathlib import Path
 from recorder.journal import Journal, read_journal
 from recorder.model import NewEvent
 from recorder.store import open_store
-from recorder.taps.http import HttpProxyTap, ProxyServer, ProxySettings
+from recorder.taps.http import HttpProxyTap, ProxySettings
+from recorder.taps.http_server import ProxyServer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent.parent
