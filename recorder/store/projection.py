@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 
-import orjson
-
+from recorder import events
 from recorder.jsonrpc import classify
 from recorder.model import Kind, NewEvent, SessionInfo
 
@@ -44,22 +43,9 @@ def events_row(ev: NewEvent, digest: bytes) -> tuple:
     if ev.kind == Kind.FRAME:
         derived = classify(ev.raw)[:DERIVED_FIELDS]
     else:
-        doc = read_doc(ev.raw)
-        tool, method, era = (
-            doc.get(key) if isinstance(doc.get(key), str) else None
-            for key in ("tool", "method", "era")
-        )
+        method, tool, era = events.derived_fields(ev.raw)
         derived = (None, method, None, None, tool, None, None, era)
     return (*head, ev.raw, ev.raw_size, *derived, digest)
-
-
-def read_doc(raw: bytes) -> dict:
-    """A record's JSON document, or an empty one when it is not a JSON object."""
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 PROJECTED = frozenset({Kind.SESSION_STARTED, Kind.ERA_DETECTED, Kind.SESSION_ENDED})
@@ -67,32 +53,33 @@ PROJECTED = frozenset({Kind.SESSION_STARTED, Kind.ERA_DETECTED, Kind.SESSION_END
 
 def project(proj: dict, ev: NewEvent) -> None:
     """Fold one session event into the sessions projection being built for this append (frames
-    only name the era, which the append loop takes from their derived columns)."""
+    only name the era, which the append loop takes from their derived columns). A document that
+    does not decode adds nothing: the projection holds only what the schema vouches for."""
     if ev.kind not in PROJECTED:
         return  # faults, stderr, exchanges, decisions...: no need to parse them again
-    doc = read_doc(ev.raw)
-    if ev.kind == Kind.SESSION_STARTED:
+    doc, _problem = events.decode(ev.kind, ev.raw)
+    if isinstance(doc, events.SessionStarted):
         proj["started_ns"] = ev.wall_ns
         for key in ("name", "transport", "replay_of"):
-            if doc.get(key) is not None:
-                proj[key] = str(doc[key])
-        command = doc.get("command")
+            if getattr(doc, key) is not None:
+                proj[key] = getattr(doc, key)
+        command = doc.command
         if isinstance(command, list):
             command = " ".join(str(part) for part in command)
         if command is not None:
-            proj["command"] = str(command)
-    elif ev.kind == Kind.ERA_DETECTED:
-        if doc.get("era"):
+            proj["command"] = command
+    elif isinstance(doc, events.EraDetected):
+        if doc.era:
             # The tap's verdict wins over the first frame that named a version (a client in
             # auto mode first offers 2026-07-28 in `server/discover`, then falls back).
-            proj["era"] = str(doc["era"])
+            proj["era"] = doc.era
             proj["era_detected"] = True
         for key in ("client_info", "server_info"):
-            if doc.get(key) is not None:
-                proj[key] = json.dumps(doc[key], sort_keys=True)
-    elif ev.kind == Kind.SESSION_ENDED:
+            if getattr(doc, key) is not None:
+                proj[key] = json.dumps(getattr(doc, key), sort_keys=True)
+    elif isinstance(doc, events.SessionEnded):
         proj["ended_ns"] = ev.wall_ns
-        proj["outcome"] = str(doc.get("outcome") or doc.get("reason") or "ended")
+        proj["outcome"] = doc.outcome
 
 
 def session_info(row) -> SessionInfo:  # type: ignore[no-untyped-def]
