@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from analytics.export import FORMATS, Progress, Selection, export_bundle
+from analytics.export import FORMATS, ExportProgress, Selection, export_bundle
 from analytics.retention import (
     DEFAULT_IDLE_NS,
     add_hold,
@@ -132,7 +132,7 @@ def export_cmd(
     )
     say = _Throttled()
 
-    def progress(p: Progress) -> None:
+    def progress(p: ExportProgress) -> None:
         say(
             f"exported {p.sessions_done}/{p.sessions_total} sessions, {p.records} records",
             final=p.sessions_done == p.sessions_total,
