@@ -16,11 +16,11 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from analytics.excerpt import excerpt
 from analytics.parquet import CallTracker, as_dict
 from recorder.jsonrpc import parse
 from recorder.model import Kind, StoredEvent
 from recorder.store import EventStore
-from recorder.views import excerpt
 
 STAGES = ("transport", "handshake", "discovery", "execution")
 SLOW_S = 10.0

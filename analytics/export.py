@@ -291,7 +291,7 @@ class Selection:
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
+class ExportProgress:
     """Where a long export is: sessions done of total, records written so far."""
 
     sessions_done: int
@@ -357,7 +357,7 @@ def export_bundle(
     selection: Selection | None = None,
     fmt: str = "parquet",
     redactor: Redactor | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ExportProgress], None] | None = None,
     sessions: Iterable[SessionInfo] | None = None,
 ) -> ExportResult:
     """Write the selected sessions (or `sessions`, when given) as a bundle in `out_dir`, which
@@ -377,7 +377,7 @@ def _export(
     selection: Selection | None = None,
     fmt: str = "parquet",
     redactor: Redactor | None = None,
-    progress: Callable[[Progress], None] | None = None,
+    progress: Callable[[ExportProgress], None] | None = None,
     sessions: Iterable[SessionInfo] | None = None,
 ) -> ExportResult:
     if fmt not in FORMATS:
@@ -422,7 +422,7 @@ def _export(
                         decision_row(ev.session_id, ev.seq, ev.wall_ns, row["raw"])
                     )
                 if progress is not None and count % 10_000 == 0:
-                    progress(Progress(done - 1, len(infos), writers["records"].rows))
+                    progress(ExportProgress(done - 1, len(infos), writers["records"].rows))
             redacted_total += redacted
             per_session[info.session_id] = {
                 "records": count,
@@ -438,7 +438,7 @@ def _export(
                 _session_row(info, per_session[info.session_id], holds, redactor)
             )
             if progress is not None:
-                progress(Progress(done, len(infos), writers["records"].rows))
+                progress(ExportProgress(done, len(infos), writers["records"].rows))
     finally:
         for writer in writers.values():
             writer.close()

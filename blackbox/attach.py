@@ -16,7 +16,9 @@ still be unwrapped when the sidecar is gone or the host has reformatted the file
 restore is exact in meaning rather than in bytes.
 
 Nothing here prints, reads the environment or imports click: the caller passes the wrapper
-executable and the options, and renders the returned report.
+executable and the options, and renders the returned report. Reading and recognising the host's
+file is blackbox/host_config.py, the position-keeping parser and span edits blackbox/jsonc.py,
+the local proxy of an HTTP server and its service unit blackbox/proxy_service.py.
 """
 
 from __future__ import annotations
@@ -27,398 +29,43 @@ import json
 import os
 import re
 import shlex
-import stat
 import tempfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from recorder.errors import BlackboxError
+from blackbox.host_config import (
+    AttachError,
+    ConfigChanged,
+    HostConfig,
+    MalformedConfig,
+    NoServers,
+    load_config,
+    parse_json_text,
+)
+from blackbox.jsonc import (
+    Edit,
+    apply_edits,
+    dump,
+    format_array_like,
+    rebase,
+    remove_member_edits,
+    set_member_edits,
+)
+from blackbox.proxy_service import (
+    DEFAULT_PORT_BASE,
+    PORT_WINDOW,
+    free_port,
+    is_installed,
+    proxy_command,
+    proxy_url,
+    unit_name,
+    unit_text,
+)
 
 BACKUP_SUFFIX = ".blackbox-backup"
 SIDECAR_SUFFIX = ".blackbox-attach.json"
 SIDECAR_FORMAT = "mcp-blackbox attach state"
-DEFAULT_PORT_BASE = 7400
-# Ports are spread over a window above the base by a hash of the server key, so a server keeps
-# its port when other servers are added or removed (a host or a service file may remember it).
-PORT_WINDOW = 1000
-UNIT_PREFIX = "blackbox-proxy-"
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors
-
-
-class AttachError(BlackboxError):
-    """A host config cannot be attached or detached as asked; nothing was written."""
-
-
-class ConfigNotFound(AttachError):
-    pass
-
-
-class MalformedConfig(AttachError):
-    pass
-
-
-class UnknownConfigFormat(AttachError):
-    pass
-
-
-class NoServers(AttachError):
-    pass
-
-
-class ConfigChanged(AttachError):
-    """The file changed on disk between reading and writing (the host may be saving it)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# A JSON / JSONC parser that keeps positions
-
-
-@dataclass
-class Node:
-    """A JSON value and where it sits in the text: `text[start:end]` is its source."""
-
-    kind: str  # object, array, string, number, literal
-    start: int
-    end: int
-    value: Any = None  # the decoded value for scalars
-    members: list[Member] = field(default_factory=list)  # object
-    items: list[Node] = field(default_factory=list)  # array
-
-    def get(self, key: str) -> Node | None:
-        """The value of `key` in an object (the last one wins, as in JSON.parse)."""
-        for member in reversed(self.members):
-            if member.key == key:
-                return member.value
-        return None
-
-    def member(self, key: str) -> Member | None:
-        for member in reversed(self.members):
-            if member.key == key:
-                return member
-        return None
-
-    def to_python(self) -> Any:
-        if self.kind == "object":
-            return {m.key: m.value.to_python() for m in self.members}
-        if self.kind == "array":
-            return [item.to_python() for item in self.items]
-        return self.value
-
-
-@dataclass
-class Member:
-    key: str
-    key_start: int
-    key_end: int
-    value: Node
-
-
-class _ParseError(Exception):
-    def __init__(self, message: str, pos: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.pos = pos
-
-
-# One pattern for every token. A position where nothing matches is an error, so no character is
-# ever skipped silently. (The string pattern is the unrolled form: much faster than (a|b)*.)
-_TOKEN = re.compile(
-    r"""(?P<ws>[ \t\r\n]+)"""
-    r"""|(?P<str>"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*")"""
-    r"""|(?P<punct>[{}\[\]:,])"""
-    r"""|(?P<num>-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)"""
-    r"""|(?P<lit>true|false|null)"""
-    r"""|(?P<comment>//[^\n]*|/\*.*?\*/)""",
-    re.DOTALL,
-)
-_LITERALS = {"true": True, "false": False, "null": None}
-MAX_DEPTH = 200
-
-# Parser states: what the innermost open container expects next.
-_VALUE = 0  # a value (after ':' in an object, after ',' in an array)
-_FIRST_KEY = 1  # after '{': a key or '}'
-_KEY = 2  # after ',' in an object: a key (or '}', a trailing comma)
-_COLON = 3
-_NEXT = 4  # after a member or an item: ',' or the closing bracket
-_FIRST_ITEM = 5  # after '[': a value or ']'
-_ITEM = 6  # after ',' in an array: a value (or ']', a trailing comma)
-
-_EXPECTING = {
-    _VALUE: "expecting a value",
-    _FIRST_KEY: "expecting a property name in double quotes",
-    _KEY: "expecting a property name in double quotes",
-    _COLON: "expecting ':' after a property name",
-    _FIRST_ITEM: "expecting a value",
-    _ITEM: "expecting a value",
-}
-
-
-class _Parser:
-    """A table-driven JSON parser over one token pattern, iterative (no recursion limit). Comments
-    and trailing commas are accepted (VS Code reads its files with a JSONC parser) and the first
-    one seen is remembered, so that a caller can refuse it with its position for a host that
-    reads strict JSON."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.first_extension: tuple[int, str] | None = None  # (pos, "comment"|"trailing comma")
-
-    def parse(self) -> Node:
-        text = self.text
-        n = len(text)
-        pos = 1 if text.startswith("\ufeff") else 0
-        match = _TOKEN.match
-        # Open containers: [node, state, key, key_start, key_end]
-        stack: list[list[Any]] = []
-        root: Node | None = None
-        while True:
-            m = match(text, pos)
-            if m is None:
-                if pos >= n:
-                    break
-                if text.startswith("/*", pos):
-                    raise _ParseError("unterminated /* comment", pos)
-                if text[pos] == '"':
-                    raise _ParseError("invalid or unterminated string", pos)
-                raise _ParseError(self._expecting(stack, root), pos)
-            kind = m.lastgroup
-            start, pos = pos, m.end()
-            if kind == "ws":
-                continue
-            if kind == "comment":
-                self._note(start, "comment")
-                continue
-            if not stack:
-                if root is not None:
-                    raise _ParseError("unexpected data after the JSON document", start)
-                state = _VALUE
-            else:
-                frame = stack[-1]
-                state = frame[1]
-            token = m.group()
-            node: Node | None = None
-            if state in (_FIRST_KEY, _KEY):
-                if kind == "str":
-                    frame[2] = token[1:-1] if "\\" not in token else json.loads(token)
-                    frame[3], frame[4], frame[1] = start, pos, _COLON
-                    continue
-                if token != "}":
-                    raise _ParseError(_EXPECTING[state], start)
-                if state == _KEY:
-                    self._note(start, "trailing comma")
-                node = stack.pop()[0]
-                node.end = pos
-            elif state == _COLON:
-                if token != ":":
-                    raise _ParseError(_EXPECTING[_COLON], start)
-                frame[1] = _VALUE
-                continue
-            elif state == _NEXT:
-                container = frame[0]
-                if token == ",":
-                    frame[1] = _KEY if container.kind == "object" else _ITEM
-                    continue
-                if token == ("}" if container.kind == "object" else "]"):
-                    node = stack.pop()[0]
-                    node.end = pos
-                elif container.kind == "object":
-                    raise _ParseError("expecting ',' or '}' in an object", start)
-                else:
-                    raise _ParseError("expecting ',' or ']' in an array", start)
-            else:  # a value is expected (or, in an array, possibly its end)
-                if token == "]" and state in (_FIRST_ITEM, _ITEM):
-                    if state == _ITEM:
-                        self._note(start, "trailing comma")
-                    node = stack.pop()[0]
-                    node.end = pos
-                elif kind == "str":
-                    value = token[1:-1] if "\\" not in token else json.loads(token)
-                    node = Node("string", start, pos, value)
-                elif kind == "num":
-                    is_int = "." not in token and "e" not in token and "E" not in token
-                    node = Node("number", start, pos, int(token) if is_int else float(token))
-                elif kind == "lit":
-                    node = Node("literal", start, pos, _LITERALS[token])
-                elif token in "{[":
-                    if len(stack) >= MAX_DEPTH:
-                        # No host config nests this deep; the limit keeps every later step
-                        # (recursive to_python, the C json module) clear of recursion limits.
-                        raise _ParseError(f"nested deeper than {MAX_DEPTH} levels", start)
-                    if token == "{":
-                        stack.append([Node("object", start, start), _FIRST_KEY, None, 0, 0])
-                    else:
-                        stack.append([Node("array", start, start), _FIRST_ITEM, None, 0, 0])
-                    continue
-                else:
-                    raise _ParseError(_EXPECTING[state], start)
-            # A value is complete: hand it to its container, or it is the document.
-            if stack:
-                frame = stack[-1]
-                if frame[0].kind == "object":
-                    frame[0].members.append(Member(frame[2], frame[3], frame[4], node))
-                else:
-                    frame[0].items.append(node)
-                frame[1] = _NEXT
-            else:
-                root = node
-        if stack:
-            raise _ParseError("unexpected end of file, " + self._expecting(stack, root), n)
-        if root is None:
-            raise _ParseError("unexpected end of file, expecting a value", n)
-        return root
-
-    def _note(self, pos: int, what: str) -> None:
-        if self.first_extension is None:
-            self.first_extension = (pos, what)
-
-    @staticmethod
-    def _expecting(stack: list[list[Any]], root: Node | None) -> str:
-        if not stack:
-            return "expecting a value" if root is None else "unexpected data after the document"
-        frame = stack[-1]
-        if frame[1] == _NEXT:
-            if frame[0].kind == "object":
-                return "expecting ',' or '}' in an object"
-            return "expecting ',' or ']' in an array"
-        return _EXPECTING[frame[1]]
-
-
-def line_col(text: str, pos: int) -> tuple[int, int]:
-    """1-based line and column of a character offset."""
-    line = text.count("\n", 0, pos) + 1
-    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
-
-
-def parse_json_text(text: str, jsonc: bool, where: str = "<config>") -> Node:
-    """The document tree of `text`; `MalformedConfig` naming line and column otherwise."""
-    root, extension = _parse_lenient(text, where)
-    if not jsonc:
-        refuse_extensions(text, extension, where)
-    return root
-
-
-def _parse_lenient(text: str, where: str) -> tuple[Node, tuple[int, str] | None]:
-    """The tree with comments and trailing commas allowed, and the first of them seen."""
-    parser = _Parser(text)
-    try:
-        root = parser.parse()
-    except _ParseError as exc:
-        line, col = line_col(text, exc.pos)
-        raise MalformedConfig(
-            f"{where}: invalid JSON at line {line}, column {col}: {exc.message}; "
-            "the file was left untouched"
-        ) from None
-    return root, parser.first_extension
-
-
-def refuse_extensions(text: str, extension: tuple[int, str] | None, where: str) -> None:
-    if extension is not None:
-        pos, what = extension
-        line, col = line_col(text, pos)
-        raise MalformedConfig(
-            f"{where}: invalid JSON at line {line}, column {col}: a {what} is not JSON and this "
-            "host reads strict JSON; the file was left untouched"
-        )
-
-
-# ---------------------------------------------------------------------------------------------
-# Host formats
-
-
-@dataclass(frozen=True)
-class HostFormat:
-    name: str  # claude-desktop, claude-code, cursor, vscode, mcpServers
-    label: str
-    section: str  # the top-level key holding the servers
-    jsonc: bool  # the host reads comments and trailing commas
-
-
-CLAUDE_DESKTOP = HostFormat("claude-desktop", "Claude Desktop", "mcpServers", False)
-CLAUDE_CODE = HostFormat("claude-code", "Claude Code", "mcpServers", False)
-# VS Code reads mcp.json as JSONC. Cursor, a VS Code fork, is given the same leniency: comments
-# already in the file are the user's choice and are kept, not a reason to refuse the file.
-CURSOR = HostFormat("cursor", "Cursor", "mcpServers", True)
-VSCODE = HostFormat("vscode", "VS Code", "servers", True)
-# Any other file with a top-level `mcpServers` object (Windsurf, Cline, ... share the shape).
-GENERIC = HostFormat("mcpServers", "mcpServers", "mcpServers", False)
-
-
-def detect_format(path: Path, root: Node) -> HostFormat:
-    """The host format from the file name, then from the content."""
-    name, parent = path.name, path.parent.name
-    if name == "claude_desktop_config.json":
-        return CLAUDE_DESKTOP
-    if name == ".mcp.json":
-        return CLAUDE_CODE
-    if name == "mcp.json" and parent == ".vscode":
-        return VSCODE
-    if name == "mcp.json" and parent == ".cursor":
-        return CURSOR
-    if root.kind == "object":
-        servers, mcp_servers = root.get("servers"), root.get("mcpServers")
-        if mcp_servers is not None and mcp_servers.kind == "object":
-            return CURSOR if name == "mcp.json" else GENERIC
-        if servers is not None and servers.kind == "object":
-            return VSCODE  # VS Code's user-profile mcp.json lives outside .vscode
-    raise UnknownConfigFormat(
-        f'{path}: not a known MCP host config (no top-level "mcpServers" or "servers" '
-        "object; expected Claude Desktop, Claude Code, Cursor or VS Code)"
-    )
-
-
-@dataclass
-class HostConfig:
-    """A config file as read: its bytes, its tree and its format."""
-
-    path: Path  # as the user named it
-    real_path: Path  # symlinks followed: where writes go, so a linked dotfile stays a link
-    raw: bytes
-    text: str
-    root: Node
-    format: HostFormat
-    servers: Node
-    mode: int
-
-
-def load_config(path: str | os.PathLike[str]) -> HostConfig:
-    """Read and parse a host config; every failure is one clear `AttachError`."""
-    shown = Path(path)
-    real = Path(os.path.realpath(shown))
-    try:
-        raw = real.read_bytes()
-        mode = stat.S_IMODE(real.stat().st_mode)
-    except FileNotFoundError:
-        raise ConfigNotFound(f"{shown}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigNotFound(f"{shown}: is a directory, not a config file") from None
-    except OSError as exc:
-        raise AttachError(f"{shown}: cannot read: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise MalformedConfig(
-            f"{shown}: not UTF-8 at line {line} (byte {exc.start}); the file was left untouched"
-        ) from None
-    # Parse leniently first: the format (strict or JSONC) may only be known from the content.
-    root, extension = _parse_lenient(text, str(shown))
-    fmt = detect_format(shown, root)
-    if not fmt.jsonc:
-        refuse_extensions(text, extension, str(shown))
-    if root.kind != "object":
-        raise UnknownConfigFormat(
-            f"{shown}: not a known MCP host config (the top level is not a JSON object)"
-        )
-    servers = root.get(fmt.section)
-    if servers is None or servers.kind != "object":
-        raise NoServers(f'{shown}: no "{fmt.section}" object: nothing to attach')
-    return HostConfig(shown, real, raw, text, root, fmt, servers, mode)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,29 +93,6 @@ def wrapped_args(key: str, command: str, args: list, store_url: str | None) -> l
     return [*head, "--", command, *args]
 
 
-def proxy_command(
-    wrapper: str, upstream: str, port: int, key: str, store_url: str | None
-) -> list[str]:
-    argv = [wrapper, "proxy", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
-    argv += ["--name", key]
-    if store_url:
-        argv += ["--store", store_url]
-    return argv
-
-
-def proxy_url(port: int, upstream: str) -> str:
-    """The URL the host uses instead of `upstream`: `blackbox proxy` forwards paths unchanged to
-    the upstream's origin, so the local URL keeps the upstream's path and query (`/mcp` for most
-    Streamable HTTP servers, `/sse` for legacy HTTP+SSE ones)."""
-    parts = urlsplit(upstream)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return f"http://127.0.0.1:{port}{path}"
-
-
-def preferred_port(key: str, base: int) -> int:
-    return base + zlib.crc32(key.encode("utf-8")) % PORT_WINDOW
-
-
 def entry_kind(entry: dict) -> tuple[str, str | None]:
     """("stdio"|"http"|"sse"|"skip", reason when skipped)."""
     if isinstance(entry.get("url"), str):
@@ -480,96 +104,6 @@ def entry_kind(entry: dict) -> tuple[str, str | None]:
             return "skip", '"args" is not a list of strings'
         return "stdio", None
     return "skip", 'neither a "command" nor a "url"'
-
-
-# ---------------------------------------------------------------------------------------------
-# Text edits
-
-
-@dataclass
-class Edit:
-    start: int
-    end: int
-    text: str
-
-
-def apply_edits(text: str, edits: list[Edit]) -> str:
-    out, last = [], 0
-    for edit in sorted(edits, key=lambda e: (e.start, e.end)):
-        if edit.start < last:
-            raise AssertionError("overlapping edits")  # a bug, never a user error
-        out.append(text[last : edit.start])
-        out.append(edit.text)
-        last = edit.end
-    out.append(text[last:])
-    return "".join(out)
-
-
-def _dump(value: Any) -> str:
-    # ensure_ascii=False keeps non-ASCII names readable, as the hosts themselves write them.
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _trailing_ws(s: str) -> str:
-    """The whitespace run at the end of `s` (what indents the next token)."""
-    return s[len(s.rstrip(" \t\r\n")) :]
-
-
-def _leading_ws(s: str) -> str:
-    return s[: len(s) - len(s.lstrip(" \t\r\n"))]
-
-
-def format_array_like(text: str, old: Node | None, values: list[str]) -> str:
-    """`values` as a JSON array laid out like the array `old` was (one line or one per line)."""
-    if old is None or not old.items or "\n" not in text[old.start : old.end]:
-        sep = ", "
-        if old is not None and len(old.items) > 1:
-            between = text[old.items[0].end : old.items[1].start]
-            sep = "," + _trailing_ws(between) if "\n" not in between else ", "
-        return "[" + sep.join(_dump(v) for v in values) + "]"
-    first, last = old.items[0], old.items[-1]
-    opening = _trailing_ws(text[old.start + 1 : first.start]) or "\n"
-    closing = _leading_ws(text[last.end : old.end - 1])
-    if len(old.items) > 1:
-        sep = "," + _trailing_ws(text[old.items[0].end : old.items[1].start])
-    else:
-        sep = "," + opening
-    return "[" + opening + sep.join(_dump(v) for v in values) + closing + "]"
-
-
-def set_member_edits(text: str, obj: Node, key: str, new_value: str, after: str) -> list[Edit]:
-    """Edits that set `key` of `obj` to the JSON text `new_value`, inserting the member after the
-    member `after` (in that member's indentation) when it is absent."""
-    member = obj.member(key)
-    if member is not None:
-        return [Edit(member.value.start, member.value.end, new_value)]
-    anchor = obj.member(after)
-    if anchor is None:
-        raise AssertionError(f"no member {after!r} to insert after")
-    index = obj.members.index(anchor)
-    before = obj.start + 1 if index == 0 else obj.members[index - 1].value.end
-    indent = _trailing_ws(text[before : anchor.key_start])
-    colon = text[anchor.key_end : anchor.value.start]
-    if "\n" not in indent:
-        # A one-line object: space like its other members do, else like its colon does.
-        if len(obj.members) > 1:
-            indent = _trailing_ws(text[obj.members[0].value.end : obj.members[1].key_start])
-        else:
-            indent = " " if colon.endswith(" ") else ""
-    return [Edit(anchor.value.end, anchor.value.end, f",{indent}{_dump(key)}{colon}{new_value}")]
-
-
-def remove_member_edits(obj: Node, key: str) -> list[Edit]:
-    """Edits that delete member `key` together with the comma and spacing that belong to it."""
-    member = obj.member(key)
-    if member is None:
-        return []
-    index = obj.members.index(member)
-    if index > 0:
-        return [Edit(obj.members[index - 1].value.end, member.value.end, "")]
-    if len(obj.members) > 1:
-        return [Edit(member.key_start, obj.members[1].key_start, "")]
-    return [Edit(obj.start + 1, obj.end - 1, "")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -637,45 +171,6 @@ def _check_unchanged(config: HostConfig) -> None:
             f"{config.path}: changed on disk while being processed (is the host saving it?); "
             "nothing was written, try again"
         )
-
-
-# ---------------------------------------------------------------------------------------------
-# systemd user units
-
-
-def systemd_quote(arg: str) -> str:
-    """One ExecStart word: quoted when needed; `%` and `$` escaped (systemd expands them)."""
-    escaped = arg.replace("%", "%%").replace("$", "$$")
-    if re.fullmatch(r"[A-Za-z0-9_@+=:,./%$-]+", escaped):
-        return escaped
-    return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def unit_name(key: str) -> str:
-    slug = re.sub(r"[^A-Za-z0-9_.-]", "-", key)
-    if slug != key or not slug:
-        # Different keys may slug alike ("a b", "a/b"): keep them apart.
-        slug = f"{slug}-{zlib.crc32(key.encode('utf-8')):08x}"
-    return f"{UNIT_PREFIX}{slug}.service"
-
-
-def unit_text(key: str, upstream: str, argv: list[str]) -> str:
-    # systemd expands %-specifiers in Description too (URLs often hold %XX): escape them.
-    description = f"mcp-blackbox recording proxy for MCP server {key!r} ({upstream!r})"
-    return (
-        "# Written by `blackbox attach --install-service`; `blackbox detach` says how to remove.\n"
-        "[Unit]\n"
-        f"Description={description.replace('%', '%%')}\n"
-        "After=network-online.target\n"
-        "\n"
-        "[Service]\n"
-        f"ExecStart={' '.join(systemd_quote(a) for a in argv)}\n"
-        "Restart=on-failure\n"
-        "RestartSec=2\n"
-        "\n"
-        "[Install]\n"
-        "WantedBy=default.target\n"
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -792,11 +287,11 @@ def attach(
                 continue
             new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url)
             args_node = node.get("args")
-            entry_edits = [Edit(node.get("command").start, node.get("command").end, _dump(wrapper))]
+            entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(wrapper))]
             entry_edits += set_member_edits(
                 text, node, "args", format_array_like(text, args_node, new_args), after="command"
             )
-            wrapped_text = _rebase(text, node, entry_edits)
+            wrapped_text = rebase(text, node, entry_edits)
             edits += entry_edits
             new_records[key] = {"kind": "stdio", "original": entry_text, "wrapped": wrapped_text}
             expected[key] = {**entry, "command": wrapper, "args": new_args}
@@ -832,14 +327,11 @@ def attach(
             continue
         if record and record.get("port") is not None:
             taken.discard(record["port"])  # a stale record of this key: its port is free again
-        port = preferred_port(key, port_base)
-        while port in taken:
-            port = port_base + (port - port_base + 1) % PORT_WINDOW
-        taken.add(port)
+        port = free_port(key, port_base, taken)
         local = proxy_url(port, url)
         url_node = node.get("url")
-        entry_edits = [Edit(url_node.start, url_node.end, _dump(local))]
-        wrapped_text = _rebase(text, node, entry_edits)
+        entry_edits = [Edit(url_node.start, url_node.end, dump(local))]
+        wrapped_text = rebase(text, node, entry_edits)
         edits += entry_edits
         expected[key] = {**entry, "url": local}
         argv = proxy_command(wrapper, url, port, key, store_url)
@@ -877,7 +369,7 @@ def attach(
         if service_dir is not None
         and c.unit_path
         and c.proxy_argv
-        and not _same_file(Path(c.unit_path), _unit_bytes(c))
+        and not is_installed(Path(c.unit_path), _unit_bytes(c))
     ]
     if not edits and not units_to_write:
         return report
@@ -926,13 +418,6 @@ def _unit_bytes(change: EntryChange) -> bytes:
     return unit_text(change.key, change.upstream or "", change.proxy_argv or []).encode("utf-8")
 
 
-def _same_file(path: Path, data: bytes) -> bool:
-    try:
-        return path.read_bytes() == data
-    except OSError:
-        return False
-
-
 def verify_rewrite(config: HostConfig, after: str, expected: dict[str, Any]) -> None:
     """Parse the rewritten text and check it means exactly the config with `expected` entries
     swapped in: a last guard, before anything is written, that a text edit never loses data."""
@@ -947,12 +432,6 @@ def verify_rewrite(config: HostConfig, after: str, expected: dict[str, Any]) -> 
             f"{config.path}: the rewritten config would not say what was planned (a bug in "
             "blackbox; please report it with the file); nothing was written"
         )
-
-
-def _rebase(text: str, node: Node, edits: list[Edit]) -> str:
-    """The text of `node` after `edits` (which all fall inside it)."""
-    local = [Edit(e.start - node.start, e.end - node.start, e.text) for e in edits]
-    return apply_edits(text[node.start : node.end], local)
 
 
 def _write_state(path: Path, state: dict) -> None:
@@ -997,9 +476,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             if not inner:
                 changes.append(EntryChange(key, "kept", "wrapped entry names no command after --"))
                 continue
-            entry_edits = [
-                Edit(node.get("command").start, node.get("command").end, _dump(inner[0]))
-            ]
+            entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(inner[0]))]
             had_args = True
             if record:
                 original = _parse_fragment(record.get("original", ""))
@@ -1022,7 +499,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             continue
         if kind in ("http", "sse") and record and record.get("local_url") == entry.get("url"):
             url_node = node.get("url")
-            edits.append(Edit(url_node.start, url_node.end, _dump(record["upstream"])))
+            edits.append(Edit(url_node.start, url_node.end, dump(record["upstream"])))
             expected[key] = {**entry, "url": record["upstream"]}
             done.add(key)
             changes.append(_restored(key, record, exact=False))

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
 
 from analytics.doctor import SLOW_S, doctor, render_text
 from analytics.html import render as render_html
-from analytics.reports import GROUPS, KINDS, Filters, Report, run_report
+from analytics.reports import GROUPS, KINDS, Filters, run_report
 from analytics.sql import run_sql
 from blackbox import config
 from blackbox.options import format_option, moment_ns, open_configured_store, store_option
-from blackbox.output import render
+from blackbox.output import refresh_progress, render, render_report
 from recorder.errors import BlackboxError
 from recorder.store import EventStore
 
@@ -23,49 +22,6 @@ TABLES_QUERY = (
     "SELECT view_name AS view FROM duckdb_views() "
     "WHERE NOT internal AND NOT starts_with(view_name, '_') ORDER BY 1;"
 )
-# Refreshes shorter than this many records stay quiet.
-QUIET_BELOW = 20_000
-
-
-def _progress(done: int, total: int) -> None:
-    if total >= QUIET_BELOW:
-        click.echo(f"blackbox: updating the analytics copy: {done:,}/{total:,} records", err=True)
-
-
-def _markdown(rows: Sequence[dict], columns: Sequence[str]) -> str:
-    if not rows:
-        return "(no rows)"
-
-    def cell(value: object) -> str:
-        if value is None:
-            return ""
-        text = f"{value:.3f}" if isinstance(value, float) else str(value)
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _render_report(report: Report, fmt: str) -> str:
-    if fmt == "json":
-        doc = {
-            "report": report.kind,
-            "by": report.by,
-            "filters": {k: v for k, v in vars(report.filters).items() if v is not None},
-            "sections": {s.name: s.rows for s in report.sections},
-        }
-        return json.dumps(doc, indent=2, default=str)
-    blocks = []
-    for section in report.sections:
-        if fmt == "markdown":
-            blocks.append(f"## {section.title}\n\n{_markdown(section.rows, section.columns)}")
-        elif fmt == "csv":
-            body = render(section.rows, "csv", section.columns)
-            blocks.append(body if len(report.sections) == 1 else f"# {section.name}\n{body}")
-        else:
-            blocks.append(f"{section.title}\n{render(section.rows, 'table', section.columns)}")
-    return "\n\n".join(blocks)
 
 
 @click.command()
@@ -128,7 +84,7 @@ def report(
         kind,
         by,
         filters,
-        progress=_progress,
+        progress=refresh_progress,
         with_charts=html_file is not None,
     )
     if html_file is not None:
@@ -137,15 +93,12 @@ def report(
         except OSError as exc:
             raise BlackboxError(f"cannot write {html_file}: {exc.strerror}") from None
         click.echo(f"blackbox: wrote {html_file}", err=True)
-    click.echo(_render_report(result, fmt))
+    click.echo(render_report(result, fmt))
 
 
 def _print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
     dicts = [dict(zip(columns, row, strict=True)) for row in rows]
-    if fmt == "markdown":
-        click.echo(_markdown(dicts, columns))
-    else:
-        click.echo(render(dicts, fmt, columns))
+    click.echo(render(dicts, fmt, columns))
 
 
 def _interactive(store: EventStore, fmt: str) -> None:
@@ -181,7 +134,7 @@ def _interactive(store: EventStore, fmt: str) -> None:
             continue
         buffer = []
         try:
-            columns, rows = run_sql(store, config.analytics_dir(), text, progress=_progress)
+            columns, rows = run_sql(store, config.analytics_dir(), text, progress=refresh_progress)
         except BlackboxError as exc:
             click.echo(f"blackbox: {exc}", err=True)
             continue
@@ -208,7 +161,7 @@ def sql(query: str | None, store_url: str | None, fmt: str) -> None:
     if query is None:
         _interactive(store, fmt)
         return
-    columns, rows = run_sql(store, config.analytics_dir(), query, progress=_progress)
+    columns, rows = run_sql(store, config.analytics_dir(), query, progress=refresh_progress)
     _print_rows(columns, rows, fmt)
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from analytics.export import FORMATS, Progress, Selection, export_bundle
+from analytics.export import FORMATS, ExportProgress, Selection, export_bundle
 from analytics.retention import (
     DEFAULT_IDLE_NS,
     add_hold,
@@ -31,26 +30,13 @@ from blackbox.options import (
     span_seconds,
     store_option,
 )
-from blackbox.output import render
+from blackbox.output import Throttled, render
 from recorder.redact import Redactor, load_or_create_key
 
 
 def parse_age(text: str) -> int:
     """`90d`, `12h`, `30m`, `2w`, `45s` -> nanoseconds."""
     return int(span_seconds(text) * 1_000_000_000)
-
-
-class _Throttled:
-    """Print progress to stderr at most once a second, and the last state at the end."""
-
-    def __init__(self) -> None:
-        self.last = 0.0
-
-    def __call__(self, message: str, final: bool = False) -> None:
-        now = time.monotonic()
-        if final or now - self.last >= 1.0:
-            self.last = now
-            click.echo(message, err=True)
 
 
 def _redactor(rules: Path | None, no_redact: bool) -> Redactor | None:
@@ -130,9 +116,9 @@ def export_cmd(
         session_ids=tuple(store.resolve(s) for s in sessions),
         server=server,
     )
-    say = _Throttled()
+    say = Throttled()
 
-    def progress(p: Progress) -> None:
+    def progress(p: ExportProgress) -> None:
         say(
             f"exported {p.sessions_done}/{p.sessions_total} sessions, {p.records} records",
             final=p.sessions_done == p.sessions_total,
@@ -169,7 +155,7 @@ def verify_export_cmd(bundle: Path, fmt: str) -> None:
     """
     if not bundle.is_dir():
         raise click.BadParameter(f"{bundle} is not a directory", param_hint="BUNDLE")
-    say = _Throttled()
+    say = Throttled()
     report = verify_export(bundle, progress=lambda n: say(f"checked {n} records"))
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=2))
@@ -249,7 +235,7 @@ def retention_apply(
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         archive_dir = config.data_dir() / "archive" / f"retention-{stamp}"
     store = open_configured_store(store_url)
-    throttled = _Throttled()
+    throttled = Throttled()
 
     def say(message: str) -> None:
         # Each phase is worth a line; the per-session archive progress only once a second.

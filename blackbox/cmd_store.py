@@ -8,9 +8,14 @@ import sys
 import click
 
 from blackbox.options import format_option, open_configured_store, store_option
-from blackbox.output import render
+from blackbox.output import (
+    SESSION_COLUMNS,
+    TIMELINE_COLUMNS,
+    list_session_rows,
+    render,
+    timeline,
+)
 from recorder.store import schema_head
-from recorder.views import SESSION_COLUMNS, TIMELINE_COLUMNS, list_session_rows, timeline
 
 
 @click.command()

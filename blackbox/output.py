@@ -1,17 +1,40 @@
-"""Render rows as table, json, jsonl or csv: every listing command shares this."""
+"""Everything the CLI renders: rows as a table, markdown, CSV, JSON or JSONL, the rows of the
+store's listings (sessions, one session's timeline), reports, and progress lines on stderr.
+
+Commands build data and hand it here, so every listing looks and escapes alike. Output is plain
+text with no colour or terminal control codes: what a pipe, a file or a test reads is what a
+terminal shows. Progress goes to stderr so stdout stays machine-readable.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import click
+
+from analytics.excerpt import excerpt
+from recorder.model import SessionInfo, StoredEvent
+from recorder.store import EventStore
+
+if TYPE_CHECKING:
+    from analytics.reports import Report
 
 FORMATS = ("table", "json", "jsonl", "csv")
 
 
+# ---------------------------------------------------------------------------------------------
+# Rows
+
+
 def render(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None) -> str:
-    """Rows (dicts sharing keys) in the given format, as one string without a trailing newline."""
+    """Rows (dicts sharing keys) in the given format (table, json, jsonl, csv or markdown), as one
+    string without a trailing newline."""
     cols = list(columns) if columns is not None else (list(rows[0]) if rows else [])
     if fmt == "json":
         return json.dumps([{c: r.get(c) for c in cols} for r in rows], indent=2, default=str)
@@ -23,6 +46,8 @@ def render(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None)
         writer.writeheader()
         writer.writerows(rows)
         return buf.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        return markdown(rows, cols)
     return _table(rows, cols)
 
 
@@ -45,3 +70,129 @@ def _table(rows: Sequence[dict], cols: list[str]) -> str:
         "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
     )
     return "\n".join(lines)
+
+
+def markdown(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """Rows as a GitHub-flavoured markdown table (pipes escaped, newlines folded)."""
+    if not rows:
+        return "(no rows)"
+
+    def cell(value: object) -> str:
+        return _cell(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def render_report(report: Report, fmt: str) -> str:
+    """An analytics report: one block per section (json: one document of all sections)."""
+    if fmt == "json":
+        doc = {
+            "report": report.kind,
+            "by": report.by,
+            "filters": {k: v for k, v in vars(report.filters).items() if v is not None},
+            "sections": {s.name: s.rows for s in report.sections},
+        }
+        return json.dumps(doc, indent=2, default=str)
+    blocks = []
+    for section in report.sections:
+        if fmt == "markdown":
+            blocks.append(f"## {section.title}\n\n{markdown(section.rows, section.columns)}")
+        elif fmt == "csv":
+            body = render(section.rows, "csv", section.columns)
+            blocks.append(body if len(report.sections) == 1 else f"# {section.name}\n{body}")
+        else:
+            blocks.append(f"{section.title}\n{render(section.rows, 'table', section.columns)}")
+    return "\n\n".join(blocks)
+
+
+# ---------------------------------------------------------------------------------------------
+# The store's listings: sessions and one session's timeline
+
+
+def _iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def session_row(info: SessionInfo) -> dict:
+    duration = None
+    if info.started_ns is not None and info.ended_ns is not None:
+        duration = round((info.ended_ns - info.started_ns) / 1e9, 3)
+    return {
+        "id": info.session_id,
+        "name": info.name,
+        "server": info.command,
+        "transport": info.transport,
+        "era": info.era,
+        "started": _iso(info.started_ns),
+        "duration_s": duration,
+        "frames": info.frames,
+        "outcome": info.outcome or ("open" if not info.sealed else None),
+        "replay_of": info.replay_of,
+    }
+
+
+SESSION_COLUMNS = ["id", "name", "server", "started", "duration_s", "frames", "outcome"]
+
+
+def list_session_rows(store: EventStore, limit: int | None = None) -> list[dict]:
+    """Sessions newest first, as rows."""
+    return [session_row(info) for info in store.list_sessions(limit=limit)]
+
+
+def event_row(ev: StoredEvent, started_mono_ns: int = 0) -> dict:
+    return {
+        "seq": ev.seq,
+        "offset_ms": round((ev.mono_ns - started_mono_ns) / 1e6, 3),
+        "direction": ev.direction,
+        "kind": ev.kind,
+        "type": ev.msg_type,
+        "method": ev.method,
+        "id": ev.rpc_id,
+        "tool": ev.tool,
+        "bytes": ev.raw_size if ev.raw_size is not None else len(ev.raw),
+        "excerpt": excerpt(ev.raw),
+    }
+
+
+TIMELINE_COLUMNS = ["seq", "offset_ms", "direction", "kind", "method", "id", "excerpt"]
+
+
+def timeline(store: EventStore, session_id: str) -> list[dict]:
+    """One session's records as rows, offsets relative to its first record."""
+    rows: list[dict] = []
+    first_mono: int | None = None
+    for ev in store.read_session(session_id):
+        if first_mono is None:
+            first_mono = ev.mono_ns
+        rows.append(event_row(ev, first_mono))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress (stderr)
+
+# Analytics refreshes shorter than this many records stay quiet.
+QUIET_BELOW = 20_000
+
+
+def refresh_progress(done: int, total: int) -> None:
+    """Progress of bringing the analytics copy up to date; quiet for small refreshes."""
+    if total >= QUIET_BELOW:
+        click.echo(f"blackbox: updating the analytics copy: {done:,}/{total:,} records", err=True)
+
+
+class Throttled:
+    """Print progress to stderr at most once a second, and the last state at the end."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def __call__(self, message: str, final: bool = False) -> None:
+        now = time.monotonic()
+        if final or now - self.last >= 1.0:
+            self.last = now
+            click.echo(message, err=True)

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from analytics import parquet
-from blackbox import cmd_analytics
+from blackbox import output
 from blackbox.cli import main
 from recorder.store import open_store
 from tests.analytics.kit import Session
@@ -144,7 +144,7 @@ def test_doctor_exit_status(store_with_sessions) -> None:  # type: ignore[no-unt
 def test_long_refresh_shows_progress(store_with_sessions, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     url, _ = store_with_sessions
     monkeypatch.setattr(parquet, "PROGRESS_EVERY", 5)
-    monkeypatch.setattr(cmd_analytics, "QUIET_BELOW", 10)
+    monkeypatch.setattr(output, "QUIET_BELOW", 10)
     result = run("report", "latency", "--store", url)
     lines = [line for line in result.stderr.splitlines() if "updating the analytics copy" in line]
     assert lines and lines[-1].endswith("records")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shlex
 import shutil
 import signal
@@ -27,6 +26,7 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
 from blackbox import attach as lib
+from blackbox import jsonc, proxy_service
 from blackbox.cli import main
 from recorder.store import open_store
 from tests.conftest import BLACKBOX
@@ -248,7 +248,7 @@ def test_http_entries_point_at_a_proxy_on_stable_ports(tmp_path: Path) -> None:
     config.write_text(json.dumps({"mcpServers": servers}, indent=2) + "\n")
     first = lib.attach(config, wrapper=WRAPPER, port_base=9000, store_url="sqlite:///s.db")
     ports = {c.key: c.port for c in first.changes}
-    assert all(9000 <= p < 9000 + lib.PORT_WINDOW for p in ports.values())
+    assert all(9000 <= p < 9000 + proxy_service.PORT_WINDOW for p in ports.values())
     assert len(set(ports.values())) == 2
     data = json.loads(config.read_text())["mcpServers"]
     assert data["alpha"]["url"] == f"http://127.0.0.1:{ports['alpha']}/mcp"
@@ -325,11 +325,11 @@ def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
 
 
 def test_unit_names_and_exec_words_are_escaped() -> None:
-    assert lib.unit_name("docs") == "blackbox-proxy-docs.service"
-    assert lib.unit_name("a b") != lib.unit_name("a/b")
-    assert lib.systemd_quote("plain/path-1.0") == "plain/path-1.0"
-    assert lib.systemd_quote('sp ace"q') == '"sp ace\\"q"'
-    assert lib.systemd_quote("$HOME%") == "$$HOME%%"
+    assert proxy_service.unit_name("docs") == "blackbox-proxy-docs.service"
+    assert proxy_service.unit_name("a b") != proxy_service.unit_name("a/b")
+    assert proxy_service.systemd_quote("plain/path-1.0") == "plain/path-1.0"
+    assert proxy_service.systemd_quote('sp ace"q') == '"sp ace\\"q"'
+    assert proxy_service.systemd_quote("$HOME%") == "$$HOME%%"
 
 
 def test_http_url_with_host_variables_is_left_alone(tmp_path: Path) -> None:
@@ -509,24 +509,6 @@ def test_a_symlinked_config_stays_a_symlink(tmp_path: Path) -> None:
     assert link.is_symlink() and real.read_bytes() == original
 
 
-# --- the parser -------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("host", ["claude-desktop", "claude-code"])
-def test_parser_agrees_with_json_on_strict_files(host: str) -> None:
-    text = (FIXTURES / HOSTS[host]).read_text()
-    assert lib.parse_json_text(text, jsonc=False).to_python() == json.loads(text)
-
-
-def test_parser_spans_cover_exactly_each_value() -> None:
-    text = '{"a": [1, "two", {"b": null}], "c": "\\u00e9"}'
-    root = lib.parse_json_text(text, jsonc=False)
-    for member in root.members:
-        source = text[member.value.start : member.value.end]
-        assert json.loads(source) == member.value.to_python()
-    assert root.get("c").value == "é"
-
-
 # --- a host launches the attached entry -------------------------------------------------------
 
 
@@ -598,61 +580,12 @@ def test_a_host_launching_the_attached_entry_is_recorded(
     assert "TZ" in started["env_names"]  # the entry's env reached the server through the wrapper
 
 
-def _random_value(rng: random.Random, depth: int = 0) -> object:
-    choice = rng.randrange(8 if depth < 4 else 5)
-    if choice == 0:
-        return rng.choice([True, False, None])
-    if choice == 1:
-        return rng.choice([0, -1, 7, 10**20, 1.5, -2.25e-7, 3e100])
-    if choice in (2, 3, 4):
-        alphabet = 'ab "\\/\n\t\u00e9\u2028\U0001f600{}[],:'
-        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
-    if choice in (5, 6):
-        return {
-            "".join(rng.choice('kq"\\é') for _ in range(rng.randrange(1, 4))): _random_value(
-                rng, depth + 1
-            )
-            for _ in range(rng.randrange(4))
-        }
-    return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
-
-
-def test_parser_agrees_with_json_on_random_documents_and_their_corruptions() -> None:
-    rng = random.Random(20261202)
-    for _ in range(400):
-        value = _random_value(rng)
-        text = json.dumps(
-            value,
-            indent=rng.choice([None, 0, 2, "\t"]),
-            ensure_ascii=rng.choice([True, False]),
-            separators=rng.choice([None, (",", ":"), (", ", ": ")]),
-        )
-        assert lib.parse_json_text(text, jsonc=False).to_python() == json.loads(text)
-        # Spans: every member's source text decodes to that member's value.
-        root = lib.parse_json_text(text, jsonc=False)
-        for member in root.members if root.kind == "object" else []:
-            assert (
-                json.loads(text[member.value.start : member.value.end]) == member.value.to_python()
-            )
-        # Delete one character: both parsers accept the result (alike) or both refuse it.
-        if text:
-            cut = rng.randrange(len(text))
-            broken = text[:cut] + text[cut + 1 :]
-            try:
-                expected = json.loads(broken)
-            except ValueError:
-                with pytest.raises(lib.MalformedConfig):
-                    lib.parse_json_text(broken, jsonc=False)
-            else:
-                assert lib.parse_json_text(broken, jsonc=False).to_python() == expected
-
-
 def test_absurd_nesting_is_a_clear_error_not_a_crash(tmp_path: Path) -> None:
     config = tmp_path / ".mcp.json"
     original = '{"mcpServers": {"a": {"command": "x", "deep": ' + "[" * 50_000 + "]" * 50_000
     config.write_text(original + "}}}")
     code, out = run_cli("attach", str(config))
-    assert code == 2 and f"nested deeper than {lib.MAX_DEPTH} levels" in out
+    assert code == 2 and f"nested deeper than {jsonc.MAX_DEPTH} levels" in out
     assert lib.parse_json_text("[" * 150 + "]" * 150, jsonc=False).kind == "array"
 
 
@@ -726,7 +659,8 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
         entry = {"type": "http", "url": f"http://127.0.0.1:{upstream_port}/mcp"}
         config.write_text(json.dumps({"mcpServers": {"everything": entry}}, indent=2) + "\n")
         # A base that puts this key's hashed port on a port the OS just reported free.
-        base = _free_port() - (lib.preferred_port("everything", 0))
+        hashed = proxy_service.preferred_port("everything", 0)
+        base = _free_port() - hashed
         code, out = run_cli(
             "attach", str(config), "--store", sqlite_url, "--proxy-port-base", str(base)
         )
@@ -743,8 +677,8 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        assert attached_url == f"http://127.0.0.1:{base + lib.preferred_port('everything', 0)}/mcp"
-        _wait_port(base + lib.preferred_port("everything", 0), proxy)
+        assert attached_url == f"http://127.0.0.1:{base + hashed}/mcp"
+        _wait_port(base + hashed, proxy)
         assert anyio.run(_echo_over_http, attached_url).endswith("through the attached proxy")
     finally:
         if proxy is not None:
