@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -47,9 +45,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
-import orjson
 
-from recorder import __version__
+from recorder import events
 from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, parse
@@ -122,16 +119,6 @@ class ProxyStats:
     sessions: int = 0
     refused: int = 0
     fault_names: dict[str, int] = field(default_factory=dict)
-
-
-def _dumps(value: object) -> bytes:
-    """Compact UTF-8 JSON of a record document, by orjson (several times faster than `json`;
-    the same text but for the spelling of some floats, which readers parse anyway). What it
-    refuses (an integer past 64 bits a client sent in its clientInfo) goes through `json`."""
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -294,9 +281,9 @@ class HttpProxyTap(ResponseRelays):
             return
         reason, outcome = session.closing or ("proxy_stopped", "interrupted")
         self.router.mark_ended(session)
-        doc = {"reason": reason, "outcome": outcome, "exit_code": None, "signal": None}
+        doc = events.encode(events.SessionEnded(reason=reason, outcome=outcome))
         with contextlib.suppress(JournalError):
-            self._append(session, Kind.SESSION_ENDED, Direction.NONE, _dumps(doc))
+            self._append(session, Kind.SESSION_ENDED, Direction.NONE, doc)
 
     def _era(
         self, session: RecordingSession, era: object, client_info: object, server_info: object
@@ -304,8 +291,8 @@ class HttpProxyTap(ResponseRelays):
         if session.era is not None or not isinstance(era, str):
             return
         session.era = era
-        doc = {"era": era, "client_info": client_info, "server_info": server_info}
-        self._append(session, Kind.ERA_DETECTED, Direction.NONE, _dumps(doc))
+        doc = events.EraDetected(era=era, client_info=client_info, server_info=server_info)
+        self._append(session, Kind.ERA_DETECTED, Direction.NONE, events.encode(doc))
 
     def _fault(
         self,
@@ -327,33 +314,32 @@ class HttpProxyTap(ResponseRelays):
             "path": ex.target,
         }
         doc.update(evidence)
-        self._record(ex, Kind.FAULT, Direction.NONE, _dumps(doc))
+        raw = events.encode(events.from_dict(Kind.FAULT, doc))
+        self._record(ex, Kind.FAULT, Direction.NONE, raw)
 
     def _exchange_doc(self, ex: Exchange, partial: bool = False) -> bytes:
-        doc: dict[str, object] = {
-            "method": ex.method,
-            "path": ex.target,
-            "status": ex.status,
-            "content_type": ex.content_type,
-            "duration_ms": round((time.monotonic_ns() - ex.started_ns) / 1e6, 3),
-            "request_headers": recorded(ex.request_headers),
-            "response_headers": recorded(ex.response_headers),
-            "request_seq": ex.request_seq,
-            "remote": ex.remote,
-            "bytes_in": ex.bytes_in,
-            "bytes_out": ex.bytes_out,
-            "upstream_answered": ex.upstream_answered,
-        }
-        if ex.sse_events or ex.content_type == "text/event-stream":
-            doc["sse_events"] = ex.sse_events
-        if ex.client_disconnected:
-            doc["client_disconnected"] = True
-        if ex.note:
-            doc["note"] = ex.note
-        if partial or ex.partial_records:
-            doc["partial"] = partial
-            doc["part"] = ex.partial_records + 1
-        return _dumps(doc)
+        stream = bool(ex.sse_events) or ex.content_type == "text/event-stream"
+        parted = partial or bool(ex.partial_records)
+        doc = events.HttpExchange(
+            method=ex.method,
+            path=ex.target,
+            status=ex.status,
+            content_type=ex.content_type,
+            duration_ms=round((time.monotonic_ns() - ex.started_ns) / 1e6, 3),
+            request_headers=recorded(ex.request_headers),
+            response_headers=recorded(ex.response_headers),
+            request_seq=ex.request_seq,
+            remote=ex.remote,
+            bytes_in=ex.bytes_in,
+            bytes_out=ex.bytes_out,
+            upstream_answered=ex.upstream_answered,
+            sse_events=ex.sse_events if stream else None,
+            client_disconnected=True if ex.client_disconnected else None,
+            note=ex.note or None,
+            partial=partial if parted else None,
+            part=ex.partial_records + 1 if parted else None,
+        )
+        return events.encode(doc)
 
     # -- ASGI ----------------------------------------------------------------------------------
 
@@ -501,20 +487,15 @@ class HttpProxyTap(ResponseRelays):
         ex.session = session
         if routing.created:
             self.stats.sessions += 1
-            doc = {
-                "name": self.settings.server_name,
-                "transport": "http",
-                "command": self.settings.upstream,
-                "cwd": None,
-                "env_names": [],
-                "tap_version": __version__,
-                "pid": os.getpid(),
-                "replay_of": None,
-                "session_rule": session.rule,
-                "session_key": session.key,
-                "remote": ex.remote,
-            }
-            self._append(session, Kind.SESSION_STARTED, Direction.NONE, _dumps(doc))
+            doc = events.started_here(
+                name=self.settings.server_name,
+                transport="http",
+                command=self.settings.upstream,
+                session_rule=session.rule,
+                session_key=session.key,
+                remote=ex.remote,
+            )
+            self._append(session, Kind.SESSION_STARTED, Direction.NONE, events.encode(doc))
         if ex.initialize:
             session.client_info = ex.client_info
         if session.era is None and ex.era is not None:
@@ -574,7 +555,7 @@ class HttpProxyTap(ResponseRelays):
         if not ex.single_request:
             await self._reply_plain(send, ex, status, text)
             return
-        body = _dumps(
+        body = events.dumps(
             {
                 "jsonrpc": "2.0",
                 "id": ex.rpc_id,

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from recorder import events
 from recorder.journal import Journal, read_journal
 from recorder.model import NewEvent
 from recorder.store import open_store
@@ -148,7 +149,12 @@ class RecordingProxy:
 
 
 def doc(ev: NewEvent) -> dict:
-    return json.loads(ev.raw)
+    """A session event's document as written (its schema version checked and left out)."""
+    value = json.loads(ev.raw)
+    decoded, problem = events.decode(ev.kind, ev.raw)
+    assert problem is None, (ev.kind, problem)
+    assert value.pop("v") == decoded.VERSION
+    return value
 
 
 def frames(events: list[NewEvent], direction: str | None = None) -> list[NewEvent]:
