@@ -399,6 +399,20 @@ def _specs(cls: type[Document]) -> tuple[FieldSpec, ...]:
 _SPECS: dict[type[Document], tuple[FieldSpec, ...]] = {
     cls: _specs(cls) for cls in DOCUMENTS.values()
 }
+
+
+def _default_makers(cls: type[Document]) -> dict[str, Callable[[], JSON]]:
+    makers: dict[str, Callable[[], JSON]] = {}
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING:
+            makers[f.name] = f.default_factory
+        else:
+            makers[f.name] = lambda value=f.default: value
+    return makers
+
+
+# Each field's default, as a maker (a fresh list or dict each time), for `encode_fields`.
+_DEFAULTS = {cls: _default_makers(cls) for cls in DOCUMENTS.values()}
 # The encoder's layout per class: (name, left out when None), in schema order.
 _LAYOUT: dict[type[Document], tuple[tuple[str, bool], ...]] = {
     cls: tuple((s.name, s.optional) for s in specs) for cls, specs in _SPECS.items()
@@ -435,7 +449,7 @@ def dumps(value: object) -> bytes:
     """Compact UTF-8 JSON by the one encoder of record documents (orjson: several times faster
     than `json`, and one spelling of every float). Integers beyond 64 bits keep their digits."""
     try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(value)  # the common case; the option below costs twice the time
     except TypeError:
         return orjson.dumps(_fragments(value), option=orjson.OPT_NON_STR_KEYS)
 
@@ -456,6 +470,26 @@ def as_dict(doc: Document) -> dict[str, JSON]:
 def encode(doc: Document) -> bytes:
     """The raw bytes of a record document."""
     return dumps(as_dict(doc))
+
+
+def encode_fields(cls: type[Document], /, **values: JSON) -> bytes:
+    """The bytes `encode(cls(**values))` gives, without building the frozen object: for producers
+    on a hot path (a frozen dataclass of 18 fields costs about 5 µs to build, the proxy writes one
+    exchange document a request). Unknown names are refused as the class would refuse them."""
+    layout, defaults = _LAYOUT[cls], _DEFAULTS[cls]
+    if not values.keys() <= defaults.keys():
+        unknown = ", ".join(sorted(values.keys() - defaults.keys()))
+        raise TypeError(f"{cls.__name__} has no field {unknown}")
+    extra = values.pop("extra", None) or {}
+    out: dict[str, JSON] = {"v": cls.VERSION}
+    for name, optional in layout:
+        value = values[name] if name in values else defaults[name]()
+        if optional and value is None:
+            continue
+        out[name] = value
+    for key, value in extra.items():
+        out.setdefault(key, value)
+    return dumps(out)
 
 
 # -- upgrading old documents ---------------------------------------------------------------------

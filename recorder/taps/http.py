@@ -320,7 +320,9 @@ class HttpProxyTap(ResponseRelays):
     def _exchange_doc(self, ex: Exchange, partial: bool = False) -> bytes:
         stream = bool(ex.sse_events) or ex.content_type == "text/event-stream"
         parted = partial or bool(ex.partial_records)
-        doc = events.HttpExchange(
+        # The proxy writes one of these a request: encoded without building the frozen object.
+        return events.encode_fields(
+            events.HttpExchange,
             method=ex.method,
             path=ex.target,
             status=ex.status,
@@ -339,7 +341,6 @@ class HttpProxyTap(ResponseRelays):
             partial=partial if parted else None,
             part=ex.partial_records + 1 if parted else None,
         )
-        return events.encode(doc)
 
     # -- ASGI ----------------------------------------------------------------------------------
 

@@ -133,3 +133,14 @@ def test_field_lists_are_the_schema() -> None:
     assert "args_fingerprint" in events.field_names("decision")
     with pytest.raises(KeyError):
         events.fields_of("frame")
+
+
+def test_encode_fields_writes_what_the_object_would() -> None:
+    values = {"method": "POST", "path": "/mcp", "status": 200, "sse_events": None, "note": "n"}
+    assert events.encode_fields(events.HttpExchange, **values) == encode(
+        events.HttpExchange(**values)  # type: ignore[arg-type]
+    )
+    for cls in DOCUMENTS.values():
+        assert events.encode_fields(cls, extra={"x": 1}) == encode(cls(extra={"x": 1}))
+    with pytest.raises(TypeError, match="no field stauts"):
+        events.encode_fields(events.HttpExchange, stauts=200)
