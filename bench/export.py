@@ -28,7 +28,7 @@ from analytics.verify_export import verify_export
 from recorder.model import new_session_id
 from recorder.redact import Redactor
 from recorder.store import open_store
-from tests.analytics.test_export_fixtures import session_events
+from recorder.synthetic import session_events
 
 
 def fill(store, records: int) -> int:  # type: ignore[no-untyped-def]

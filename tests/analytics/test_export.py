@@ -18,7 +18,7 @@ from analytics.verify_export import verify_export
 from recorder.model import Kind
 from recorder.redact import Redactor
 from recorder.store import open_store
-from tests.analytics.test_export_fixtures import DAY_NS, SECRETS, record_session
+from recorder.synthetic import DAY_NS, SECRETS, record_session
 
 
 @pytest.fixture

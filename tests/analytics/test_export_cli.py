@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from blackbox.cli import main
 from recorder.store import open_store
-from tests.analytics.test_export_fixtures import DAY_NS, SECRETS, record_session
+from recorder.synthetic import DAY_NS, SECRETS, record_session
 
 
 @pytest.fixture

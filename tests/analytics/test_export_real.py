@@ -25,6 +25,7 @@ from blackbox.cli import main
 from recorder.model import Kind
 from recorder.store import open_store
 from tests.conftest import BLACKBOX, ROOT, backend_store_url
+from tests.polling import eventually
 
 SERVER = ROOT / "tests" / "recorder" / "servers" / "call_log_server.py"
 API_KEY = "sk-proj-Zq8Xw7Vu6Ts5Rq4Po3Nm2"
@@ -67,16 +68,15 @@ def _record(store_url: str, tmp: Path, name: str, mode: str, rules: Path | None)
         [BLACKBOX, "ship"], env={**os.environ, **params.env}, timeout=60, capture_output=True
     )
     store = open_store(store_url)
-    deadline = time.monotonic() + 60
-    try:
-        while True:  # the tap ships its journal in the background
-            found = [s for s in store.list_sessions(name=name) if s.sealed]
-            if found or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+    try:  # the tap ships its journal in the background
+        found = eventually(
+            lambda: [s for s in store.list_sessions(name=name) if s.sealed],
+            timeout=60,
+            interval=0.2,
+            message=f"the tap's session {name} to reach the store",
+        )
     finally:
         store.close()
-    assert found, f"the tap's session {name} never reached the store"
     return found[0].session_id
 
 

@@ -15,6 +15,7 @@ from analytics.reports import refreshed_connection, run_report
 from recorder.store import open_store
 from tests import peers
 from tests.analytics.kit import rows
+from tests.polling import eventually
 
 RUNS = {
     # name: (server, era, calls)
@@ -39,12 +40,11 @@ RUNS = {
 
 
 def wait_sealed(store, count: int, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
-    import time
-
-    deadline = time.monotonic() + timeout
-    while sum(s.sealed for s in store.list_sessions()) < count:
-        assert time.monotonic() < deadline, "the taps did not store their sessions in time"
-        time.sleep(0.1)
+    eventually(
+        lambda: sum(s.sealed for s in store.list_sessions()) >= count,
+        timeout=timeout,
+        message="the taps to store their sessions",
+    )
 
 
 @pytest.fixture(scope="module")

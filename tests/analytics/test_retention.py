@@ -24,7 +24,7 @@ from analytics.retention import (
 from analytics.verify_export import verify_export
 from recorder.model import Kind
 from recorder.store import open_store
-from tests.analytics.test_export_fixtures import DAY_NS, record_session
+from recorder.synthetic import DAY_NS, record_session
 
 HOUR_NS = DAY_NS // 24
 

@@ -17,7 +17,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -30,6 +29,7 @@ from blackbox import jsonc, proxy_service
 from blackbox.cli import main
 from recorder.store import open_store
 from tests.conftest import BLACKBOX
+from tests.polling import eventually, wait_listening
 
 FIXTURES = Path(__file__).parent / "host_configs"
 HOSTS = {
@@ -556,14 +556,13 @@ def test_a_host_launching_the_attached_entry_is_recorded(
 
     store = open_store(store_url)
     try:
-        deadline = time.monotonic() + 60
-        sessions = []
-        while time.monotonic() < deadline:
-            sessions = [s for s in store.list_sessions() if s.name == "clock" and s.sealed]
-            if sessions:
-                break
-            time.sleep(0.2)
-        assert len(sessions) == 1, "no sealed session named after the server key"
+        sessions = eventually(
+            lambda: [s for s in store.list_sessions() if s.name == "clock" and s.sealed],
+            timeout=60,
+            interval=0.2,
+            message="a sealed session named after the server key",
+        )
+        assert len(sessions) == 1, "one sealed session named after the server key"
         events = list(store.read_session(sessions[0].session_id))
     finally:
         store.close()
@@ -599,18 +598,6 @@ def test_duplicate_keys_wrap_the_entry_the_host_reads(tmp_path: Path) -> None:
     assert b'{"command": "old"}' in config.read_bytes()
     lib.detach(config)
     assert config.read_bytes() == original
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"{proc.args[0]} exited with {proc.returncode}"
-        with socket.socket() as sock:
-            sock.settimeout(0.2)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listens on port {port} after {timeout}s")
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -654,7 +641,7 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
     )
     proxy = None
     try:
-        _wait_port(upstream_port, server)
+        wait_listening(upstream_port, server, timeout=30.0)
         config = tmp_path / ".mcp.json"
         entry = {"type": "http", "url": f"http://127.0.0.1:{upstream_port}/mcp"}
         config.write_text(json.dumps({"mcpServers": {"everything": entry}}, indent=2) + "\n")
@@ -678,7 +665,7 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
             start_new_session=True,
         )
         assert attached_url == f"http://127.0.0.1:{base + hashed}/mcp"
-        _wait_port(base + hashed, proxy)
+        wait_listening(base + hashed, proxy, timeout=30.0)
         assert anyio.run(_echo_over_http, attached_url).endswith("through the attached proxy")
     finally:
         if proxy is not None:
@@ -687,17 +674,18 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
 
     store = open_store(sqlite_url)
     try:
-        deadline = time.monotonic() + 60
-        calls: list = []
-        while time.monotonic() < deadline and not calls:
-            sessions = [s for s in store.list_sessions() if s.name == "everything"]
-            calls = [
+        calls = eventually(
+            lambda: [
                 e
-                for s in sessions
+                for s in store.list_sessions()
+                if s.name == "everything"
                 for e in store.read_session(s.session_id)
                 if e.kind == "frame" and e.method == "tools/call"
-            ]
-            time.sleep(0.2)
+            ],
+            timeout=60,
+            interval=0.2,
+            message="the proxied tools/call in the store",
+        )
     finally:
         store.close()
     assert [(e.direction, e.tool) for e in calls] == [("c2s", "echo")]

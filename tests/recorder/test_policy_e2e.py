@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from recorder.decisions import (
 from recorder.hooks import run_hook
 from recorder.store import open_store
 from tests.conftest import BLACKBOX, backend_store_url
+from tests.polling import eventually
 
 HERE = Path(__file__).parent
 SERVER = HERE / "servers" / "call_log_server.py"
@@ -132,16 +132,15 @@ def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         direct = anyio.run(_drive, params, mode, store_url, tmp / "spool")
         # The tap ships its journal in the background: wait for the sealed session.
         store = open_store(store_url)
-        deadline = time.monotonic() + 60
         try:
-            while True:
-                found = [s for s in store.list_sessions(name="calllog") if s.sealed]
-                if found or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
+            found = eventually(
+                lambda: [s for s in store.list_sessions(name="calllog") if s.sealed],
+                timeout=60,
+                interval=0.2,
+                message="the tap's session to reach the store",
+            )
         finally:
             store.close()
-        assert found, "the tap's session never reached the store"
         server_log = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
         yield Recorded(store_url, found[0].session_id, server_log, direct, policy_file, era)
 

@@ -8,7 +8,6 @@ import json
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import httpx2
@@ -18,8 +17,9 @@ from click.testing import CliRunner
 from blackbox.cli import main
 from recorder.store import open_store
 from tests.conftest import BLACKBOX
+from tests.polling import eventually, wait_listening
 from tests.recorder.http_servers.fault_server import FaultServer
-from tests.recorder.http_servers.kit import free_port, wait_port
+from tests.recorder.http_servers.kit import free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -51,7 +51,7 @@ def _start(args: list[str], env: dict[str, str], port: int) -> subprocess.Popen:
         text=True,
         env=env,
     )
-    wait_port(port, proc)
+    wait_listening(port, proc, timeout=20.0)
     return proc
 
 
@@ -190,12 +190,13 @@ def test_killed_proxy_loses_nothing_it_forwarded(
         proc.communicate(timeout=30)
     store = open_store(sqlite_url)
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:  # the orphaned shipper finishes on its own
-            sessions = store.list_sessions()
-            if sessions and sessions[0].frames == 8:
-                break
-            time.sleep(0.2)
+        # the orphaned shipper finishes on its own
+        eventually(
+            lambda: any(s.frames == 8 for s in store.list_sessions()[:1]),
+            timeout=20,
+            interval=0.2,
+            message="the orphaned shipper to store all 8 frames",
+        )
         (info,) = store.list_sessions()
         assert info.frames == 8
         # Whoever gets there first (the shipper process's own leftovers pass, once the proxy's
@@ -208,9 +209,13 @@ def test_killed_proxy_loses_nothing_it_forwarded(
             timeout=60,
         )
         assert shipped.returncode == 0, shipped.stderr
-        deadline = time.monotonic() + 20
-        while not store.session(info.session_id).sealed and time.monotonic() < deadline:
-            time.sleep(0.2)  # the other one may be mid-way (it holds the journal's lock)
+        # the other one may be mid-way (it holds the journal's lock)
+        eventually(
+            lambda: store.session(info.session_id).sealed,
+            timeout=20,
+            interval=0.2,
+            message="the recovered session to be sealed",
+        )
         info = store.session(info.session_id)
         assert info.frames == 8 and info.sealed and info.outcome == "recovered"
         assert store.verify() == []

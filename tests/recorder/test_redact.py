@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from recorder.redact import RedactionRulesError, Redactor, load_or_create_key
-from tests.analytics.test_export_fixtures import SECRETS, session_events
+from recorder.synthetic import SECRETS, session_events
 
 KEY = b"test-key"
 

@@ -5,13 +5,13 @@ crossed the pipe (checked against an independent capture relay between the tap a
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from recorder.store import EventStore, open_store
 from tests import peers
+from tests.polling import eventually
 
 EXAMPLE_CALLS = [
     ("echo", {"message": "héllo ✓"}),
@@ -34,12 +34,12 @@ SERVERS = {
 
 def wait_sealed(store: EventStore, count: int = 1, timeout: float = 60) -> list:
     """The tap ships its last records while the SDK waits for it to exit; give it a moment."""
-    deadline = time.monotonic() + timeout
-    while True:
-        sealed = [s for s in store.list_sessions() if s.sealed]
-        if len(sealed) >= count or time.monotonic() > deadline:
-            return sealed
-        time.sleep(0.1)
+    eventually(
+        lambda: len([s for s in store.list_sessions() if s.sealed]) >= count,
+        timeout=timeout,
+        message=f"{count} sealed session(s)",
+    )
+    return [s for s in store.list_sessions() if s.sealed]
 
 
 def frames(store: EventStore, sid: str, direction: str) -> list[bytes]:

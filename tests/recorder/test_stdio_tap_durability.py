@@ -17,6 +17,7 @@ from pathlib import Path
 
 from recorder.store import open_store
 from tests import peers
+from tests.polling import eventually
 from tests.recorder.test_stdio_tap_faults import INIT, INITIALIZED, call
 
 
@@ -163,15 +164,15 @@ def test_store_outage_mid_session_loses_nothing(tmp_path: Path, pg_url: str) -> 
         sessions = store.list_sessions()
         return sessions[0].frames if sessions else 0
 
-    _wait(lambda: frames_stored() >= 13, 30, notices)
+    eventually(lambda: frames_stored() >= 13, timeout=30, message=notices)
     forwarder.stop()
     started = time.monotonic()
     lines += [round_trip(proc, 100 + i, f"during {i}") for i in range(20)]
     assert time.monotonic() - started < 20  # the host kept working
-    _wait(lambda: any("retrying" in n for n in notices), 30, notices)
+    eventually(lambda: any("retrying" in n for n in notices), timeout=30, message=notices)
     assert frames_stored() == 13  # nothing reached the store while it was cut off
     forwarder.start()  # same port
-    _wait(lambda: frames_stored() >= 53, 60, (notices, frames_stored()))
+    eventually(lambda: frames_stored() >= 53, timeout=60, message=(notices, frames_stored()))
     lines += [round_trip(proc, 200 + i, f"after {i}") for i in range(5)]
     assert proc.stdin is not None
     proc.stdin.close()
@@ -186,13 +187,6 @@ def test_store_outage_mid_session_loses_nothing(tmp_path: Path, pg_url: str) -> 
     assert len([n for n in notices if "retrying" in n]) == 1
     assert len([n for n in notices if "store back" in n]) == 1
     assert store.verify() == []
-
-
-def _wait(predicate, timeout: float, what: object = "") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting: {what}"
-        time.sleep(0.1)
 
 
 def test_unwritable_journal_stops_forwarding_with_a_clear_message(
@@ -253,7 +247,11 @@ os._exit(0)
     )
     assert done.returncode == 0 and done.stdout == b"{}\n"
     store = open_store(sqlite_url)
-    _wait(lambda: any(s.outcome == "recovered" for s in store.list_sessions()), 30)
+    eventually(
+        lambda: any(s.outcome == "recovered" for s in store.list_sessions()),
+        timeout=30,
+        message="a session closed as recovered",
+    )
     dead = store.session("dead-session")
     assert dead.outcome == "recovered" and dead.frames == 1
     assert store.session(store.resolve("last")).name in ("alive", "dead")
@@ -277,10 +275,18 @@ def test_records_not_shipped_by_exit_are_handed_to_a_detached_shipper(
     assert "background shipper" in proc.stderr.read().decode()
 
     store = open_store(sqlite_url)
-    _wait(lambda: any(s.sealed for s in store.list_sessions()), 60, "hand-off shipping")
+    eventually(
+        lambda: any(s.sealed for s in store.list_sessions()),
+        timeout=60,
+        message="hand-off shipping",
+    )
     (info,) = store.list_sessions()
     assert info.outcome == "ok"  # the tap's own ending, not a recovery
     s2c = [ev.raw for ev in store.read_session(info.session_id) if ev.direction == "s2c"]
     assert [line.rstrip(b"\n") for line in lines] == s2c[1:]
-    _wait(lambda: not list((tmp_path / "home" / "journal").iterdir()), 30, "journal trimmed")
+    eventually(
+        lambda: not list((tmp_path / "home" / "journal").iterdir()),
+        timeout=30,
+        message="journal trimmed",
+    )
     assert store.verify() == []

@@ -19,6 +19,7 @@ import pytest
 
 from recorder.store import open_store
 from tests import peers
+from tests.polling import eventually
 
 INIT = (
     b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
@@ -51,13 +52,12 @@ def tap(tmp_path: Path, server: list[str], store_url: str, *extra: str, **kw) ->
 
 def session_events(store_url: str) -> list:
     store = open_store(store_url)
-    deadline = time.monotonic() + 60
-    while True:
-        sessions = store.list_sessions()
-        if (sessions and sessions[0].sealed) or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    (info,) = sessions
+    eventually(
+        lambda: any(s.sealed for s in store.list_sessions()[:1]),
+        timeout=60,
+        message="the tap's session to be sealed",
+    )
+    (info,) = store.list_sessions()
     assert store.verify(info.session_id) == []
     return list(store.read_session(info.session_id))
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import EventStore
+from tests.polling import eventually
 
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "servers"
@@ -108,13 +108,13 @@ def record_session(
 
 def wait_recorded(store: EventStore, name: str, timeout: float = 60) -> str:
     """The id of the sealed session called `name`, once the tap has shipped it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [s for s in store.list_sessions(name=name) if s.sealed]
-        if found:
-            return found[0].session_id
-        time.sleep(0.2)
-    raise AssertionError(f"session {name} was not recorded within {timeout} s")
+    found = eventually(
+        lambda: [s for s in store.list_sessions(name=name) if s.sealed],
+        timeout=timeout,
+        interval=0.2,
+        message=f"session {name} to be recorded",
+    )
+    return found[0].session_id
 
 
 def free_port() -> int:
@@ -123,17 +123,3 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_http(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"HTTP server exited with {proc.returncode}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"HTTP server on port {port} did not start within {timeout} s")

@@ -20,7 +20,8 @@ from replay.recording import load_recording
 from replay.replayer import ReplayOptions, replay_session
 from replay.report import render_text
 from tests import peers
-from tests.replay.kit import SERVERS, free_port, record_session, wait_http
+from tests.polling import eventually, wait_listening
+from tests.replay.kit import SERVERS, free_port, record_session
 
 CALLS = [("echo", {"message": "hi"}), ("ask", {}), ("print_stdout", {}), ("fail", {})]
 VARIANT = [sys.executable, str(SERVERS / "variant.py")]
@@ -184,7 +185,7 @@ def test_http_target_both_eras(pg_store, sessions) -> None:  # type: ignore[no-u
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_http(port, proc)
+        wait_listening(port, proc, timeout=60, interval=0.1)
         for era in ("legacy", "modern"):
             result = replay_session(store, sessions[era], url=f"http://127.0.0.1:{port}/mcp")
             assert result.exit_code == 0, render_text(result)
@@ -234,7 +235,6 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
     """Recorded over HTTP by `blackbox proxy` (both eras), replayed by default against the URL
     the session recorded (the upstream): equivalent."""
     import os
-    import time
 
     import anyio
     from mcp import Client
@@ -263,8 +263,8 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
     )
     store = open_store(sqlite_url)
     try:
-        wait_http(upstream_port, upstream)
-        wait_http(proxy_port, proxy)
+        wait_listening(upstream_port, upstream, timeout=60, interval=0.1)
+        wait_listening(proxy_port, proxy, timeout=60, interval=0.1)
 
         async def session(mode: str) -> None:
             url = f"http://127.0.0.1:{proxy_port}/mcp"
@@ -275,18 +275,22 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
 
         for mode in ("legacy", peers.MODERN):
             anyio.run(session, mode)
+
         # the proxy ships its journal in the background: wait for both sessions' last answers
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            done = [
+        def answered() -> list:
+            return [
                 s
                 for s in store.list_sessions()
                 if any(e.is_error for e in store.read_session(s.session_id))
             ]
-            if len(done) == 2:
-                break
-            time.sleep(0.3)
-        assert len(done) == 2, store.list_sessions()
+
+        eventually(
+            lambda: len(answered()) == 2,
+            timeout=60,
+            interval=0.3,
+            message="both sessions' last answers",
+        )
+        done = answered()
         for info in done:
             result = replay_session(store, info.session_id)
             assert result.transport == "http" and result.target.endswith(f":{upstream_port}/mcp")

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -21,6 +20,7 @@ from recorder.model import NewEvent
 from recorder.store import open_store
 from recorder.taps.http import HttpProxyTap, ProxySettings
 from recorder.taps.http_server import ProxyServer
+from tests.polling import wait_listening
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent.parent
@@ -32,20 +32,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            out = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-            raise RuntimeError(f"server exited with {proc.returncode}: {out[-2000:]}")
-        with socket.socket() as sock:
-            sock.settimeout(0.2)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout}s")
 
 
 @contextmanager
@@ -60,7 +46,7 @@ def server_process(argv: list[str], port: int, env: dict[str, str] | None = None
         start_new_session=True,
     )
     try:
-        wait_port(port, proc)
+        wait_listening(port, proc, timeout=20.0)
         yield
     finally:
         with _suppress():

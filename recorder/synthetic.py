@@ -1,5 +1,6 @@
-"""Realistic recorded sessions for the compliance tests (helpers, no tests), via the store API.
+"""Synthetic recorded sessions, built through the store API, for the benchmarks and the tests.
 
+It lives in the library, not in tests/, so the benchmarks need nothing from the test suite.
 Frames are the JSON-RPC messages the SDKs exchange in each era (the legacy `initialize` handshake
 and the 2026-07-28 per-request `_meta`), with the session events a tap writes around them.
 `SECRETS` are planted in params, results, stderr lines and HTTP headers when asked.
