@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
+import psycopg
 
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import open_store
@@ -96,17 +96,17 @@ def main() -> None:
         sqlite_rate, sqlite_verify = ingest(
             f"sqlite:///{tmp}/store.db", frames(args.frames, new_session_id())
         )
-    admin = create_engine(args.pg.replace("postgresql:", "postgresql+psycopg:", 1))
+    # A scratch database through the driver itself: creating databases is no store operation.
+    admin = args.pg.replace("postgresql+psycopg:", "postgresql:", 1)
     db = f"bbbench_{secrets.token_hex(4)}"
-    with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f'CREATE DATABASE "{db}"'))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{db}"')
     try:
-        pg_url = admin.url.set(database=db).render_as_string(hide_password=False)
+        pg_url = f"{args.pg.rsplit('/', 1)[0]}/{db}"
         pg_rate, pg_verify = ingest(pg_url, frames(args.frames, new_session_id()))
     finally:
-        with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
-        admin.dispose()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     size = len(frames(1, "x")[0].raw)
     print(f"{args.frames:,} frames of {size} bytes, batches of {BATCH}")
     print(f"{'':34}{'frames/s':>12}{'vs bare sqlite':>16}")
