@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from recorder import events
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import EventStore
 
@@ -45,17 +46,16 @@ def session_events(
     """One recorded stdio (or HTTP, when `secrets`) session of a time server."""
     c2s, s2c, none = Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT, Direction.NONE
     out: list[tuple[str, str, bytes]] = []
-    started = {
-        "name": name,
-        "transport": "stdio",
-        "command": ["python", "-m", "mcp_server_time"],
-        "cwd": "/srv",
-        "env_names": ["PATH"],
-        "tap_version": "0.1.0",
-        "pid": 4242,
-        "replay_of": None,
-    }
-    out.append((Kind.SESSION_STARTED, none, _j(started)))
+    started = events.SessionStarted(
+        name=name,
+        transport="stdio",
+        command=["python", "-m", "mcp_server_time"],
+        cwd="/srv",
+        env_names=["PATH"],
+        tap_version="0.1.0",
+        pid=4242,
+    )
+    out.append((Kind.SESSION_STARTED, none, events.encode(started)))
     modern = era == "2026-07-28"
     meta = {
         "io.modelcontextprotocol/protocolVersion": era,
@@ -134,7 +134,11 @@ def session_events(
         (
             Kind.ERA_DETECTED,
             none,
-            _j({"era": era, "client_info": {"name": "mcp"}, "server_info": {"name": "mcp-time"}}),
+            events.encode(
+                events.EraDetected(
+                    era=era, client_info={"name": "mcp"}, server_info={"name": "mcp-time"}
+                )
+            ),
         )
     )
     params_meta = {"_meta": meta} if modern else {}
@@ -162,22 +166,19 @@ def session_events(
             (
                 Kind.DECISION,
                 none,
-                _j(
-                    {
-                        "decision": "allow",
-                        "final": "allow",
-                        "source": "policy",
-                        "decided_by": "rule",
-                        "rule": "time-ok",
-                        "server": name,
-                        "tool": "get_current_time",
-                        "method": "tools/call",
-                        "args_fingerprint": "0" * 64,
-                        "rpc_id": str(rid),
-                        "request_seq": len(out),
-                        "host_session": None,
-                        "reason": None,
-                    }
+                events.encode(
+                    events.Decision(
+                        decision="allow",
+                        final="allow",
+                        source="policy",
+                        decided_by="rule",
+                        rule="time-ok",
+                        server=name,
+                        tool="get_current_time",
+                        args_fingerprint="0" * 64,
+                        rpc_id=str(rid),
+                        request_seq=len(out),
+                    )
                 ),
             )
         )
@@ -200,17 +201,17 @@ def session_events(
                 ),
             )
         )
-    out.append((Kind.STDERR, none, _j({"line": "INFO server ready"})))
+    out.append((Kind.STDERR, none, events.encode(events.Stderr(line="INFO server ready"))))
     if secrets:
         out.append(
             (
                 Kind.STDERR,
                 none,
-                _j(
-                    {
-                        "line": f"DEBUG aws={SECRETS['stderr_aws']} "
+                events.encode(
+                    events.Stderr(
+                        line=f"DEBUG aws={SECRETS['stderr_aws']} "
                         f"db password: {SECRETS['stderr_password']}"
-                    }
+                    )
                 ),
             )
         )
@@ -218,20 +219,20 @@ def session_events(
             (
                 Kind.HTTP_EXCHANGE,
                 none,
-                _j(
-                    {
-                        "method": "POST",
-                        "path": "/mcp",
-                        "status": 200,
-                        "content_type": "application/json",
-                        "duration_ms": 12.5,
-                        "request_headers": {
+                events.encode(
+                    events.HttpExchange(
+                        method="POST",
+                        path="/mcp",
+                        status=200,
+                        content_type="application/json",
+                        duration_ms=12.5,
+                        request_headers={
                             "Authorization": f"Bearer {SECRETS['header_bearer']}",
                             "X-Slack-Token": SECRETS["header_slack"],
                             "Accept": "application/json, text/event-stream",
                         },
-                        "response_headers": {"content-type": "application/json"},
-                    }
+                        response_headers={"content-type": "application/json"},
+                    )
                 ),
             )
         )
@@ -240,7 +241,9 @@ def session_events(
             (
                 Kind.SESSION_ENDED,
                 none,
-                _j({"reason": "client_closed", "outcome": "ok", "exit_code": 0, "signal": None}),
+                events.encode(
+                    events.SessionEnded(reason="client_closed", outcome="ok", exit_code=0)
+                ),
             )
         )
     return [

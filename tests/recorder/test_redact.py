@@ -40,7 +40,7 @@ def test_every_planted_secret_is_removed_and_the_rest_kept() -> None:
     assert text.startswith("token [redacted:") and " belongs to [redacted:" in text
     assert result["isError"] is False
     stderr = [json.loads(r) for r, ev in zip(out, events, strict=True) if ev.kind == "stderr"]
-    assert stderr[0] == {"line": "INFO server ready"}
+    assert stderr[0] == {"v": 1, "line": "INFO server ready"}  # untouched: no secret in it
     assert stderr[1]["line"].startswith("DEBUG aws=[redacted:")
     http = next(
         json.loads(r) for r, ev in zip(out, events, strict=True) if ev.kind == "http_exchange"
