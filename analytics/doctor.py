@@ -16,8 +16,8 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from analytics.calls import CallTracker, as_dict
 from analytics.excerpt import excerpt
-from analytics.parquet import CallTracker, as_dict
 from recorder.jsonrpc import parse
 from recorder.model import Kind, StoredEvent
 from recorder.store import EventStore

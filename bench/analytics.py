@@ -31,7 +31,8 @@ import pyarrow.compute as pc
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from analytics import parquet  # noqa: E402
-from analytics.parquet import CALLS_SCHEMA, EVENTS_SCHEMA, ParquetCopy, copy_dir  # noqa: E402
+from analytics.calls import CALLS_SCHEMA  # noqa: E402
+from analytics.parquet import EVENTS_SCHEMA, ParquetCopy, copy_dir  # noqa: E402
 from analytics.reports import run_report  # noqa: E402
 from recorder.model import NewEvent, new_session_id  # noqa: E402
 from recorder.store import open_store  # noqa: E402

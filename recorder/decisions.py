@@ -23,7 +23,8 @@ from pathlib import Path
 from recorder import events
 from recorder.errors import AppendRefused, BlackboxError, StoreError
 from recorder.jsonrpc import id_fields
-from recorder.model import Direction, Kind, NewEvent
+from recorder.model import Direction, Kind, NewEvent, StoredEvent
+from recorder.pairing import Key, Pending, request_key
 from recorder.store import EventStore
 
 DECISIONS = ("allow", "deny", "ask")
@@ -404,29 +405,36 @@ def tool_calls(store: EventStore, session_id: str, server: str | None = None) ->
         server = store.session(session_id).name
     out: list[CallRef] = []
     for ev in store.read_session(session_id):
-        if ev.kind != Kind.FRAME or ev.direction != Direction.CLIENT_TO_SERVER:
+        out.extend(call for call, _key in _tool_calls_of(ev, server))
+    return out
+
+
+def _tool_calls_of(ev: StoredEvent, server: str | None) -> list[tuple[CallRef, Key]]:
+    """The `tools/call` requests a record carries (none unless it is a client frame), each with
+    its pairing key."""
+    if ev.kind != Kind.FRAME or ev.direction != Direction.CLIENT_TO_SERVER:
+        return []
+    if b'"tools/call"' not in ev.raw and b"\\" not in ev.raw:
+        return []
+    value = _doc_of(ev.raw) if ev.raw.lstrip()[:1] == b"{" else None
+    items = [value] if value else _batch_items(ev.raw)
+    out: list[tuple[CallRef, Key]] = []
+    for item in items:
+        if item.get("method") != "tools/call":
             continue
-        if b'"tools/call"' not in ev.raw and b"\\" not in ev.raw:
-            continue
-        value = _doc_of(ev.raw) if ev.raw.lstrip()[:1] == b"{" else None
-        items = [value] if value else _batch_items(ev.raw)
-        for item in items:
-            if item.get("method") != "tools/call":
-                continue
-            params = item.get("params") if isinstance(item.get("params"), dict) else {}
-            name = params.get("name")
-            rpc_id = id_fields(item["id"])[0] if "id" in item else None
-            out.append(
-                CallRef(
-                    session_id,
-                    ev.seq,
-                    ev.wall_ns,
-                    server,
-                    name if isinstance(name, str) else None,
-                    rpc_id,
-                    args_fingerprint(params.get("arguments")),
-                )
-            )
+        params = item.get("params") if isinstance(item.get("params"), dict) else {}
+        name = params.get("name")
+        rpc_id, rpc_id_type = id_fields(item["id"]) if "id" in item else (None, None)
+        call = CallRef(
+            ev.session_id,
+            ev.seq,
+            ev.wall_ns,
+            server,
+            name if isinstance(name, str) else None,
+            rpc_id,
+            args_fingerprint(params.get("arguments")),
+        )
+        out.append((call, request_key(Direction.CLIENT_TO_SERVER, rpc_id, rpc_id_type)))
     return out
 
 
@@ -528,20 +536,26 @@ def correlate(
 
 
 def policy_decisions(store: EventStore, session_id: str) -> list[tuple[dict, CallRef | None]]:
-    """The gate's decisions of a tap session, each with its request: the preceding
-    client-to-server `tools/call` frame carrying the decision's `rpc_id`."""
+    """The gate's decisions of a tap session, each with its request: the latest client-to-server
+    `tools/call` frame before it carrying the decision's `rpc_id`.
+
+    The requests go through a pairing table in log order, but are not closed by their answers:
+    the gate journals its decision right after the request it decided, before any answer, and a
+    request already answered is still the one a late decision names. An id reused replaces the
+    earlier request. The decision names the id by its text alone (its document has no id type):
+    the newest request whose id has that text is the one."""
+    server = store.session(session_id).name
+    requests: Pending[CallRef] = Pending()
     out: list[tuple[dict, CallRef | None]] = []
-    calls = tool_calls(store, session_id)
     for ev in store.read_session(session_id):
+        if ev.kind == Kind.FRAME:
+            for call, key in _tool_calls_of(ev, server):
+                requests.open(key, call)
+            continue
         if ev.kind != Kind.DECISION:
             continue
         doc = _doc_of(ev.raw)
         if doc.get("source") != "policy":
             continue
-        request = None
-        for call in reversed(calls):
-            if call.seq < ev.seq and call.rpc_id == doc.get("rpc_id"):
-                request = call
-                break
-        out.append((doc, request))
+        out.append((doc, requests.newest(Direction.CLIENT_TO_SERVER, doc.get("rpc_id"))))
     return out

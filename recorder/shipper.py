@@ -33,8 +33,8 @@ from pathlib import Path
 from recorder.errors import BlackboxError, StoreError
 from recorder.journal import Journal, JournalReader, parse_segment_name
 from recorder.model import Direction, Kind, NewEvent
+from recorder.observer import FrameObserver
 from recorder.store import EventStore
-from recorder.taps.observer import FrameObserver
 
 BATCH_RECORDS = 1000
 BATCH_BYTES = 4 * 1024 * 1024

@@ -6,7 +6,7 @@ answered (and with what), and which faults the session ended with. `load_recordi
 once, so the replayer, the mock server and the report all read the same interpretation.
 
 JSON-RPC ids are per direction and of mixed type, so responses are joined to requests on
-(direction, id text, id type), never on the id text alone.
+(direction, id text, id type), never on the id text alone: `recorder.pairing` does the joining.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from recorder.errors import BlackboxError
 from recorder.jsonrpc import classify, classify_message, parse
 from recorder.model import Direction, Kind, StoredEvent
+from recorder.pairing import Pending, request_key, response_key
 from recorder.store import EventStore
 
 # Outcomes of session_ended that mean the server went away on its own.
@@ -222,17 +223,19 @@ def _structure(frames: list[Frame]) -> tuple[list[Step], list[ServerRequest], li
     steps: list[Step] = []
     server_requests: list[ServerRequest] = []
     notifications: list[Frame] = []
-    # (id text, id type) -> step awaiting its response; ids are per direction.
-    open_steps: dict[tuple[str, str], Step] = {}
-    open_server: dict[tuple[str, str], ServerRequest] = {}
+    # The client's requests (steps) and the server's own (server requests) awaiting answers.
+    waiting: Pending[Step | ServerRequest] = Pending()
     answered_since_last: list[int] = []
     anchor_mono = frames[0].mono_ns
     anchor_step = 0
     anchor_is_response = False
     for frame in frames:
+        answered = None
+        if frame.kind in ("response", "error") and frame.id_key is not None:
+            answered = waiting.close(response_key(frame.direction, *frame.id_key))
         if frame.direction == Direction.CLIENT_TO_SERVER:
-            if frame.kind in ("response", "error") and frame.id_key in open_server:
-                open_server.pop(frame.id_key).answer = frame
+            if isinstance(answered, ServerRequest):
+                answered.answer = frame
                 continue
             step = Step(
                 number=len(steps) + 1,
@@ -245,18 +248,17 @@ def _structure(frames: list[Frame]) -> tuple[list[Step], list[ServerRequest], li
             answered_since_last = []
             steps.append(step)
             if frame.kind == "request" and frame.id_key is not None:
-                open_steps[frame.id_key] = step
+                waiting.open(request_key(frame.direction, *frame.id_key), step)
             anchor_mono, anchor_step, anchor_is_response = frame.mono_ns, step.number, False
         elif frame.direction == Direction.SERVER_TO_CLIENT:
-            if frame.kind in ("response", "error") and frame.id_key in open_steps:
-                step = open_steps.pop(frame.id_key)
-                step.response = frame
-                answered_since_last.append(step.number)
-                anchor_mono, anchor_step, anchor_is_response = frame.mono_ns, step.number, True
+            if isinstance(answered, Step):
+                answered.response = frame
+                answered_since_last.append(answered.number)
+                anchor_mono, anchor_step, anchor_is_response = frame.mono_ns, answered.number, True
             elif frame.kind == "request" and frame.id_key is not None:
                 request = ServerRequest(frame=frame, after_step=len(steps))
                 server_requests.append(request)
-                open_server[frame.id_key] = request
+                waiting.open(request_key(frame.direction, *frame.id_key), request)
             else:
                 notifications.append(frame)
     return steps, server_requests, notifications

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from analytics import parquet
-from analytics.parquet import CallTracker
+from analytics import calls, parquet
+from analytics.calls import CallTracker
 from recorder.store import open_store
 from tests.analytics.kit import BASE_NS, Session, fingerprint
 
@@ -30,7 +30,7 @@ TRICKY = [
 
 @pytest.mark.parametrize("arguments", TRICKY, ids=range(len(TRICKY)))
 def test_fingerprint_is_the_producers_expression(arguments: object) -> None:
-    assert parquet.fingerprint(arguments) == fingerprint(arguments)
+    assert calls.fingerprint(arguments) == fingerprint(arguments)
 
 
 def _varied_session(k: int) -> Session:
@@ -87,9 +87,9 @@ def test_feed_rows_pairs_exactly_as_feed(store_url: str, tmp_path: Path) -> None
     closed = batched.take_closed()
     assert closed == one_by_one.take_closed()
     assert batched.pending() == one_by_one.pending()
-    outcomes = {c[parquet.C_OUTCOME] for c in closed + batched.pending()}
+    outcomes = {c[calls.C_OUTCOME] for c in closed + batched.pending()}
     assert outcomes >= {"ok", "tool_error", "rpc_error", "cancelled", "no_response"}
-    assert any(c[parquet.C_FAULT] is not None for c in closed)
+    assert any(c[calls.C_FAULT] is not None for c in closed)
 
 
 @pytest.mark.parametrize("chunk", [10_000, 13])
@@ -105,10 +105,10 @@ def test_calls_table_by_index_equals_call_rows(store_url: str, chunk: int) -> No
     # Both paths must also agree on what the pairing ignores or defaults: a response with no
     # is_error at all, a tool on a request that is not a tools/call.
     for i, row in enumerate(records):
-        if row[parquet.R_MSG_TYPE] == "response" and i % 2:
-            records[i] = (*row[: parquet.R_IS_ERROR], None, *row[parquet.R_IS_ERROR + 1 :])
-        elif row[parquet.R_MSG_TYPE] == "request" and row[parquet.R_METHOD] != "tools/call":
-            records[i] = (*row[: parquet.R_TOOL], "t", *row[parquet.R_TOOL + 1 :])
+        if row[calls.R_MSG_TYPE] == "response" and i % 2:
+            records[i] = (*row[: calls.R_IS_ERROR], None, *row[calls.R_IS_ERROR + 1 :])
+        elif row[calls.R_MSG_TYPE] == "request" and row[calls.R_METHOD] != "tools/call":
+            records[i] = (*row[: calls.R_TOOL], "t", *row[calls.R_TOOL + 1 :])
     by_rows, by_index = CallTracker(), CallTracker(by_index=True)
     paired = 0
     for start in range(0, len(records), chunk):
@@ -121,6 +121,6 @@ def test_calls_table_by_index_equals_call_rows(store_url: str, chunk: int) -> No
             pieces.append(parquet._events_table(batch, extras, first))
         paired += sum(type(call) is tuple for call in by_index.closed)
         table = by_index.take_closed_table(pa.concat_tables(pieces))
-        assert table.equals(parquet._calls_table(by_rows.take_closed()), check_metadata=True)
+        assert table.equals(calls.calls_table(by_rows.take_closed()), check_metadata=True)
     assert paired > 0  # the pairs kept as indices were exercised
     assert by_index.pending() == by_rows.pending()

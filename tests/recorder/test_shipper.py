@@ -160,7 +160,7 @@ def test_worker_process_ships_and_is_replaced_when_it_dies(sqlite_url: str, tmp_
 def test_worker_process_observes_what_it_ships(sqlite_url: str, tmp_path: Path) -> None:
     """With a worker, the observer runs in the worker process: its events come back to this
     process's journal, and the outstanding requests are taken over at the end."""
-    from recorder.taps.observer import FrameObserver
+    from recorder.observer import FrameObserver
 
     journal = Journal.create(tmp_path / "j", segment_bytes=2000)
     emitted: list[tuple[str, str, dict]] = []

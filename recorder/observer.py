@@ -23,6 +23,7 @@ from typing import Any
 
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, id_fields, parse
 from recorder.model import Direction, Kind, NewEvent
+from recorder.pairing import Pending, request_key, response_key
 
 Emit = Callable[[str, str, dict[str, Any]], None]  # (session id, kind, document)
 
@@ -42,8 +43,8 @@ class FrameObserver:
         self._lock = threading.Lock()
         self._initialize: dict[str, Any] | None = None  # the pending initialize request
         self._discover: dict[str, Any] | None = None
-        # (direction of the request, id text, id type) -> what the request was
-        self._pending: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
+        # Every request of either side waiting for its answer -> what the request was.
+        self._pending: Pending[dict[str, Any]] = Pending()
 
     def __call__(self, events: Sequence[NewEvent]) -> None:
         with self._lock:
@@ -54,20 +55,16 @@ class FrameObserver:
     def outstanding(self) -> list[dict[str, Any]]:
         """The client's requests the server has not answered, oldest first."""
         with self._lock:
-            return [
-                dict(req)
-                for (direction, _i, _t), req in self._pending.items()
-                if direction == Direction.CLIENT_TO_SERVER
-            ]
+            return [dict(req) for req in self._pending.outstanding(Direction.CLIENT_TO_SERVER)]
 
     def set_outstanding(self, requests: list[dict[str, Any]]) -> None:
         """Take over the outstanding requests as another process's observer of this session
         saw them (the store worker observes when the tap ships through one)."""
         with self._lock:
-            self._pending = {
-                (Direction.CLIENT_TO_SERVER, req.get("id"), req.get("id_type")): dict(req)
-                for req in requests
-            }
+            self._pending = Pending()
+            for req in requests:
+                key = request_key(Direction.CLIENT_TO_SERVER, req.get("id"), req.get("id_type"))
+                self._pending.open(key, dict(req))
 
     # -- per frame ---------------------------------------------------------------------------------
 
@@ -116,27 +113,23 @@ class FrameObserver:
                 rpc_id, id_type = id_fields(msg.get("id"))
                 params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
                 tool = params.get("name") if method == "tools/call" else None
-                self._pending[(direction, rpc_id, id_type)] = {
+                request = {
                     "id": rpc_id,
                     "id_type": id_type,
                     "method": method,
                     "tool": tool if isinstance(tool, str) else None,
                     "seq": ev.seq,
                 }
+                self._pending.open(request_key(direction, rpc_id, id_type), request)
                 if direction == Direction.CLIENT_TO_SERVER and self.era is None:
                     self._era_from_request(ev, method, (rpc_id, id_type), params)
             return
         if not has_id:
             return
         rpc_id, id_type = id_fields(msg.get("id"))
-        # A response travels the other way from its request: key on (request direction, id).
-        other = (
-            Direction.CLIENT_TO_SERVER
-            if ev.direction == Direction.SERVER_TO_CLIENT
-            else Direction.SERVER_TO_CLIENT
-        )
-        request = self._pending.pop((str(other), rpc_id, id_type), None)
-        if request is None or self.era is not None or other != Direction.CLIENT_TO_SERVER:
+        request = self._pending.close(response_key(direction, rpc_id, id_type))
+        # Only the server's answer to a client's request can tell the era.
+        if request is None or self.era is not None or direction != Direction.SERVER_TO_CLIENT:
             return
         result = msg.get("result")
         if not isinstance(result, dict):
