@@ -301,11 +301,13 @@ class RetentionApplied(Document):
     extra: Mapping[str, JSON] = _extra()
 
 
-def started_here(**fields: Any) -> SessionStarted:
-    """A `session_started` document by this process: its version and pid filled in."""
+def started_here(**fields: JSON) -> SessionStarted:
+    """A `session_started` document by this process: its version and pid filled in; keys beyond
+    the schema (a tap's own settings) are kept as extra."""
     from recorder import __version__
 
-    return SessionStarted(tap_version=__version__, pid=os.getpid(), **fields)
+    values = {"tap_version": __version__, "pid": os.getpid(), **fields}
+    return from_dict(SessionStarted.KIND, values)  # type: ignore[return-value]
 
 
 DOCUMENTS: dict[str, type[Document]] = {

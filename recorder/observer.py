@@ -16,21 +16,16 @@ the same journal:
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from recorder import events
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, id_fields, parse
 from recorder.model import Direction, Kind, NewEvent
 from recorder.pairing import Pending, request_key, response_key
 
-Emit = Callable[[str, str, dict[str, Any]], None]  # (session id, kind, document)
-
-
-def dumps(doc: dict[str, Any]) -> bytes:
-    """The compact JSON of a session event's raw document."""
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+Emit = Callable[[str, events.Document], None]  # (session id, document)
 
 
 class FrameObserver:
@@ -102,7 +97,7 @@ class FrameObserver:
         }
         if server and fault == "stdout_pollution":
             doc["quarantined"] = self.quarantine_noise
-        self.emit(ev.session_id, Kind.FAULT, doc)
+        self.emit(ev.session_id, events.from_dict(Kind.FAULT, doc))
 
     def _message(self, ev: NewEvent, msg: dict[str, Any]) -> None:
         direction = str(ev.direction)
@@ -173,12 +168,12 @@ class FrameObserver:
         self, session_id: str, era: str, pending: dict[str, Any], server_info: object
     ) -> None:
         self.era = era
-        doc = {
-            "era": era,
-            "client_info": pending.get("client_info"),
-            "server_info": server_info,
-            "via": pending.get("via"),
-        }
-        if pending.get("requested") and pending["requested"] != era:
-            doc["requested"] = pending["requested"]
-        self.emit(session_id, Kind.ERA_DETECTED, doc)
+        requested = pending.get("requested")
+        doc = events.EraDetected(
+            era=era,
+            client_info=pending.get("client_info"),
+            server_info=server_info,
+            via=pending.get("via"),
+            requested=requested if requested and requested != era else None,
+        )
+        self.emit(session_id, doc)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recorder import events
 from recorder.errors import BlackboxError, StoreError
 from recorder.journal import Journal, JournalReader, parse_segment_name
 from recorder.model import Direction, Kind, NewEvent
@@ -432,9 +433,10 @@ class _Worker:
                 text = line.decode().rstrip("\n")
                 tag, _, rest = text.partition("\t")
                 if tag == "event":
-                    sid, kind, doc = rest.split("\t", 2)
-                    if self.observer is not None:
-                        self.observer.emit(sid, kind, json.loads(doc))
+                    sid, kind, raw = rest.split("\t", 2)
+                    doc, _problem = events.decode(kind, raw.encode())
+                    if self.observer is not None and doc is not None:
+                        self.observer.emit(sid, doc)
                 elif tag == "outstanding":
                     self._outstanding.put(json.loads(rest))
                 else:
@@ -511,8 +513,9 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     observer: FrameObserver | None = None
     if mode.startswith("observe"):
 
-        def emit(sid: str, kind: str, doc: dict[str, object]) -> None:
-            say(f"event\t{sid}\t{kind}\t{json.dumps(doc, separators=(',', ':'))}")
+        def emit(sid: str, doc: events.Document) -> None:
+            # One line a document: encoded JSON escapes every newline inside it.
+            say(f"event\t{sid}\t{doc.KIND}\t{events.encode(doc).decode()}")
 
         observer = FrameObserver(emit, quarantine_noise=mode == "observe-quarantine")
     seen: dict[str, int] = {}
@@ -735,14 +738,12 @@ def _ship_group(locked: list[tuple[Path, int]], store: EventStore, report: ShipR
         info = store.session(sid)
         if info.sealed:
             continue
-        doc = {
-            "reason": "recovered",
-            "outcome": "recovered",
-            "exit_code": None,
-            "signal": None,
-            "detail": "the tap stopped without closing the session; shipped from its journal",
-            "recovered_ns": time.time_ns(),
-        }
+        doc = events.SessionEnded(
+            reason="recovered",
+            outcome="recovered",
+            detail="the tap stopped without closing the session; shipped from its journal",
+            recovered_ns=time.time_ns(),
+        )
         store.append(
             [
                 NewEvent(
@@ -752,7 +753,7 @@ def _ship_group(locked: list[tuple[Path, int]], store: EventStore, report: ShipR
                     ev.mono_ns,
                     Kind.SESSION_ENDED,
                     Direction.NONE,
-                    json.dumps(doc, separators=(",", ":")).encode(),
+                    events.encode(doc),
                 )
             ]
         )

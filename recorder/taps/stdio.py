@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from recorder import __version__
+from recorder import events
 from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
 from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.observer import FrameObserver, dumps
+from recorder.observer import FrameObserver
 from recorder.shipper import (
     POLL_SECONDS,
     Shipper,
@@ -153,22 +153,19 @@ class _Tap:
             raise TapError(f"{exc}; not starting the server unrecorded") from None
         self.sid = self.session_id
         self.append = self.journal.append
-        started = {
-            "name": cfg.name,
-            "transport": "stdio",
-            "command": list(cfg.command),
-            "cwd": cfg.cwd,
-            "env_names": sorted(cfg.env_names),
-            "tap_version": __version__,
-            "pid": os.getpid(),
-            "replay_of": None,
-            "max_frame": cfg.max_frame,
-            "quarantine_noise": cfg.quarantine_noise,
-            "policy": cfg.policy is not None,
-            "redaction": cfg.redactor is not None,
+        started = events.started_here(
+            name=cfg.name,
+            transport="stdio",
+            command=list(cfg.command),
+            cwd=cfg.cwd,
+            env_names=sorted(cfg.env_names),
+            max_frame=cfg.max_frame,
+            quarantine_noise=cfg.quarantine_noise,
+            policy=cfg.policy is not None,
+            redaction=cfg.redactor is not None,
             **cfg.extra_started,
-        }
-        self._event(Kind.SESSION_STARTED, started)
+        )
+        self.journal.append(self.sid, Kind.SESSION_STARTED, Direction.NONE, events.encode(started))
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
         self.shipper = Shipper(
             self.journal,
@@ -242,12 +239,13 @@ class _Tap:
         ship_leftovers_quietly(self.config.journal_dir, self._open_store)
 
     def _event(self, kind: str, doc: dict[str, Any]) -> int:
-        return self.journal.append(self.sid, kind, Direction.NONE, dumps(doc))
+        raw = events.encode(events.from_dict(kind, doc))
+        return self.journal.append(self.sid, kind, Direction.NONE, raw)
 
-    def _emit(self, session_id: str, kind: str, doc: dict[str, Any]) -> None:
+    def _emit(self, session_id: str, doc: events.Document) -> None:
         # Called from the shipper thread by the observer; the journal serialises appends.
         with contextlib.suppress(JournalError):
-            self.journal.append(session_id, kind, Direction.NONE, dumps(doc))
+            self.journal.append(session_id, doc.KIND, Direction.NONE, events.encode(doc))
 
     # -- signals -----------------------------------------------------------------------------------
 
@@ -580,7 +578,7 @@ class _Tap:
 
     def _stderr_line(self, line: bytes) -> None:
         text = line.decode("utf-8", errors="replace").rstrip("\r")
-        self.append(self.sid, Kind.STDERR, Direction.NONE, dumps({"line": text}))
+        self.append(self.sid, Kind.STDERR, Direction.NONE, events.encode(events.Stderr(line=text)))
 
     # -- output ------------------------------------------------------------------------------------
 
@@ -774,7 +772,7 @@ class _Tap:
                             self.journal.mono_offset(self.sid),
                             Kind.SESSION_ENDED,
                             Direction.NONE,
-                            dumps(doc),
+                            events.encode(events.from_dict(Kind.SESSION_ENDED, doc)),
                         )
                     ]
                 )

@@ -9,6 +9,7 @@ import sys
 import threading
 from pathlib import Path
 
+from recorder import events
 from recorder.errors import StoreUnavailable
 from recorder.journal import Journal
 from recorder.shipper import Shipper, ship_leftovers
@@ -165,9 +166,9 @@ def test_worker_process_observes_what_it_ships(sqlite_url: str, tmp_path: Path) 
     journal = Journal.create(tmp_path / "j", segment_bytes=2000)
     emitted: list[tuple[str, str, dict]] = []
 
-    def emit(sid: str, kind: str, doc: dict) -> None:
-        emitted.append((sid, kind, doc))
-        journal.append(sid, kind, "-", json.dumps(doc).encode())
+    def emit(sid: str, doc: events.Document) -> None:
+        emitted.append((sid, doc.KIND, events.as_dict(doc)))
+        journal.append(sid, doc.KIND, "-", events.encode(doc))
 
     observer = FrameObserver(emit)
     shipper = Shipper(

@@ -19,6 +19,7 @@ import pytest
 
 from recorder.store import open_store
 from tests import peers
+from tests.documents import document
 from tests.polling import eventually
 
 INIT = (
@@ -63,11 +64,11 @@ def session_events(store_url: str) -> list:
 
 
 def faults(events: list) -> list[dict]:
-    return [json.loads(ev.raw) for ev in events if ev.kind == "fault"]
+    return [document(ev) for ev in events if ev.kind == "fault"]
 
 
 def ended(events: list) -> dict:
-    return next(json.loads(ev.raw) for ev in events if ev.kind == "session_ended")
+    return next(document(ev) for ev in events if ev.kind == "session_ended")
 
 
 def test_stdout_pollution_from_the_example_server_via_sdk(tmp_path: Path, sqlite_url: str) -> None:

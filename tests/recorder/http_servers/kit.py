@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from recorder import events
 from recorder.journal import Journal, read_journal
 from recorder.model import NewEvent
 from recorder.store import open_store
 from recorder.taps.http import HttpProxyTap, ProxySettings
 from recorder.taps.http_server import ProxyServer
+from tests.documents import document
 from tests.polling import wait_listening
 
 HERE = Path(__file__).resolve().parent
@@ -135,12 +135,7 @@ class RecordingProxy:
 
 
 def doc(ev: NewEvent) -> dict:
-    """A session event's document as written (its schema version checked and left out)."""
-    value = json.loads(ev.raw)
-    decoded, problem = events.decode(ev.kind, ev.raw)
-    assert problem is None, (ev.kind, problem)
-    assert value.pop("v") == decoded.VERSION
-    return value
+    return document(ev)
 
 
 def frames(events: list[NewEvent], direction: str | None = None) -> list[NewEvent]:
