@@ -19,6 +19,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from recorder import events
 from recorder.jsonrpc import classify_message, id_fields, parse
 from recorder.model import StoredEvent
 from recorder.pairing import OPPOSITE, Key, Pending, request_key, response_key
@@ -26,7 +27,7 @@ from recorder.pairing import OPPOSITE, Key, Pending, request_key, response_key
 # The version of the copy's layout, stamped into every file of both datasets: a refresh rebuilds
 # a copy of another version. Defined here, with the calls schema, because the storage
 # (`analytics.parquet`) imports this module and not the reverse.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: session events carry their upgraded document (`doc`)
 META_KEY = b"mcp_blackbox.schema_version"
 
 # session_ended outcomes that are not faults: calls still open then are `no_response`, not
@@ -134,9 +135,10 @@ STORED_FIELDS = [f.name for f in fields(StoredEvent)]
 ) = range(len(STORED_FIELDS))  # fmt: skip
 _as_row = attrgetter(*STORED_FIELDS)
 
-# What a frame adds to its events row: (args_fingerprint, error_message, ref_id, ref_id_type,
-# batch items).
-Extras = tuple[str | None, str | None, str | None, str | None, list | None]
+# What a record adds to its events row: (args_fingerprint, error_message, ref_id, ref_id_type,
+# batch items) for a frame, and for a session event its document as `recorder.events` reads it,
+# upgraded to the current version, as JSON text (None when it does not decode).
+Extras = tuple[str | None, str | None, str | None, str | None, list | None, str | None]
 
 
 class CallTracker:
@@ -262,7 +264,7 @@ class CallTracker:
                 if mtype == "request":
                     fp = _request_fingerprint(ev) if ev[R_METHOD] == "tools/call" else None
                     if fp is not None:
-                        extras[i] = (fp, None, None, None, None)
+                        extras[i] = (fp, None, None, None, None, None)
                     # The keys are `request_key` and `response_key` written out: a function
                     # call per frame costs here.
                     key = (ev[R_DIRECTION], ev[R_RPC_ID], ev[R_RPC_ID_TYPE])
@@ -312,7 +314,7 @@ class CallTracker:
                 self.response(
                     ev, "error", ev[R_RPC_ID], ev[R_RPC_ID_TYPE], None, ev[R_ERROR_CODE], message
                 )
-                return (None, message, None, None, None) if message is not None else None
+                return (None, message, None, None, None, None) if message is not None else None
             if mtype == "notification":
                 if ev[R_METHOD] != "notifications/cancelled":
                     return None
@@ -321,10 +323,12 @@ class CallTracker:
                 if ref is None:
                     return None
                 self.cancel(ev, ref[0], ref[1])
-                return (None, None, ref[0], ref[1], None)
+                return (None, None, ref[0], ref[1], None, None)
             if mtype == "batch":
                 return self._batch(ev)
             return None
+        doc, _problem = events.decode(kind, ev[R_RAW])
+        extra = None if doc is None else (None, None, None, None, None, _document_text(doc))
         if kind == "fault":
             table = self.sessions.get(ev[R_SESSION_ID])
             if table is not None:
@@ -334,8 +338,7 @@ class CallTracker:
                     if call[C_FAULT] is None:
                         call[C_FAULT] = ev[R_SEQ]
         elif kind == "session_ended":
-            doc = _doc(ev[R_RAW])
-            outcome = str(doc.get("outcome") or doc.get("reason") or "ended")
+            outcome = doc.outcome if isinstance(doc, events.SessionEnded) else "ended"
             ended = self.sessions.pop(ev[R_SESSION_ID], None)
             for call in ended.outstanding() if ended is not None else ():
                 if type(call) is tuple:
@@ -343,7 +346,7 @@ class CallTracker:
                 if outcome not in CLEAN_OUTCOMES and call[C_FAULT] is None:
                     call[C_FAULT] = ev[R_SEQ]
                 self._finish(call)
-        return None
+        return extra
 
     def _request_row(self, ev: Row) -> Extras | None:
         """Open the call a request starts; a `tools/call` adds its arguments' fingerprint."""
@@ -352,7 +355,7 @@ class CallTracker:
             fp = _request_fingerprint(ev)
             tool = ev[R_TOOL]
         self.request(ev, None, method, ev[R_RPC_ID], ev[R_RPC_ID_TYPE], tool, fp, ev[R_ERA])
-        return (fp, None, None, None, None) if fp is not None else None
+        return (fp, None, None, None, None, None) if fp is not None else None
 
     def _batch(self, ev: Row) -> Extras | None:
         value, problem = parse(ev[R_RAW])
@@ -388,7 +391,7 @@ class CallTracker:
                 ref = _cancelled_id(message)
                 if ref is not None:
                     self.cancel(ev, ref[0], ref[1])
-        return (None, None, None, None, items)
+        return (None, None, None, None, items, None)
 
     def request(
         self,
@@ -552,12 +555,9 @@ def _request_fingerprint(ev: Row) -> str | None:
     return fingerprint(args) if args is not _NO_ARGS else None
 
 
-def _doc(raw: bytes) -> dict:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _document_text(doc: events.Document) -> str:
+    """A session event's document for the `doc` column: JSON text of its current version."""
+    return events.dumps(events.as_dict(doc)).decode()
 
 
 def _arguments(message: object) -> object:

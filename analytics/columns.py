@@ -43,6 +43,15 @@ def arrow_columns(record: type, **override: pa.DataType) -> tuple[tuple[str, pa.
     )
 
 
+def arrow_fields(record: type, **override: pa.DataType) -> list[pa.Field]:
+    """`arrow_columns` as Arrow fields, nullable where the annotation admits None."""
+    hints = typing.get_type_hints(record)
+    return [
+        pa.field(name, typ, nullable=type(None) in typing.get_args(hints[name]))
+        for name, typ in arrow_columns(record, **override)
+    ]
+
+
 def document_columns(fields: Iterable[FieldSpec]) -> tuple[tuple[str, pa.DataType], ...]:
     """(name, Arrow type) of a document's fields: integers as int64, anything else as text (a
     JSON value that is not a string is written as its JSON)."""

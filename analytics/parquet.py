@@ -61,7 +61,8 @@ from analytics.calls import (
     Row,
     calls_table,
 )
-from recorder.model import Kind
+from analytics.columns import arrow_fields
+from recorder.model import Kind, StoredEvent
 from recorder.store import EventStore
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -88,31 +89,17 @@ ITEM_TYPE = pa.struct(
     ]
 )
 
+# A record's stored fields (from `StoredEvent`), then what the refresh adds (`Extras`): a frame's
+# fingerprint, error message, cancelled id and batch items, a session event's document.
 EVENTS_SCHEMA = pa.schema(
     [
-        pa.field("position", pa.int64(), nullable=False),
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("seq", pa.int64(), nullable=False),
-        pa.field("wall_ns", pa.int64(), nullable=False),
-        pa.field("mono_ns", pa.int64(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),
-        pa.field("direction", pa.string(), nullable=False),
-        pa.field("msg_type", pa.string()),
-        pa.field("method", pa.string()),
-        pa.field("rpc_id", pa.string()),
-        pa.field("rpc_id_type", pa.string()),
-        pa.field("tool", pa.string()),
-        pa.field("is_error", pa.bool_()),
-        pa.field("error_code", pa.int64()),
-        pa.field("era", pa.string()),
-        pa.field("raw", pa.binary(), nullable=False),
-        pa.field("raw_size", pa.int64()),
-        pa.field("hash", pa.binary(), nullable=False),
+        *arrow_fields(StoredEvent),
         pa.field("args_fingerprint", pa.string()),
         pa.field("error_message", pa.string()),
         pa.field("ref_id", pa.string()),
         pa.field("ref_id_type", pa.string()),
         pa.field("items", pa.list_(ITEM_TYPE)),
+        pa.field("doc", pa.string()),
     ],
     metadata={META_KEY: str(SCHEMA_VERSION).encode()},
 )
@@ -399,7 +386,7 @@ class ParquetCopy:
         return merged
 
 
-_EXTRAS = ["args_fingerprint", "error_message", "ref_id", "ref_id_type", "items"]
+_EXTRAS = ["args_fingerprint", "error_message", "ref_id", "ref_id_type", "items", "doc"]
 
 
 # The stored columns as one Arrow struct: Arrow converts the record tuples itself, about twice as

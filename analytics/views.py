@@ -215,7 +215,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
                mono_ns, kind, direction, msg_type, method, rpc_id, rpc_id_type, tool, is_error,
                error_code, era, coalesce(raw_size, octet_length(raw)) AS size,
                raw_size IS NOT NULL AS truncated, raw, TRY(decode(raw)) AS text,
-               CASE WHEN kind <> 'frame' THEN TRY_CAST(TRY(decode(raw)) AS JSON) END AS doc,
+               CAST(doc AS JSON) AS doc,
                hex(hash) AS hash, args_fingerprint, error_message, ref_id, ref_id_type, items,
                CAST(make_timestamp(wall_ns // 1000) AS DATE) AS day
         FROM _events
@@ -242,10 +242,10 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
         CREATE VIEW _session_meta AS
         WITH st AS (
             SELECT session_id, arg_min(wall_ns, seq) AS wall_ns,
-                   CAST(arg_min(decode(raw), seq) AS JSON) AS d
+                   CAST(arg_min(doc, seq) AS JSON) AS d
             FROM _control WHERE kind = 'session_started' GROUP BY session_id
         ), er AS (
-            SELECT session_id, CAST(arg_max(decode(raw), seq) AS JSON) AS d
+            SELECT session_id, CAST(arg_max(doc, seq) AS JSON) AS d
             FROM _control WHERE kind = 'era_detected' GROUP BY session_id
         )
         SELECT coalesce(st.session_id, er.session_id) AS session_id, st.wall_ns AS started_ns,
@@ -266,7 +266,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
             FROM _events GROUP BY session_id
         ), en AS (
             SELECT session_id, arg_max(wall_ns, seq) AS wall_ns,
-                   CAST(arg_max(decode(raw), seq) AS JSON) AS d
+                   CAST(arg_max(doc, seq) AS JSON) AS d
             FROM _control WHERE kind = 'session_ended' GROUP BY session_id
         )
         SELECT a.session_id, m.started_doc ->> 'name' AS name, m.server,
@@ -288,7 +288,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
                (coalesce(en.wall_ns, a.last_ns) - coalesce(m.started_ns, a.first_ns)) / 1e9
                    AS duration_s,
                a.records, a.frames, a.faults,
-               coalesce(en.d ->> 'outcome', en.d ->> 'reason',
+               coalesce(en.d ->> 'outcome',
                         CASE WHEN en.session_id IS NOT NULL OR a.sealed THEN 'ended'
                              ELSE 'open' END) AS outcome,
                en.d ->> 'reason' AS end_reason,
@@ -304,7 +304,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
         CREATE VIEW _decisions AS
         WITH d AS (
             SELECT position, session_id, seq, wall_ns,
-                   CAST(decode(raw) AS JSON) AS doc
+                   CAST(doc AS JSON) AS doc
             FROM _control WHERE kind = 'decision'
         ), p AS (
             SELECT *, doc ->> 'tool' AS raw_tool,
@@ -367,7 +367,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
                coalesce(f.doc ->> 'fault', 'unknown') AS fault, f.doc ->> 'detail' AS detail,
                TRY_CAST(f.doc ->> 'seq' AS BIGINT) AS related_seq, 'recorded' AS origin,
                f.doc AS evidence
-        FROM (SELECT session_id, seq, wall_ns, CAST(decode(raw) AS JSON) AS doc
+        FROM (SELECT session_id, seq, wall_ns, CAST(doc AS JSON) AS doc
               FROM _control WHERE kind = 'fault') f
         LEFT JOIN _session_meta m ON m.session_id = f.session_id
         UNION ALL
@@ -379,7 +379,7 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
         WHERE e.kind = 'frame' AND e.msg_type = 'invalid' AND e.direction = 's2c'
           AND NOT EXISTS (SELECT 1 FROM _control f WHERE f.kind = 'fault'
                           AND f.session_id = e.session_id
-                          AND TRY_CAST(CAST(decode(f.raw) AS JSON) ->> 'seq' AS BIGINT) = e.seq)
+                          AND TRY_CAST(CAST(f.doc AS JSON) ->> 'seq' AS BIGINT) = e.seq)
         UNION ALL
         SELECT c.session_id, c.server, c.response_seq, c.ended, 'handshake',
                CASE c.method WHEN 'initialize' THEN 'initialize_error'
