@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from blackbox.cli import main
 from recorder.decisions import args_fingerprint
-from recorder.policy import DENIED_CODE, Policy, PolicyError, json_equal, parse_arg_path
+from recorder.policy import DENIED_CODE, Policy, PolicyError
+from recorder.policy_rules import json_equal, parse_arg_path
 from tests.conftest import BLACKBOX
 
 POLICY = """\
