@@ -46,45 +46,6 @@ def args_fingerprint(args: object) -> str:
     return hashlib.sha256(canonical_args(args)).hexdigest()
 
 
-def decision_doc(
-    *,
-    decision: str | None,
-    source: str,
-    decided_by: str | None,
-    tool: str | None,
-    final: str | None = None,
-    rule: str | None = None,
-    server: str | None = None,
-    method: str = "tools/call",
-    args_fingerprint: str | None = None,
-    rpc_id: str | None = None,
-    request_seq: int | None = None,
-    host_session: str | None = None,
-    reason: str | None = None,
-    extra: Mapping[str, object] | None = None,
-) -> bytes:
-    """The raw JSON of a `decision` record (compact, keys in a fixed order). `decision` and
-    `decided_by` are None only for a host's record of a proposed call not decided yet."""
-    return events.encode(
-        events.Decision(
-            decision=decision,
-            final=final,
-            source=source,
-            decided_by=decided_by,
-            rule=rule,
-            server=server,
-            tool=tool,
-            method=method,
-            args_fingerprint=args_fingerprint,
-            rpc_id=rpc_id,
-            request_seq=request_seq,
-            host_session=host_session,
-            reason=reason,
-            extra=dict(extra or {}),
-        )
-    )
-
-
 # -- recording host decisions ---------------------------------------------------------------------
 
 HOST_TRANSPORT = "hook"
@@ -225,19 +186,21 @@ def record_decision(
     if final is None and decision in FINALS:
         final = decision
     name = session_name or (f"{host}:{host_session}" if host_session else host)
-    doc = decision_doc(
-        decision=decision,
-        final=final,
-        source=source,
-        decided_by=decided_by,
-        rule=rule,
-        server=server,
-        tool=tool,
-        args_fingerprint=fingerprint or args_fingerprint(args),
-        rpc_id=rpc_id,
-        host_session=host_session,
-        reason=reason,
-        extra=extra,
+    doc = events.encode(
+        events.Decision(
+            decision=decision,
+            final=final,
+            source=source,
+            decided_by=decided_by,
+            rule=rule,
+            server=server,
+            tool=tool,
+            args_fingerprint=fingerprint or args_fingerprint(args),
+            rpc_id=rpc_id,
+            host_session=host_session,
+            reason=reason,
+            extra=dict(extra or {}),
+        )
     )
     started = session_started_doc(name, host, host_session=host_session)
     return append_host_records(store, name, started, [(Kind.DECISION, doc)], wall_ns)

@@ -34,7 +34,6 @@ from recorder import events
 from recorder.decisions import (
     append_host_records,
     args_fingerprint,
-    decision_doc,
     drain_spool,
     open_host_session,
     session_started_doc,
@@ -214,25 +213,27 @@ def _doc(
     source: str = "host",
     extra: dict | None = None,
 ) -> bytes:
-    return decision_doc(
-        decision=decision,  # None: a proposal, not a decision yet
-        final=final,
-        source=source,
-        decided_by=decided_by,
-        rule=rule,
-        server=event.server,
-        tool=event.tool,
-        args_fingerprint=args_fingerprint(event.tool_input),
-        host_session=event.session_id,
-        reason=reason,
-        extra={
-            "host": HOST,
-            "hook_event": event.event,
-            "tool_use_id": tool_use_id,
-            "host_tool": event.tool_name,
-            "permission_mode": event.permission_mode,
-            **(extra or {}),
-        },
+    return events.encode(
+        events.Decision(
+            decision=decision,  # None: a proposal, not a decision yet
+            final=final,
+            source=source,
+            decided_by=decided_by,
+            rule=rule,
+            server=event.server,
+            tool=event.tool,
+            args_fingerprint=args_fingerprint(event.tool_input),
+            host_session=event.session_id,
+            reason=reason,
+            extra={
+                "host": HOST,
+                "hook_event": event.event,
+                "tool_use_id": tool_use_id,
+                "host_tool": event.tool_name,
+                "permission_mode": event.permission_mode,
+                **(extra or {}),
+            },
+        )
     )
 
 
@@ -268,24 +269,26 @@ def decide(
             )
             proposed = use.proposed
             docs.append(
-                decision_doc(
-                    decision="deny",
-                    final="deny",
-                    source="host",
-                    decided_by=who,
-                    server=proposed.get("server"),
-                    tool=proposed.get("tool"),
-                    args_fingerprint=proposed.get("args_fingerprint"),
-                    host_session=event.session_id,
-                    reason=why,
-                    extra={
-                        "host": HOST,
-                        "hook_event": name,
-                        "tool_use_id": key,
-                        "host_tool": proposed.get("host_tool"),
-                        "permission_mode": event.permission_mode,
-                        "inferred": True,
-                    },
+                events.encode(
+                    events.Decision(
+                        decision="deny",
+                        final="deny",
+                        source="host",
+                        decided_by=who,
+                        server=proposed.get("server"),
+                        tool=proposed.get("tool"),
+                        args_fingerprint=proposed.get("args_fingerprint"),
+                        host_session=event.session_id,
+                        reason=why,
+                        extra={
+                            "host": HOST,
+                            "hook_event": name,
+                            "tool_use_id": key,
+                            "host_tool": proposed.get("host_tool"),
+                            "permission_mode": event.permission_mode,
+                            "inferred": True,
+                        },
+                    )
                 )
             )
         return docs, b""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recorder import events
-from recorder.decisions import args_fingerprint, decision_doc
+from recorder.decisions import args_fingerprint
 from recorder.jsonrpc import id_fields
 from recorder.model import Direction, Kind
 from recorder.policy_rules import DEFAULT_RULE, TOOLS_CALL, PolicyError, Rule, parse_policy
@@ -188,19 +188,21 @@ class Policy:
         extra: dict | None = None,
     ) -> bytes:
         rpc_id = id_fields(message["id"])[0] if "id" in message else None
-        return decision_doc(
-            decision=outcome.decision,
-            final=final,
-            source="policy",
-            decided_by=outcome.decided_by,
-            rule=outcome.rule,
-            server=server,
-            tool=tool,
-            method=message["method"],
-            args_fingerprint=args_fingerprint(args),
-            rpc_id=rpc_id,
-            reason=reason,
-            extra={"policy_sha256": self.sha256, **(extra or {})},
+        return events.encode(
+            events.Decision(
+                decision=outcome.decision,
+                final=final,
+                source="policy",
+                decided_by=outcome.decided_by,
+                rule=outcome.rule,
+                server=server,
+                tool=tool,
+                method=message["method"],
+                args_fingerprint=args_fingerprint(args),
+                rpc_id=rpc_id,
+                reason=reason,
+                extra={"policy_sha256": self.sha256, **(extra or {})},
+            )
         )
 
     def _check_one(self, server: str | None, message: dict) -> GateVerdict:
@@ -260,16 +262,18 @@ class Policy:
 
     def _refuse_unparseable(self, server: str | None) -> GateVerdict:
         reason = "the frame mentions a gated method but is not valid JSON"
-        doc = decision_doc(
-            decision="deny",
-            final="deny",
-            source="policy",
-            decided_by="rule",
-            rule="unparseable",
-            server=server,
-            tool=None,
-            reason=reason,
-            extra={"policy_sha256": self.sha256},
+        doc = events.encode(
+            events.Decision(
+                decision="deny",
+                final="deny",
+                source="policy",
+                decided_by="rule",
+                rule="unparseable",
+                server=server,
+                tool=None,
+                reason=reason,
+                extra={"policy_sha256": self.sha256},
+            )
         )
         reply = _dumps(
             {
