@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from analytics.calls import CallTracker, as_dict
 from analytics.excerpt import excerpt
+from recorder import events
 from recorder.jsonrpc import parse
 from recorder.model import Kind, StoredEvent
 from recorder.store import EventStore
@@ -105,8 +106,8 @@ def _span(seqs: list[int]) -> str:
 
 
 def _doc(ev: StoredEvent) -> dict:
-    value, problem = parse(ev.raw)
-    return value if problem is None and isinstance(value, dict) else {}
+    """A session event's document through the schema (empty when it does not decode)."""
+    return events.decode_dict(ev.kind, ev.raw) or {}
 
 
 def _label(call: dict) -> str:

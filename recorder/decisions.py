@@ -421,7 +421,7 @@ def host_decisions(store: EventStore, session_id: str) -> list[HostDecision]:
     for ev in store.read_session(session_id):
         if ev.kind != Kind.DECISION:
             continue
-        doc = _doc_of(ev.raw)
+        doc = events.decode_dict(Kind.DECISION, ev.raw) or {}
         key = doc.get("tool_use_id") or f"#{ev.seq}"
         if key not in groups:
             groups[key] = []
@@ -517,7 +517,7 @@ def policy_decisions(store: EventStore, session_id: str) -> list[tuple[dict, Cal
             continue
         if ev.kind != Kind.DECISION:
             continue
-        doc = _doc_of(ev.raw)
+        doc = events.decode_dict(Kind.DECISION, ev.raw) or {}
         if doc.get("source") != "policy":
             continue
         out.append((doc, requests.newest(Direction.CLIENT_TO_SERVER, doc.get("rpc_id"))))

@@ -11,9 +11,9 @@ JSON-RPC ids are per direction and of mixed type, so responses are joined to req
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
+from recorder import events
 from recorder.errors import BlackboxError
 from recorder.jsonrpc import classify, classify_message, parse
 from recorder.model import Direction, Kind, StoredEvent
@@ -117,12 +117,9 @@ class Recording:
         return None
 
 
-def _doc(raw: bytes) -> dict:
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _doc(kind: str, raw: bytes) -> dict:
+    """A session event's document through the schema (empty when it does not decode)."""
+    return events.decode_dict(kind, raw) or {}
 
 
 def frame_from_raw(seq: int, mono_ns: int, direction: str, raw: bytes) -> Frame:
@@ -189,13 +186,13 @@ def build_recording(session_id: str, events: list[StoredEvent]) -> Recording:
             if era is None and ev.era:
                 era = ev.era
         elif ev.kind == Kind.SESSION_STARTED:
-            started = _doc(ev.raw)
+            started = _doc(ev.kind, ev.raw)
         elif ev.kind == Kind.ERA_DETECTED:
-            era = _doc(ev.raw).get("era") or era
+            era = _doc(ev.kind, ev.raw).get("era") or era
         elif ev.kind == Kind.SESSION_ENDED:
-            ended = _doc(ev.raw) | {"_seq": ev.seq}
+            ended = _doc(ev.kind, ev.raw) | {"_seq": ev.seq}
         elif ev.kind == Kind.FAULT:
-            fault_docs.append((ev.seq, _doc(ev.raw)))
+            fault_docs.append((ev.seq, _doc(ev.kind, ev.raw)))
     if not frames:
         raise ReplayError(f"session {session_id} recorded no frames: nothing to replay")
     steps, server_requests, notifications = _structure(frames)
