@@ -133,7 +133,8 @@ def _serve_bare(port: int, upstream: str) -> None:
 
 def _serve_journal_only(port: int, upstream: str) -> None:
     from recorder.journal import Journal
-    from recorder.taps.http import HttpProxyTap, ProxySettings
+    from recorder.taps.http import HttpProxyTap
+    from recorder.taps.http_exchange import ProxySettings
     from recorder.taps.http_server import ProxyServer
 
     journal = Journal.create(Path(tempfile.mkdtemp(prefix="bb-bench-journal-")))

@@ -11,7 +11,7 @@ import click
 from blackbox import config
 from blackbox.options import Duration, policy_option, store_option
 from recorder.store import normalise_url, open_store
-from recorder.taps.http import ProxySettings
+from recorder.taps.http_exchange import ProxySettings
 from recorder.taps.http_server import (
     DEFAULT_LISTEN,
     ProxyConfig,

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import httpx2
 
 from recorder.model import Direction, Kind
+from recorder.taps.http_exchange import Exchange, ProxySettings, Receive, Send
 from recorder.taps.http_headers import forwardable
 from recorder.taps.http_sse import SseEvent, SseParser
 
 if TYPE_CHECKING:
-    from recorder.taps.http import Exchange, ProxySettings, Receive, Send
     from recorder.taps.http_sessions import SessionRouter
 
 URL_CACHE_SIZE = 256

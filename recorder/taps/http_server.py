@@ -27,7 +27,8 @@ import uvicorn
 from recorder.journal import Journal, JournalError
 from recorder.shipper import Shipper, ship_leftovers_quietly
 from recorder.store import EventStore
-from recorder.taps.http import HttpProxyTap, Notice, ProxyError, ProxySettings, ProxyStats
+from recorder.taps.http import HttpProxyTap
+from recorder.taps.http_exchange import Notice, ProxyError, ProxySettings, ProxyStats
 from recorder.taps.http_relay import StreamAborted
 
 DEFAULT_LISTEN = "127.0.0.1:8750"

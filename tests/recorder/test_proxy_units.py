@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from recorder.taps.http import ProxyError, ProxySettings
+from recorder.taps.http_exchange import ProxyError, ProxySettings
 from recorder.taps.http_headers import fingerprint, forwardable, is_secret, recorded
 from recorder.taps.http_relay import fault_stage
 from recorder.taps.http_server import is_loopback, parse_listen

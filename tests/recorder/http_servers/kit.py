@@ -17,7 +17,8 @@ from pathlib import Path
 from recorder.journal import Journal, read_journal
 from recorder.model import NewEvent
 from recorder.store import open_store
-from recorder.taps.http import HttpProxyTap, ProxySettings
+from recorder.taps.http import HttpProxyTap
+from recorder.taps.http_exchange import ProxySettings
 from recorder.taps.http_server import ProxyServer
 from tests.documents import document
 from tests.polling import wait_listening
