@@ -166,7 +166,7 @@ def main() -> None:
     if args.quick:
         args.calls, args.burst, args.rounds = 1000, 2000, 1
 
-    from recorder.shipper import ship_leftovers
+    from recorder.leftovers import ship_leftovers
     from recorder.store import open_store
 
     work = Path(tempfile.mkdtemp(prefix="bb-bench-"))
@@ -252,7 +252,7 @@ def main() -> None:
 
 
 def sizes(env: dict[str, str], server: list[str], store, journal_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    from recorder.shipper import ship_leftovers
+    from recorder.leftovers import ship_leftovers
 
     print("\nframe sizes through blackbox record (10 round trips each, both directions)")
     print(f"{'size':>10}{'direct ms':>11}{'record ms':>11}{'ratio':>7}  stored intact")

@@ -10,7 +10,7 @@ import click
 
 from blackbox import config
 from blackbox.options import policy_option, store_option
-from recorder.shipper import ship_leftovers
+from recorder.leftovers import ship_leftovers
 from recorder.store import open_store
 from recorder.taps.stdio import DEFAULT_MAX_FRAME, FINAL_SHIP_SECONDS, TapConfig, run_tap
 

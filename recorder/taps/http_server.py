@@ -25,7 +25,8 @@ from typing import Any
 import uvicorn
 
 from recorder.journal import Journal, JournalError
-from recorder.shipper import Shipper, ship_leftovers_quietly
+from recorder.leftovers import ship_leftovers_quietly
+from recorder.shipper import Shipper
 from recorder.store import EventStore
 from recorder.taps.http import HttpProxyTap
 from recorder.taps.http_exchange import Notice, ProxyError, ProxySettings, ProxyStats

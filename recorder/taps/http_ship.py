@@ -25,7 +25,8 @@ import threading
 from pathlib import Path
 
 from recorder.journal import parse_segment_name
-from recorder.shipper import Shipper, ship_leftovers_quietly
+from recorder.leftovers import ship_leftovers_quietly
+from recorder.shipper import Shipper
 from recorder.store import EventStore, open_store
 
 

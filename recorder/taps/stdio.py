@@ -6,7 +6,7 @@ loop over raw file descriptors (host stdin, the child's stdout and stderr, a pid
 exit, a signal wake-up pipe): it reads what is there, cuts it at newlines, appends each frame to
 the journal with one `writev()`, then forwards the whole chunk with one `write()`. It never parses
 JSON, hashes or talks to the database. With a store URL (the CLI) all of that runs in the store
-worker process (`recorder.shipper`), which also runs the frame observer (`recorder.observer`,
+worker process (`recorder.ship_worker`), which also runs the frame observer (`recorder.observer`,
 era and content faults): the tap's only other thread just hands it journal ranges, so no thread
 of the relay's process holds the GIL for long. Without one (library use) a shipper thread does it.
 Writes are non-blocking with per-direction buffers, so a slow reader on one side can never
@@ -40,15 +40,11 @@ from typing import Any, Protocol
 from recorder import events
 from recorder.errors import BlackboxError
 from recorder.journal import Journal, JournalError
+from recorder.leftovers import hand_off_leftovers, ship_leftovers_quietly
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.observer import FrameObserver
-from recorder.shipper import (
-    POLL_SECONDS,
-    Shipper,
-    hand_off_leftovers,
-    lower_thread_priority,
-    ship_leftovers_quietly,
-)
+from recorder.ship_worker import lower_thread_priority
+from recorder.shipper import POLL_SECONDS, Shipper
 from recorder.store import EventStore
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024

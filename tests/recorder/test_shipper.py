@@ -12,7 +12,8 @@ from pathlib import Path
 from recorder import events
 from recorder.errors import StoreUnavailable
 from recorder.journal import Journal
-from recorder.shipper import Shipper, ship_leftovers
+from recorder.leftovers import ship_leftovers
+from recorder.shipper import Shipper
 from recorder.store import open_store
 
 
