@@ -306,7 +306,8 @@ def started_here(**fields: JSON) -> SessionStarted:
     the schema (a tap's own settings) are kept as extra."""
     from recorder import __version__
 
-    values = {"tap_version": __version__, "pid": os.getpid(), **fields}
+    extra = fields.pop("extra", None) or {}
+    values = {"tap_version": __version__, "pid": os.getpid(), **extra, **fields}
     return from_dict(SessionStarted.KIND, values)  # type: ignore[return-value]
 
 

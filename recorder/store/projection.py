@@ -8,30 +8,15 @@ so they live apart from the SQL that stores them, in one place for every backend
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 from recorder import events
 from recorder.jsonrpc import classify
-from recorder.model import Kind, NewEvent, SessionInfo
+from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
 
-INSERT_COLUMNS = (
-    "session_id",
-    "seq",
-    "wall_ns",
-    "mono_ns",
-    "kind",
-    "direction",
-    "raw",
-    "raw_size",
-    "msg_type",
-    "method",
-    "rpc_id",
-    "rpc_id_type",
-    "tool",
-    "is_error",
-    "error_code",
-    "era",
-    "hash",
-)
+# A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
+# the database assigns.
+INSERT_COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "position")
 WALL_NS, KIND, ERA = 2, 4, INSERT_COLUMNS.index("era")
 # Classification's leading fields are the derived columns, from msg_type to era.
 DERIVED_FIELDS = INSERT_COLUMNS.index("era") - INSERT_COLUMNS.index("msg_type") + 1

@@ -144,3 +144,13 @@ def test_encode_fields_writes_what_the_object_would() -> None:
         assert events.encode_fields(cls, extra={"x": 1}) == encode(cls(extra={"x": 1}))
     with pytest.raises(TypeError, match="no field stauts"):
         events.encode_fields(events.HttpExchange, stauts=200)
+
+
+def test_started_here_keeps_extra_keys_beside_the_fields() -> None:
+    doc = events.started_here(name="n", transport="hook", command="h", extra={"host": "cursor"})
+    written = events.as_dict(doc)
+    assert written["host"] == "cursor" and "extra" not in written
+    assert isinstance(written["pid"], int) and written["tap_version"]
+    # A declared field given both ways: the field wins, as a producer's own value should.
+    doc = events.started_here(name="n", transport="hook", command="h", extra={"name": "x"})
+    assert events.as_dict(doc)["name"] == "n"
