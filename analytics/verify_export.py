@@ -32,10 +32,9 @@ from analytics.export import (
 )
 from recorder import chain, events
 from recorder.jsonrpc import classify
-from recorder.model import Kind, StoredEvent
+from recorder.model import DERIVED, Kind, StoredEvent
 
 # Derived fields an unredacted frame must agree on with `classify` of its raw bytes.
-_DERIVED = ("msg_type", "method", "rpc_id", "rpc_id_type", "tool", "is_error", "error_code", "era")
 _INT_FIELDS = ("position", "seq", "wall_ns", "mono_ns")
 _STR_FIELDS = ("session_id", "kind", "direction", "hash")
 
@@ -422,11 +421,11 @@ def _derived_mismatch(ev: StoredEvent) -> list[str]:
     """The derived fields of an unredacted record that disagree with its raw bytes."""
     if ev.kind == Kind.FRAME:
         c = classify(ev.raw)
-        want = {f: getattr(c, f) for f in _DERIVED}
+        want = {f: getattr(c, f) for f in DERIVED}
     else:
-        want = {f: None for f in _DERIVED}
+        want = {f: None for f in DERIVED}
         want["method"], want["tool"], want["era"] = events.derived_fields(ev.raw)
-    return [f for f in _DERIVED if getattr(ev, f) != want[f]]
+    return [f for f in DERIVED if getattr(ev, f) != want[f]]
 
 
 # -- sessions and decisions files --------------------------------------------------------------

@@ -80,6 +80,11 @@ class StoredEvent:
     hash: bytes
 
 
+# The fields of a stored record that are computed from its raw bytes (`recorder.jsonrpc.classify`
+# for a frame, `recorder.events.derived_fields` for a session event), in StoredEvent's order.
+DERIVED = ("msg_type", "method", "rpc_id", "rpc_id_type", "tool", "is_error", "error_code", "era")
+
+
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
     """One row of the sessions projection (rebuildable from the log)."""

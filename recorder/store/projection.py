@@ -12,14 +12,14 @@ from dataclasses import fields
 
 from recorder import events
 from recorder.jsonrpc import classify
-from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
+from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
 
 # A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
 # the database assigns.
 INSERT_COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "position")
 WALL_NS, KIND, ERA = 2, 4, INSERT_COLUMNS.index("era")
 # Classification's leading fields are the derived columns, from msg_type to era.
-DERIVED_FIELDS = INSERT_COLUMNS.index("era") - INSERT_COLUMNS.index("msg_type") + 1
+DERIVED_FIELDS = len(DERIVED)
 
 
 def events_row(ev: NewEvent, digest: bytes) -> tuple:
