@@ -7,8 +7,8 @@ and `decode(kind, raw)`, which returns `(document, None)` or `(None, problem)` a
 `recorder.jsonrpc.parse` does for frames. An audit log is kept for years, so every document written
 from now on carries its schema version as `"v"`; documents from before the schema (no `"v"`, version
 0) are brought up to date by one small upgrade step per version, as mitmproxy does for its flows.
-docs/log-format.md is generated from this module (`python -m recorder.events`) and a test keeps the
-two in step: it is what an auditor reads.
+docs/log-format.md is generated from this module (`python -m recorder.events`, rendered by
+`recorder.log_format`) and a test keeps the two in step: it is what an auditor reads.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -638,58 +638,9 @@ def derived_fields(raw: bytes) -> tuple[str | None, str | None, str | None]:
     )
 
 
-# -- the written schema --------------------------------------------------------------------------
-
-
-def _markdown() -> Iterator[str]:
-    yield "# The log format"
-    yield ""
-    yield "<!-- Generated from recorder/events.py by `python -m recorder.events`; do not edit. -->"
-    yield ""
-    yield (
-        "Every record of the log has a global position, a session id, a per-session gapless `seq`,"
-        " the wall clock time (UTC, ns), a monotonic offset within the session (ns), a kind, a"
-        " direction (`c2s`, `s2c`, or `-` for session events), `raw` bytes, `raw_size` (the size"
-        " on the wire when `raw` holds only a prefix), fields derived from `raw`, and its link in"
-        " the session's hash chain."
-    )
-    yield ""
-    yield (
-        "A `frame` record's `raw` is exactly the bytes of one JSON-RPC message as it crossed the"
-        " wire, unparsed and unchanged. Every other kind's `raw` is a compact UTF-8 JSON object,"
-        " the kind's document, described below. Every document written by this version carries"
-        ' its schema version as `"v"`; a document without `"v"` is version 0 (written before'
-        " the schema) and is read through the upgrade steps in `recorder/events.py`. Keys beyond"
-        " a kind's fields are kept as the producer wrote them (evidence, settings)."
-    )
-    yield ""
-    yield (
-        "Field marks: **required** — a document without it does not decode; *optional* — left out"
-        " when it has no value."
-    )
-    for cls in DOCUMENTS.values():
-        yield ""
-        yield f"## `{cls.KIND}` (version {cls.VERSION})"
-        yield ""
-        yield " ".join(line.strip() for line in (cls.__doc__ or "").strip().splitlines())
-        yield ""
-        yield "| field | type | | meaning |"
-        yield "|---|---|---|---|"
-        for spec in _SPECS[cls]:
-            mark = "**required**" if spec.required else "*optional*" if spec.optional else ""
-            yield f"| `{spec.name}` | {spec.annotation} | {mark} | {spec.doc} |"
-        upgrades = sorted(UPGRADES.get(cls.KIND, {}))
-        if upgrades:
-            yield ""
-            yield "Upgrade steps from versions: " + ", ".join(str(n) for n in upgrades) + "."
-
-
-def schema_markdown() -> str:
-    """docs/log-format.md as this module states it."""
-    return "\n".join(_markdown()) + "\n"
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # the written schema: python -m recorder.events > docs/log-format.md
     import sys
+
+    from recorder.log_format import schema_markdown
 
     sys.stdout.write(schema_markdown())

@@ -1,0 +1,60 @@
+"""docs/log-format.md, rendered from the schema in `recorder.events`.
+
+Why it exists apart: the schema module is read by every producer and reader, and the prose of the
+written schema is for auditors; `python -m recorder.events > docs/log-format.md` writes it, and a
+test checks that the committed page is what the code says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from recorder.events import DOCUMENTS, UPGRADES, fields_of
+
+
+def _markdown() -> Iterator[str]:
+    yield "# The log format"
+    yield ""
+    yield "<!-- Generated from recorder/events.py by `python -m recorder.events`; do not edit. -->"
+    yield ""
+    yield (
+        "Every record of the log has a global position, a session id, a per-session gapless `seq`,"
+        " the wall clock time (UTC, ns), a monotonic offset within the session (ns), a kind, a"
+        " direction (`c2s`, `s2c`, or `-` for session events), `raw` bytes, `raw_size` (the size"
+        " on the wire when `raw` holds only a prefix), fields derived from `raw`, and its link in"
+        " the session's hash chain."
+    )
+    yield ""
+    yield (
+        "A `frame` record's `raw` is exactly the bytes of one JSON-RPC message as it crossed the"
+        " wire, unparsed and unchanged. Every other kind's `raw` is a compact UTF-8 JSON object,"
+        " the kind's document, described below. Every document written by this version carries"
+        ' its schema version as `"v"`; a document without `"v"` is version 0 (written before'
+        " the schema) and is read through the upgrade steps in `recorder/events.py`. Keys beyond"
+        " a kind's fields are kept as the producer wrote them (evidence, settings)."
+    )
+    yield ""
+    yield (
+        "Field marks: **required** — a document without it does not decode; *optional* — left out"
+        " when it has no value."
+    )
+    for cls in DOCUMENTS.values():
+        yield ""
+        yield f"## `{cls.KIND}` (version {cls.VERSION})"
+        yield ""
+        yield " ".join(line.strip() for line in (cls.__doc__ or "").strip().splitlines())
+        yield ""
+        yield "| field | type | | meaning |"
+        yield "|---|---|---|---|"
+        for spec in fields_of(cls.KIND):
+            mark = "**required**" if spec.required else "*optional*" if spec.optional else ""
+            yield f"| `{spec.name}` | {spec.annotation} | {mark} | {spec.doc} |"
+        upgrades = sorted(UPGRADES.get(cls.KIND, {}))
+        if upgrades:
+            yield ""
+            yield "Upgrade steps from versions: " + ", ".join(str(n) for n in upgrades) + "."
+
+
+def schema_markdown() -> str:
+    """docs/log-format.md as this module states it."""
+    return "\n".join(_markdown()) + "\n"
