@@ -31,7 +31,8 @@ from blackbox.options import (
     store_option,
 )
 from blackbox.output import Throttled, render
-from recorder.redact import Redactor, load_or_create_key
+from recorder.fingerprint import load_or_create_key, store_key_path
+from recorder.redact import Redactor
 
 
 def parse_age(text: str) -> int:
@@ -39,7 +40,7 @@ def parse_age(text: str) -> int:
     return int(span_seconds(text) * 1_000_000_000)
 
 
-def _redactor(rules: Path | None, no_redact: bool) -> Redactor | None:
+def _redactor(rules: Path | None, no_redact: bool, store_url: str | None) -> Redactor | None:
     if no_redact:
         if rules is not None:
             raise click.UsageError("--redact and --no-redact exclude each other")
@@ -47,7 +48,9 @@ def _redactor(rules: Path | None, no_redact: bool) -> Redactor | None:
     if rules is not None:
         # The rules' own key (or `<rules>.key`), as `blackbox record --redact` uses.
         return Redactor.load(rules)
-    return Redactor.default(key=load_or_create_key(config.data_dir() / "redact.key"))
+    # The store's own key, kept out of the store (keys/ in the data directory).
+    key_path = store_key_path(config.data_dir(), config.store_url(store_url))
+    return Redactor.default(key=load_or_create_key(key_path))
 
 
 @click.command("export")
@@ -99,16 +102,18 @@ def export_cmd(
     """Write a verifiable compliance bundle: records, sessions, decisions and manifest.json.
 
     Secrets are redacted with the built-in rules (bearer tokens, API keys, passwords, e-mail
-    addresses) unless --redact RULES or --no-redact says otherwise. Fingerprints are keyed
-    (redact.key in the data directory, or the rules file's key), so equal secrets match across
-    exports. Check a bundle with `blackbox verify-export DIR`.
+    addresses) unless --redact RULES or --no-redact says otherwise. Fingerprints are HMACs
+    keyed per store (a key file under keys/ in the data directory, never in the store or the
+    bundle; or the rules file's key), so equal secrets match across exports of one store and a
+    short secret cannot be found by hashing guesses. Check a bundle with `blackbox verify-export
+    DIR`.
 
     \b
     Example:
       blackbox export --since 30d --out audit-2026-11/
       blackbox export --session last --format jsonl --out case-42/ --redact rules.toml
     """
-    redactor = _redactor(rules, no_redact)
+    redactor = _redactor(rules, no_redact, store_url)
     store = open_configured_store(store_url)
     selection = Selection(
         since_ns=moment_ns(since) if since else None,

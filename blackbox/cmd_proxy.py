@@ -10,6 +10,7 @@ import click
 
 from blackbox import config
 from blackbox.options import Duration, policy_option, store_option
+from recorder.fingerprint import load_or_create_key, store_key_path
 from recorder.store import normalise_url, open_store
 from recorder.taps.http_exchange import ProxySettings
 from recorder.taps.http_server import (
@@ -90,12 +91,15 @@ def proxy(
       blackbox proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:8750
       # then point the host at http://127.0.0.1:8750/mcp
     """
+    url = config.store_url(store_url)
     settings = ProxySettings(
         upstream=upstream,
         name=name,
         idle_gap_s=idle_gap,
         timeout_s=timeout,
         rewrite_host=rewrite_host,
+        # Secret headers are kept as HMACs under the store's key (out of the store).
+        fingerprint_key=load_or_create_key(store_key_path(config.data_dir(), url)),
     )
     host, _port = parse_listen(listen)
     if not is_loopback(host):
@@ -115,7 +119,6 @@ def proxy(
         from recorder.policy import Policy  # only paid for when used
 
         policy = Policy.load(policy_file)
-    url = config.store_url(store_url)
     # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.
     shown_store = normalise_url(url).render_as_string(hide_password=True)
     report = run_proxy(

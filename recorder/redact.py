@@ -24,8 +24,6 @@ that cannot redact must not leak).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 import secrets
@@ -35,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recorder.errors import BlackboxError
+from recorder.fingerprint import FingerprintKeyError, fingerprint, load_or_create_key
 
 MARKER_PREFIX = "[redacted:"
 FINGERPRINT_HEX = 16
@@ -48,6 +47,7 @@ class RedactionRulesError(BlackboxError):
 # camelCase to snake_case, lower-casing and turning '-' into '_' (so `X-Api-Key`, `apiKey` and
 # `api_key` all match). A name matches when it equals one of these or ends with `_<one of these>`.
 BUILTIN_KEYS = (
+    "pass",
     "password",
     "passwd",
     "pwd",
@@ -72,28 +72,56 @@ BUILTIN_KEYS = (
 )
 # Names that would match a suffix above but are protocol plumbing, not secrets.
 NOT_SECRET_KEYS = frozenset({"progress_token", "next_token", "max_tokens", "tokens"})
+# Besides, any name with a word containing "token" (`tokenValue`, `x_token_id`, `csrftoken`) is a
+# secret, except token counts and tokenizers (`input_tokens`, `token_count`, `tokenizer`).
+_TOKEN_WORD = re.compile(r"token(?!s\b|s_|_count\b|_limit\b|i[sz])")
 
 # (name, pattern). A group named `secret` narrows what is replaced.
+#
+# Every built-in pattern runs in time linear in the text, because a hostile server can put
+# anything in a frame and these run on the tap's path (`--redact`) and on every export. Each one
+# either starts with a literal (the engine skips to its occurrences), or may start only where a
+# run of its characters starts (a negative lookbehind), and no two unbounded repetitions in it can
+# share characters. The old e-mail and URL-password patterns broke both rules: 80 KB of `a.a.a…@`
+# took 35 s (each of the 40,000 word starts rescanned the run to the `@`); now 10 MB takes well
+# under a second (bench/redact.py prints the ratios against a plain text of the same size).
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("bearer", r"(?i)\b(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
     ("basic_auth", r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
-    ("url_password", r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]+:(?P<secret>[^/\s@]+)@"),
+    # Anchored on `://`: the scheme in front adds nothing to find the password after the user.
+    ("url_password", r"://[^/\s:@]+:(?P<secret>[^/\s@]+)@"),
     (
         "assignment",
         r"(?i)\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)"
         r"\s*[=:]\s*[\"']?(?P<secret>[^\s\"'&,;]{3,})",
     ),
+    # "my password is hunter2.", "the passphrase was: x y" (the first word; trailing
+    # punctuation is the sentence's, not the password's).
+    (
+        "password_phrase",
+        r"(?i)\b(?:password|passwd|passphrase|passcode|pwd)\s+(?:is|was)\s*:?\s*[\"']?"
+        r"(?P<secret>[^\s\"'&,;]*[^\s\"'&,;.!?)\]}])",
+    ),
     ("openai_anthropic_key", r"\bsk-[A-Za-z0-9_-]{16,}"),
+    ("stripe_key", r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"),
     ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
     ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
     ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
     ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    ("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    (
+        "jwt",
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    ),
+    # The body may not hold another BEGIN line, so each scan for the END ends at the next key.
     (
         "private_key_block",
-        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+        r"-----BEGIN [A-Z ]{0,64}PRIVATE KEY-----(?:[^-]|-(?!----BEGIN ))*?"
+        r"-----END [A-Z ]{0,64}PRIVATE KEY-----",
     ),
-    ("email", r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+    (
+        "email",
+        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
+    ),
 )
 
 # Literals (lower-case) at least one of which every match of a built-in pattern contains: a
@@ -103,7 +131,9 @@ BUILTIN_TRIGGERS: dict[str, tuple[str, ...]] = {
     "basic_auth": ("basic",),
     "url_password": ("://",),
     "assignment": ("password", "passwd", "pwd", "secret", "token", "api", "access"),
+    "password_phrase": ("passw", "passphrase", "passcode", "pwd"),
     "openai_anthropic_key": ("sk-",),
+    "stripe_key": ("k_live_", "k_test_"),
     "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     "aws_access_key": ("akia", "asia"),
     "slack_token": ("xox",),
@@ -159,6 +189,8 @@ class Redactor:
     # Substrings any secret key name contains (lower-cased): with the prefilter, lets a frame
     # with no candidate at all skip parsing (None: no fast path for these rules).
     key_needles: re.Pattern[str] | None = None
+    # Whether the built-in key rules (which include "any name with a token word") apply.
+    builtin_keys: bool = False
     _key_cache: dict[str, bool] = field(default_factory=dict, repr=False)
 
     # -- construction ------------------------------------------------------------------------
@@ -188,6 +220,8 @@ class Redactor:
                 regex = re.compile(text)
             except re.error as exc:
                 raise RedactionRulesError(f"bad regular expression {text!r}: {exc}") from None
+            if i >= n_builtin:
+                _refuse_catastrophic(name, text)
             compiled.append(_Pattern(name, regex, "secret" in regex.groupindex, i < n_builtin))
         parsed_paths = tuple(_parse_path(p) for p in paths)
         return cls(
@@ -199,6 +233,7 @@ class Redactor:
             source=source,
             prefilter=_Prefilter.build(compiled),
             key_needles=_needles(names, compiled, parsed_paths),
+            builtin_keys=builtins,
         )
 
     @classmethod
@@ -250,7 +285,7 @@ class Redactor:
             # exports that use the same rules give the same fingerprints.
             try:
                 key = load_or_create_key(path.with_name(path.name + ".key"))
-            except RedactionRulesError:
+            except FingerprintKeyError:
                 key = None  # a read-only directory: fingerprints join within this run only
         pats: list[str | tuple[str, str]] = list(_strings(doc, "patterns", path))
         named = doc.get("patterns_named", {})
@@ -270,8 +305,7 @@ class Redactor:
 
     def fingerprint(self, secret: str | bytes) -> str:
         """The keyed fingerprint of a secret: equal secrets, equal fingerprints."""
-        data = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
-        return hmac.new(self.key, data, hashlib.sha256).hexdigest()[:FINGERPRINT_HEX]
+        return fingerprint(self.key, secret, FINGERPRINT_HEX)
 
     def marker(self, secret: str | bytes) -> str:
         return f"{MARKER_PREFIX}{self.fingerprint(secret)}]"
@@ -283,7 +317,13 @@ class Redactor:
         """A string with every pattern match replaced."""
         if self.prefilter is not None and not self.prefilter.may_match(text):
             return text
+        low = text.lower() if len(text) > 256 else None
         for pat in self.patterns:
+            # A long text runs only the built-ins whose literals it holds: each regex pass costs
+            # ~30 ms a MB, so a 40 KB frame of one hostile kind pays for one rule, not fourteen.
+            triggers = BUILTIN_TRIGGERS.get(pat.name) if pat.builtin else None
+            if low is not None and triggers and not any(t in low for t in triggers):
+                continue
             if pat.has_secret_group:
 
                 def repl(m: re.Match[str], pat: _Pattern = pat) -> str:
@@ -318,7 +358,9 @@ class Redactor:
         folded = _fold_key(name)
         if folded in NOT_SECRET_KEYS:
             return False
-        return folded in self.keys or folded.endswith(self.key_suffixes)
+        if folded in self.keys or folded.endswith(self.key_suffixes):
+            return True
+        return self.builtin_keys and _TOKEN_WORD.search(folded) is not None
 
     def _whole(self, value: object, rule: str) -> str:
         if isinstance(value, str):
@@ -430,9 +472,11 @@ def _needles(
 ) -> re.Pattern[str] | None:
     """A regex of the substrings every secret key name contains, in each spelling (snake,
     camel folded, kebab); None when the fast path would be unsound: path rules (they match any
-    value) or patterns anchored to a string's edges or looking around it (negatively)."""
+    value) or rules-file patterns anchored to a string's edges or looking around it."""
     edges = re.compile(r"(?<![\[\\])\^|(?<!\\)\$|\\[AZbB]|\(\?<[=!]|\(\?!")
-    if paths or any(edges.search(p.regex.pattern.replace(r"\b", "")) for p in patterns):
+    # Built-ins are prefiltered by their literals, which a string's edges cannot hide.
+    custom = [p for p in patterns if not (p.builtin and p.name in BUILTIN_TRIGGERS)]
+    if paths or any(edges.search(p.regex.pattern.replace(r"\b", "")) for p in custom):
         return None
     variants = set()
     for name in names:
@@ -509,26 +553,41 @@ def _strings(doc: dict, name: str, path: Path) -> list[str]:
     return value
 
 
-def load_or_create_key(path: Path) -> bytes:
-    """The fingerprint key in `path`; a new random one (written with mode 0600) if missing."""
-    path = Path(path).expanduser()
-    try:
-        data = path.read_bytes().strip()
-        if data:
-            return data
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise RedactionRulesError(f"cannot read redaction key file {path}: {exc}") from None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = secrets.token_hex(32).encode()
-        fd = path.open("xb")
-        with fd:
-            path.chmod(0o600)
-            fd.write(data + b"\n")
-    except FileExistsError:
-        return path.read_bytes().strip()
-    except OSError as exc:
-        raise RedactionRulesError(f"cannot create redaction key file {path}: {exc}") from None
-    return data
+__all__ = ["RedactionRulesError", "Redactor", "load_or_create_key"]
+
+
+def _refuse_catastrophic(name: str, text: str) -> None:
+    """Refuse a rule with a repetition of varying length inside a repetition (`(a+)+`,
+    `(\\w*\\s?)*`), which backtracks exponentially on a near-miss. Rules run on the tap's
+    path and Python's engine cannot be interrupted, so such a rule is refused at load, not timed.
+    (Possessive and atomic repeats do not backtrack and are allowed.)"""
+    from re import _parser as sre_parse  # the parse tree the compiler itself uses
+
+    repeats = (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT)
+
+    def walk(items: object, inside: bool) -> bool:
+        for op, arg in items:  # type: ignore[attr-defined]
+            if op in repeats:
+                lo, hi, body = arg
+                if inside and lo != hi:
+                    return True
+                if walk(body, inside or hi is sre_parse.MAXREPEAT or hi > 1):
+                    return True
+            elif op is sre_parse.SUBPATTERN:
+                children = [arg[-1]]
+            elif op is sre_parse.BRANCH:
+                children = arg[1]
+            elif op in (sre_parse.ASSERT, sre_parse.ASSERT_NOT):
+                children = [arg[1]]
+            else:
+                continue  # literals, classes; atomic groups and possessive repeats never backtrack
+            if op not in repeats and any(walk(child, inside) for child in children):
+                return True
+        return False
+
+    if walk(sre_parse.parse(text), False):
+        raise RedactionRulesError(
+            f"redaction rule {name} ({text!r}) nests a repetition inside a repetition, which can "
+            "take exponential time on a hostile frame: rewrite it without the outer or inner "
+            "repeat (e.g. '(a+)+' as 'a+')"
+        )

@@ -43,6 +43,7 @@ class ProxySettings:
     rewrite_host: bool = False
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_json_reply_bytes: int = MAX_JSON_REPLY_BYTES
+    fingerprint_key: bytes | None = field(default=None, repr=False)  # HMAC key of fingerprints
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)

@@ -4,14 +4,16 @@ Why it exists: a transparent proxy must forward end-to-end headers unchanged (Ho
 sent it, so an upstream's DNS-rebinding protection still sees the real Host; Mcp-Session-Id,
 MCP-Protocol-Version, Last-Event-ID, Mcp-Method, Mcp-Name, traceparent, Origin) and drop only the
 hop-by-hop ones; and the record must never hold a credential in clear. Secret headers are stored
-as a fingerprint (a truncated sha256), enough to tell two tokens apart, not to recover one.
+as a keyed fingerprint (`recorder.fingerprint`), enough to tell two tokens apart, not to recover
+one.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from functools import lru_cache
+
+from recorder import fingerprint as keyed
 
 # RFC 9110 section 7.6.1 hop-by-hop fields, plus the pre-standard ones proxies still meet.
 HOP_BY_HOP = frozenset(
@@ -49,10 +51,10 @@ def is_secret(name: str) -> bool:
     return name in SECRET_NAMES or name.endswith(SECRET_SUFFIXES) or "apikey" in name
 
 
-def fingerprint(value: str | bytes) -> str:
-    """A stable, non-reversible stand-in for a secret value."""
-    data = value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
-    return "sha256:" + hashlib.sha256(data).hexdigest()[:24]
+def fingerprint(value: str | bytes, key: bytes | None = None) -> str:
+    """A stable stand-in for a secret value: HMAC-SHA256 under the store's key (this process's
+    random key when none is given), so a short secret cannot be found by hashing candidates."""
+    return "hmac:" + keyed.fingerprint(key or keyed.process_key(), value, 24)
 
 
 def _connection_tokens(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
@@ -79,7 +81,9 @@ def forwardable(
     ]
 
 
-def recorded(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str | list[str]]:
+def recorded(
+    headers: Iterable[tuple[bytes, bytes]], key: bytes | None = None
+) -> dict[str, str | list[str]]:
     """Headers as the record keeps them: lower-case names, secrets fingerprinted, repeats as a
     list."""
     out: dict[str, str | list[str]] = {}
@@ -87,7 +91,7 @@ def recorded(headers: Iterable[tuple[bytes, bytes]]) -> dict[str, str | list[str
         name = raw_name.decode("latin-1").lower()
         value = raw_value.decode("latin-1")
         if is_secret(name):
-            value = fingerprint(raw_value)
+            value = fingerprint(raw_value, key)
         if name in out:
             previous = out[name]
             if isinstance(previous, list):

@@ -52,14 +52,15 @@ def test_export_redacts_by_default_and_verifies(cli, tmp_path: Path, blackbox_en
     text = _raw_text(tmp_path / "b")
     for secret in SECRETS.values():
         assert secret.encode() not in text
-    assert (Path(blackbox_env["BLACKBOX_HOME"]) / "redact.key").is_file()
+    (key_file,) = (Path(blackbox_env["BLACKBOX_HOME"]) / "keys").iterdir()
+    assert oct(key_file.stat().st_mode & 0o777) == "0o600"
 
     ok = run_plain("verify-export", str(tmp_path / "b"))
     assert ok.exit_code == 0 and ok.stdout.startswith("intact: 3 files, 3 session(s)")
     doc = json.loads(run_plain("verify-export", str(tmp_path / "b"), "--format", "json").stdout)
     assert doc["ok"] is True and doc["records_attested"] > 0
 
-    # Fingerprints are keyed by the data directory's key: a second export joins with the first.
+    # Fingerprints are keyed by the store's key: a second export joins with the first.
     c = run("export", "--out", str(tmp_path / "c"), "--format", "jsonl", "--session", ids["old"])
     assert c.exit_code == 0, c.output
 
