@@ -14,7 +14,7 @@ File format (see docs/permissions.md)::
     tool = "write_*"             # glob, or a list of globs; absent = any tool
     method = "tools/call"        # exact method, or a list; default "tools/call"
     reason = "nothing writes under /etc"
-    when = [{ arg = "path", matches = "^/etc/" }]   # all must hold; also [[rule.when]] tables
+    when = [{ arg = "path", matches = "^/etc/", normalize = "path" }]   # all must hold
 
 Conditions: `arg` is a path into the call's arguments (`path`, `$.options.mode`, `files[0]`,
 `["key.with.dots"]`), with exactly one of `equals = VALUE` (JSON equality: `true` is not `1`),

@@ -486,7 +486,13 @@ equals = "/etc/shadow"
 normalize = "path"
 """
 
-SNEAKY_PATHS = ["/tmp/../etc/passwd", "//etc/passwd", "/./etc/passwd", "/home/u/../../etc/.", "/../etc/a"]
+SNEAKY_PATHS = [
+    "/tmp/../etc/passwd",
+    "//etc/passwd",
+    "/./etc/passwd",
+    "/home/u/../../etc/.",
+    "/../etc/a",
+]
 
 
 @pytest.mark.parametrize("path", SNEAKY_PATHS)

@@ -1,10 +1,11 @@
 """The gate decides on unambiguous JSON only, proved through a real `blackbox record --policy`
-with a real SDK server behind it, written as the attacks: a frame whose keys repeat (`"name":
-"write_file","name":"read_file"`, two `method`s, two `params`, two argument keys, an escaped
-duplicate, one such call in a batch) means one call to our parser (the last key wins) and another
-to a server whose parser keeps the first. Each is denied as ambiguous, and a relay in front of
-the server (`tests/peers.py capture`) shows the server never received it. Path rules with
-`normalize = "path"` see through `..` and `//`. Frames without duplicates are decided as before.
+with a real SDK server behind it (and once through the HTTP proxy), written as the attacks: a
+frame whose keys repeat (`"name":"write_file","name":"read_file"`, two `method`s, two `params`,
+two argument keys, an escaped duplicate, one such call in a batch) means one call to our parser
+(the last key wins) and another to a server whose parser keeps the first. Each is denied as
+ambiguous, and a relay in front of the server (`tests/peers.py capture`) shows the server never
+received it. Path rules with `normalize = "path"` see through `..` and `//`. Frames without
+duplicates are decided as before.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx2
 import pytest
 from click.testing import CliRunner
 
@@ -26,6 +28,8 @@ from blackbox.cli import main
 from recorder.store import open_store
 from tests import peers
 from tests.documents import document
+from tests.recorder.http_servers.fault_server import FaultServer
+from tests.recorder.http_servers.kit import RecordingProxy, doc, of_kind
 from tests.recorder.test_stdio_tap import wait_sealed
 from tests.recorder.test_stdio_tap_faults import INIT, INITIALIZED
 
@@ -190,8 +194,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     finally:
         store.close()
     decisions: dict[str | None, list[dict]] = {}
-    for doc in docs:
-        decisions.setdefault(doc["rpc_id"], []).append(doc)
+    for one in docs:
+        decisions.setdefault(one["rpc_id"], []).append(one)
     received = (capture / "c2s.bin").read_bytes().splitlines()
     server_log = [json.loads(ln) for ln in log.read_text().splitlines()] if log.exists() else []
     yield Run(replies, received, server_log, decisions, store_url, info.session_id, policy_file)
@@ -260,3 +264,28 @@ def test_policy_test_shows_the_ambiguous_calls_as_the_gate_decided(run: Run) -> 
         assert rows[str(rpc_id)]["rule"] == "ambiguous"
         assert rows[str(rpc_id)]["recorded"] == "deny (ambiguous)"
     assert rows["12"]["rule"] == "default" and rows["9"]["rule"] == "no-etc"
+
+
+def test_the_http_proxy_denies_ambiguous_calls_too(tmp_path: Path) -> None:
+    """The proxy consults the same gate on every POSTed body: the ambiguous calls above never
+    leave it, and an unambiguous one does."""
+    from recorder.policy import Policy
+
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    with FaultServer() as upstream:
+        with RecordingProxy(
+            f"{upstream.url}/json", tmp_path / "j", policy=Policy.from_text(POLICY)
+        ) as proxy:
+            replies = [
+                httpx2.post(proxy.url, content=frame, headers=headers, timeout=10).json()
+                for _id, frame, _where in ATTACKS.values()
+            ]
+            passed = httpx2.post(proxy.url, content=ALLOWED[1], headers=headers, timeout=10)
+        bodies = [r[3] for r in upstream.requests]
+    assert bodies == [ALLOWED[1]], "only the unambiguous call reached the upstream"
+    assert passed.json()["result"] == {"ok": True}
+    for reply in replies:
+        for one in reply if isinstance(reply, list) else [reply]:
+            assert one["error"]["data"]["rule"] == "ambiguous"
+    decisions = [doc(e) for e in of_kind(proxy.records(), "decision")]
+    assert [d["rule"] for d in decisions] == ["ambiguous"] * 5 + ["default", "ambiguous", "default"]
