@@ -10,6 +10,11 @@ The gate sits on the hot path of every client-to-server frame, so `Policy.check`
 byte search and only parses frames that can be gated. The search is conservative: a frame that
 contains a backslash is parsed too, because JSON may spell `tools/call` with escapes
 (`"tools\\/call"`) that a plain byte search would miss.
+
+The gate decides on unambiguous JSON only. A frame with a key twice in one object (`"name":
+"write_file","name":"read_file"`) means one thing to a parser that keeps the last value (ours)
+and another to one that keeps the first, and the frame is forwarded as it came: a gated request
+with a duplicate key anywhere in it is denied (rule `ambiguous`), whichever key it is.
 """
 
 from __future__ import annotations
@@ -19,12 +24,21 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from recorder import events
 from recorder.decisions import args_fingerprint
 from recorder.jsonrpc import id_fields
 from recorder.model import Direction, Kind
-from recorder.policy_rules import DEFAULT_RULE, TOOLS_CALL, PolicyError, Rule, parse_policy
+from recorder.policy_rules import (
+    AMBIGUOUS_RULE,
+    DEFAULT_RULE,
+    TOOLS_CALL,
+    UNPARSEABLE_RULE,
+    PolicyError,
+    Rule,
+    parse_policy,
+)
 from recorder.store import EventStore
 
 # JSON-RPC reserves -32000..-32099 for implementation-defined server errors; the SDKs use -32002
@@ -58,6 +72,84 @@ class Outcome:
     rule: str
     decided_by: str
     reason: str | None
+
+
+class _Request(NamedTuple):
+    """One gated request of a frame: `index` in its batch (None outside a batch), the message
+    as parsed (the last of duplicate keys), the gated method it names, and the path to its
+    first duplicated key when it has one (the key last). A tuple: one is made per gated frame."""
+
+    index: int | None
+    message: dict
+    method: str
+    duplicate: tuple[str | int, ...] | None
+
+
+# -- reading a frame, duplicate keys included ----------------------------------------------------
+
+
+class _Duplicate(Exception):
+    """Raised by the fast parse's hook at the first object with a repeated key."""
+
+
+class _Dups(dict):
+    """An object with repeated keys: holds the last value of each key, like `json.loads`, and
+    in `dups` every value of each repeated key, in order."""
+
+    dups: dict[str, list]
+
+
+def _unique_pairs(pairs: list[tuple[str, object]]) -> dict:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _Duplicate
+    return d
+
+
+def _keep_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    d = dict(pairs)
+    if len(d) == len(pairs):
+        return d
+    out = _Dups(d)
+    seen: dict[str, list] = {}
+    for key, value in pairs:
+        seen.setdefault(key, []).append(value)
+    out.dups = {k: v for k, v in seen.items() if len(v) > 1}
+    return out
+
+
+def _parse(raw: bytes) -> tuple[object, bool]:
+    """The frame's value and whether any object in it repeats a key. The hook costs about 1.4 us
+    on a typical tools/call (one Python call per object; measured against 4.9 us for the plain
+    parse), paid only by frames the byte search let through; the second parse, which keeps
+    every value of a repeated key, only by frames that have one."""
+    try:
+        return json.loads(raw, object_pairs_hook=_unique_pairs), False
+    except _Duplicate:
+        return json.loads(raw, object_pairs_hook=_keep_duplicates), True
+
+
+def _first_duplicate(value: object) -> tuple[str | int, ...] | None:
+    """The path to the first repeated key in `value` (depth first, key last), or None. Iterative:
+    a parsed value may be nested as deep as the parser allows."""
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Dups):
+            return (*path, next(iter(node.dups)))
+        if isinstance(node, dict):
+            stack.extend((v, (*path, k)) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def _path_text(path: list[str | int]) -> str:
+    """`params.arguments.files[0]`, as a rule's `arg` is written."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
 
 
 # -- the policy ---------------------------------------------------------------------------------
@@ -147,28 +239,64 @@ class Policy:
         elif b"\\" not in raw and not any(n in raw for n in self._needles):
             return None
         try:
-            value = json.loads(raw)
+            value, ambiguous = _parse(raw)
         except (ValueError, UnicodeDecodeError):
             if any(n in raw for n in self._needles):
                 return self._refuse_unparseable(server)
             return None
-        if isinstance(value, dict):
-            if value.get("method") not in self.methods:
+        if not ambiguous and isinstance(value, dict):  # the common case, without _requests()
+            method = value.get("method")
+            if not isinstance(method, str) or method not in self.methods:
                 return None
-            return self._check_one(server, value)
+            return self._check_one(server, _Request(None, value, method, None))
+        requests = self._requests(value, ambiguous)
+        if not requests:
+            return None
         if isinstance(value, list):
-            return self._check_batch(server, value)
-        return None
+            return self._check_batch(server, value, requests)
+        return self._check_one(server, requests[0])
 
-    def _decide(self, server: str | None, message: dict, final_override: str | None = None):  # type: ignore[no-untyped-def]
-        method = message["method"]
-        params = message.get("params")
+    def _requests(self, value: object, ambiguous: bool) -> list[_Request]:
+        """The gated requests of a parsed frame (one, or a batch's), in order. In an ambiguous
+        frame a request is gated when ANY of its `method` values is, and carries the path of
+        its first duplicated key (None when that request itself has none)."""
+        batch = isinstance(value, list)
+        items = value if isinstance(value, list) else [value]
+        found = []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                continue
+            duplicate = _first_duplicate(item) if ambiguous else None
+            methods = item.dups.get("method", ()) if isinstance(item, _Dups) else ()
+            method = next(
+                (
+                    m
+                    for m in (*methods, item.get("method"))
+                    if isinstance(m, str) and m in self.methods
+                ),
+                None,
+            )
+            if method is not None:
+                found.append(_Request(index if batch else None, item, method, duplicate))
+        return found
+
+    def _decide(self, server: str | None, request: _Request):  # type: ignore[no-untyped-def]
+        method = request.method
+        params = request.message.get("params")
         params = params if isinstance(params, dict) else {}
         if method == TOOLS_CALL:
             tool = params.get("name") if isinstance(params.get("name"), str) else None
             args = params.get("arguments")
         else:
             tool, args = None, params
+        if request.duplicate is not None:
+            *where, key = request.duplicate
+            reason = f"ambiguous JSON: duplicate key {json.dumps(key, ensure_ascii=False)}"
+            if where:
+                reason += f" in {_path_text(where)}"
+            reason += " (JSON parsers disagree on which one counts)"
+            outcome = Outcome("deny", AMBIGUOUS_RULE, "rule", reason)
+            return outcome, tool, args, "deny", reason
         outcome = self.evaluate(server, method, tool, args)
         final = "allow" if outcome.decision == "allow" else "deny"
         reason = outcome.reason
@@ -179,15 +307,18 @@ class Policy:
     def _doc(
         self,
         server: str | None,
-        message: dict,
+        request: _Request,
         outcome: Outcome,
         tool: str | None,
         args: object,
         final: str,
         reason: str | None,
-        extra: dict | None = None,
     ) -> bytes:
+        message = request.message
         rpc_id = id_fields(message["id"])[0] if "id" in message else None
+        extra: dict = {"policy_sha256": self.sha256}
+        if request.index is not None:
+            extra["batch_index"] = request.index
         return events.encode(
             events.Decision(
                 decision=outcome.decision,
@@ -197,50 +328,42 @@ class Policy:
                 rule=outcome.rule,
                 server=server,
                 tool=tool,
-                method=message["method"],
+                method=request.method,
                 args_fingerprint=args_fingerprint(args),
                 rpc_id=rpc_id,
                 reason=reason,
-                extra={"policy_sha256": self.sha256, **(extra or {})},
+                extra=extra,
             )
         )
 
-    def _check_one(self, server: str | None, message: dict) -> GateVerdict:
-        outcome, tool, args, final, reason = self._decide(server, message)
-        doc = self._doc(server, message, outcome, tool, args, final, reason)
+    def _check_one(self, server: str | None, request: _Request) -> GateVerdict:
+        outcome, tool, args, final, reason = self._decide(server, request)
+        doc = self._doc(server, request, outcome, tool, args, final, reason)
         if final == "allow":
             return GateVerdict(True, (doc,), None)
         reply = None
-        if "id" in message:
-            reply = _error_reply(message["id"], outcome.rule, reason, outcome.decision)
+        if "id" in request.message:
+            reply = _error_reply(request.message["id"], outcome.rule, reason, outcome.decision)
         return GateVerdict(False, (doc,), reply)
 
-    def _check_batch(self, server: str | None, items: list) -> GateVerdict | None:
-        gated = [
-            (i, item)
-            for i, item in enumerate(items)
-            if isinstance(item, dict) and item.get("method") in self.methods
-        ]
-        if not gated:
-            return None
-        decided = [(i, item, *self._decide(server, item)) for i, item in gated]
-        denied = [d for d in decided if d[5] == "deny"]
+    def _check_batch(
+        self, server: str | None, items: list, requests: list[_Request]
+    ) -> GateVerdict | None:
+        decided = [(req, *self._decide(server, req)) for req in requests]
+        denied = [d for d in decided if d[4] == "deny"]
         if not denied:
-            docs = tuple(
-                self._doc(server, item, o, tool, args, final, reason, {"batch_index": i})
-                for i, item, o, tool, args, final, reason in decided
-            )
+            docs = tuple(self._doc(server, *d) for d in decided)
             return GateVerdict(True, docs, None)
         # One denied request denies the whole batch: forwarding part of a batch would change its
         # meaning, and answering some requests from the tap and some from the server would need
         # the tap to merge replies. Every request in the batch gets an error naming the rule.
-        first_rule = denied[0][2].rule
+        first_rule = denied[0][1].rule
         docs = []
-        for i, item, o, tool, args, final, reason in decided:
+        for req, o, tool, args, final, reason in decided:
             if final == "allow":
                 reason = f"batch denied: another request in it was denied by rule {first_rule}"
-            docs.append(self._doc(server, item, o, tool, args, "deny", reason, {"batch_index": i}))
-        by_index = {i: (o, reason) for i, _item, o, _t, _a, final, reason in denied}
+            docs.append(self._doc(server, req, o, tool, args, "deny", reason))
+        by_index = {req.index: (o, reason) for req, o, _t, _a, _f, reason in denied}
         replies = []
         for i, item in enumerate(items):
             if not isinstance(item, dict) or "id" not in item or "method" not in item:
@@ -268,7 +391,7 @@ class Policy:
                 final="deny",
                 source="policy",
                 decided_by="rule",
-                rule="unparseable",
+                rule=UNPARSEABLE_RULE,
                 server=server,
                 tool=None,
                 reason=reason,
@@ -282,7 +405,7 @@ class Policy:
                 "error": {
                     "code": PARSE_ERROR_CODE,
                     "message": f"denied by policy: {reason}",
-                    "data": {"rule": "unparseable", "decision": "deny"},
+                    "data": {"rule": UNPARSEABLE_RULE, "decision": "deny"},
                 },
             }
         )
@@ -337,26 +460,18 @@ def evaluate_session(
         if ev.kind != Kind.FRAME or ev.direction != Direction.CLIENT_TO_SERVER:
             continue
         try:
-            value = json.loads(ev.raw)
+            value, ambiguous = _parse(ev.raw)
         except (ValueError, UnicodeDecodeError):
             continue
-        for item in value if isinstance(value, list) else [value]:
-            if not isinstance(item, dict) or item.get("method") not in policy.methods:
-                continue
-            params = item.get("params") if isinstance(item.get("params"), dict) else {}
-            method = item["method"]
-            if method == TOOLS_CALL:
-                tool = params.get("name") if isinstance(params.get("name"), str) else None
-                args = params.get("arguments")
-            else:
-                tool, args = None, params
-            outcome = policy.evaluate(server, method, tool, args)
-            rpc_id = id_fields(item["id"])[0] if "id" in item else None
+        for request in policy._requests(value, ambiguous):
+            outcome, tool, args, _final, _reason = policy._decide(server, request)
+            message = request.message
+            rpc_id = id_fields(message["id"])[0] if "id" in message else None
             row = {
                 "seq": ev.seq,
                 "id": rpc_id,
                 "server": server,
-                "method": method,
+                "method": request.method,
                 "tool": tool,
                 "decision": outcome.decision,
                 "rule": outcome.rule,

@@ -14,12 +14,14 @@ File format (see docs/permissions.md)::
     tool = "write_*"             # glob, or a list of globs; absent = any tool
     method = "tools/call"        # exact method, or a list; default "tools/call"
     reason = "nothing writes under /etc"
-    when = [{ arg = "path", matches = "^/etc/" }]   # all must hold; also [[rule.when]] tables
+    when = [{ arg = "path", matches = "^/etc/", normalize = "path" }]   # all must hold
 
 Conditions: `arg` is a path into the call's arguments (`path`, `$.options.mode`, `files[0]`,
 `["key.with.dots"]`), with exactly one of `equals = VALUE` (JSON equality: `true` is not `1`),
 `matches = "REGEX"` (Python `re.search` on a string value; anchor with ^ and $) or
-`present = true|false`. The first rule that matches decides; else the default does.
+`present = true|false`. `normalize = "path"` makes `equals` and `matches` see the value as a
+lexically normalised path (`//`, `.` and `..` resolved), so `/tmp/../etc/passwd` matches `^/etc/`.
+The first rule that matches decides; else the default does.
 """
 
 from __future__ import annotations
@@ -32,12 +34,17 @@ from fnmatch import fnmatchcase
 from recorder.errors import BlackboxError
 
 DEFAULT_RULE = "default"
+# The rule id of the gate's own refusals: a frame that is not JSON, and a request whose JSON
+# has a key twice (its meaning depends on the server's parser).
+UNPARSEABLE_RULE = "unparseable"
+AMBIGUOUS_RULE = "ambiguous"
 TOOLS_CALL = "tools/call"
 
 _DECISIONS = ("allow", "deny", "ask")
 _RULE_KEYS = {"id", "decision", "server", "tool", "method", "reason", "when"}
 _TOP_KEYS = {"default", "rule", "version"}
 _COND_OPS = ("equals", "matches", "present")
+_NORMALIZERS = ("path",)
 
 
 class PolicyError(BlackboxError):
@@ -86,6 +93,38 @@ def _lookup(value: object, path: tuple[str | int, ...]) -> object:
     return value
 
 
+def normalize_path(text: str) -> str:
+    """A path as the file system would resolve it lexically: empty and `.` segments dropped,
+    `..` removing the segment before it (never above the root), so `/tmp/../etc//passwd` is
+    `/etc/passwd`. A path that names a directory (ends in `/`, `/.` or `/..`) keeps a trailing
+    slash, so `/etc/x/..` is `/etc/` and still matches `^/etc/`. Not `posixpath.normpath`, which
+    keeps a leading `//` (POSIX leaves its meaning to the system). Symbolic links are not
+    followed: the gate sees strings, not the server's file system."""
+    if not text:
+        return text
+    absolute = text.startswith("/")
+    parts: list[str] = []
+    for segment in text.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if parts and parts[-1] != "..":
+                parts.pop()
+            elif not absolute:
+                parts.append("..")
+            continue
+        parts.append(segment)
+    out = ("/" if absolute else "") + "/".join(parts)
+    if not out:
+        return "."
+    if not out.endswith("/") and text.rsplit("/", 1)[-1] in ("", ".", ".."):
+        out += "/"
+    return out
+
+
+_NORMALIZE = {"path": normalize_path}
+
+
 def json_equal(a: object, b: object) -> bool:
     """Equality of JSON values: unlike Python, `true` is not `1` and `1` is `1.0`."""
     if isinstance(a, bool) or isinstance(b, bool):
@@ -101,13 +140,15 @@ def json_equal(a: object, b: object) -> bool:
 
 @dataclass(frozen=True)
 class Condition:
-    """One test on the arguments: `op` is equals, matches or present."""
+    """One test on the arguments: `op` is equals, matches or present; `normalize` names how a
+    string value is normalised before equals or matches sees it (None: as sent)."""
 
     arg: str
     path: tuple[str | int, ...]
     op: str
     value: object
     regex: re.Pattern[str] | None = None
+    normalize: str | None = None
 
     def holds(self, args: object) -> bool:
         found = _lookup(args, self.path)
@@ -115,6 +156,8 @@ class Condition:
             return (found is not _MISSING) is self.value
         if found is _MISSING:
             return False
+        if self.normalize is not None and isinstance(found, str):
+            found = _NORMALIZE[self.normalize](found)
         if self.op == "equals":
             return json_equal(found, self.value)
         assert self.regex is not None
@@ -306,7 +349,7 @@ class _Builder:
         rule_id = raw.get("id")
         if not isinstance(rule_id, str) or not rule_id.strip():
             raise self.fail(self.loc.rule(index, "id"), f"rule {index + 1} needs an id (a string)")
-        if rule_id in (DEFAULT_RULE, "unparseable"):
+        if rule_id in (DEFAULT_RULE, UNPARSEABLE_RULE, AMBIGUOUS_RULE):
             raise self.fail(self.loc.rule(index, "id"), f"rule id {rule_id!r} is reserved")
         decision = raw.get("decision")
         if decision not in _DECISIONS:
@@ -350,11 +393,11 @@ class _Builder:
         if not isinstance(raw, dict):
             raise self.fail(self.loc.condition(index, ci), "a condition must be a table")
         for key in raw:
-            if key != "arg" and key not in _COND_OPS:
+            if key not in ("arg", "normalize") and key not in _COND_OPS:
                 raise self.fail(
                     self.loc.condition(index, ci, key),
-                    f"unknown key {key!r} in a condition (expected: arg and one of "
-                    "equals, matches, present)",
+                    f"unknown key {key!r} in a condition (expected: arg, one of "
+                    "equals, matches, present, and optionally normalize)",
                 )
         arg = raw.get("arg")
         if not isinstance(arg, str):
@@ -374,6 +417,18 @@ class _Builder:
             )
         op = ops[0]
         value = raw[op]
+        normalize = raw.get("normalize")
+        if normalize is not None:
+            if normalize not in _NORMALIZERS:
+                raise self.fail(
+                    self.loc.condition(index, ci, "normalize"),
+                    f'normalize must be "path", not {normalize!r}',
+                )
+            if op == "present":
+                raise self.fail(
+                    self.loc.condition(index, ci, "normalize"),
+                    "normalize applies to equals and matches, not present",
+                )
         if op == "present":
             if not isinstance(value, bool):
                 raise self.fail(self.loc.condition(index, ci, op), "present must be true or false")
@@ -387,8 +442,8 @@ class _Builder:
                 raise self.fail(
                     self.loc.condition(index, ci, op), f"bad regular expression {value!r}: {exc}"
                 ) from None
-            return Condition(arg, path, op, value, regex)
-        return Condition(arg, path, op, _plain(value))
+            return Condition(arg, path, op, value, regex, normalize)
+        return Condition(arg, path, op, _plain(value), None, normalize)
 
 
 def _plain(value: object) -> object:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from blackbox.cli import main
 from recorder.decisions import args_fingerprint
 from recorder.policy import DENIED_CODE, Policy, PolicyError
-from recorder.policy_rules import json_equal, parse_arg_path
+from recorder.policy_rules import json_equal, normalize_path, parse_arg_path
 from tests.conftest import BLACKBOX
 
 POLICY = """\
@@ -353,3 +353,199 @@ def test_a_malformed_policy_refuses_to_start_the_tap(
         "(expected: decision, id, method, reason, server, tool, when)"
     )
     assert not marker.exists()  # the server was never started
+
+
+# -- ambiguous JSON: a key twice means one thing to us and another to a first-key parser ----------
+
+AMBIGUOUS = {
+    "two names": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file",'
+        b'"name":"read_file","arguments":{"path":"/etc/passwd"}}}',
+        '"name" in params',
+    ),
+    "two methods": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/list",'
+        b'"params":{"name":"write_file","arguments":{"path":"/etc/passwd"}}}',
+        '"method"',
+    ),
+    "two methods, gated one last": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call",'
+        b'"params":{"name":"read_file"}}',
+        '"method"',
+    ),
+    "two params": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file",'
+        b'"arguments":{"path":"/etc/passwd"}},"params":{"name":"read_file","arguments":{}}}',
+        '"params"',
+    ),
+    "two argument keys": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file",'
+        b'"arguments":{"path":"/etc/passwd","path":"/tmp/x"}}}',
+        '"path" in params.arguments',
+    ),
+    "escaped key": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"write_file",'
+        b'"na\\u006de":"read_file","arguments":{"path":"/etc/passwd"}}}',
+        '"name" in params',
+    ),
+    "deep in the arguments": (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file",'
+        b'"arguments":{"files":[{"path":"/a"},{"path":"/etc/x","path":"/b"}]}}}',
+        '"path" in params.arguments.files[1]',
+    ),
+    "two ids": (
+        b'{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"read_file"}}',
+        '"id"',
+    ),
+}
+
+
+@pytest.mark.parametrize("frame, where", AMBIGUOUS.values(), ids=AMBIGUOUS.keys())
+def test_a_gated_request_with_a_duplicate_key_is_denied_as_ambiguous(
+    policy: Policy, frame: bytes, where: str
+) -> None:
+    verdict = policy.check("files", frame)
+    assert verdict is not None and not verdict.allowed
+    (doc,) = [json.loads(d) for d in verdict.decision_docs]
+    assert (doc["decision"], doc["final"], doc["decided_by"]) == ("deny", "deny", "rule")
+    assert doc["rule"] == "ambiguous" and doc["method"] == "tools/call"
+    assert f"duplicate key {where} (" in doc["reason"]
+    reply = json.loads(verdict.reply)
+    assert reply["error"]["code"] == DENIED_CODE
+    assert reply["error"]["data"] == {
+        "rule": "ambiguous",
+        "decision": "deny",
+        "policy_decision": "deny",
+    }
+    assert reply["error"]["message"].startswith("denied by policy rule ambiguous: ambiguous JSON")
+
+
+def test_a_batch_with_one_ambiguous_request_is_denied_whole(policy: Policy) -> None:
+    frame = (
+        b'[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}},'
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_file",'
+        b'"arguments":{"path":"/etc/passwd","path":"/tmp/x"}}}]'
+    )
+    verdict = policy.check("files", frame)
+    assert verdict is not None and not verdict.allowed
+    docs = [json.loads(d) for d in verdict.decision_docs]
+    assert [(d["batch_index"], d["rule"], d["decision"], d["final"]) for d in docs] == [
+        (0, "default", "allow", "deny"),
+        (1, "ambiguous", "deny", "deny"),
+    ]
+    replies = json.loads(verdict.reply)
+    assert [(r["id"], r["error"]["data"]["rule"]) for r in replies] == [
+        (1, "ambiguous"),
+        (2, "ambiguous"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        # no interpretation of these holds a gated request: forwarded as before
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"ping","params":{}}',
+        b'{"jsonrpc":"2.0","method":"notifications/message","params":{"t":"a\\nb","t":"c"}}',
+        b'{"jsonrpc":"2.0","id":1,"result":{"text":"tools/call","text":"x"}}',
+        # a method that is not a string names no method a server runs (used to raise)
+        b'{"jsonrpc":"2.0","id":1,"method":["tools/call"]}',
+        b'[{"jsonrpc":"2.0","id":1,"method":{"m":"tools/call"}}]',
+    ],
+)
+def test_ungated_frames_with_duplicates_or_odd_methods_pass(policy: Policy, frame: bytes) -> None:
+    assert policy.check("files", frame) is None
+
+
+def test_frames_without_duplicates_are_decided_as_before(policy: Policy) -> None:
+    # the same key in different objects is no duplicate
+    args = {"name": "n", "id": 3, "path": "/home/a", "items": [{"path": "/x"}, {"path": "/y"}]}
+    verdict = policy.check("files", raw(call("write_file", args)))
+    assert verdict is not None and verdict.allowed
+    assert json.loads(verdict.decision_docs[0])["rule"] == "default"
+    verdict = policy.check("files", raw(call("write_file", {"path": "/etc/x", "name": "n"})))
+    assert verdict is not None and not verdict.allowed
+    assert json.loads(verdict.decision_docs[0])["rule"] == "no-etc-writes"
+
+
+# -- path normalisation, opted into per condition -------------------------------------------------
+
+NORMALISED = """\
+[[rule]]
+id = "no-etc"
+decision = "deny"
+tool = "write_*"
+when = [{ arg = "path", matches = "^/etc/", normalize = "path" }]
+
+[[rule]]
+id = "no-shadow"
+decision = "deny"
+tool = "read_*"
+[[rule.when]]
+arg = "path"
+equals = "/etc/shadow"
+normalize = "path"
+"""
+
+SNEAKY_PATHS = [
+    "/tmp/../etc/passwd",
+    "//etc/passwd",
+    "/./etc/passwd",
+    "/home/u/../../etc/.",
+    "/../etc/a",
+]
+
+
+@pytest.mark.parametrize("path", SNEAKY_PATHS)
+def test_normalised_path_rules_see_through_dot_segments(path: str) -> None:
+    normalised = Policy.from_text(NORMALISED)
+    verdict = normalised.check("files", raw(call("write_file", {"path": path})))
+    assert verdict is not None and not verdict.allowed
+    assert json.loads(verdict.decision_docs[0])["rule"] == "no-etc"
+    # without the option the rule compares the string as sent, as it always did
+    plain = Policy.from_text(NORMALISED.replace(', normalize = "path"', ""))
+    verdict = plain.check("files", raw(call("write_file", {"path": path})))
+    assert verdict is not None and verdict.allowed
+
+
+def test_normalised_equals_and_paths_that_stay_allowed() -> None:
+    p = Policy.from_text(NORMALISED)
+    assert p.evaluate(None, "tools/call", "read_file", {"path": "/tmp//../etc/./shadow"}).rule == (
+        "no-shadow"
+    )
+    for path in ["/tmp/etc/passwd", "etc/passwd", "/tmp/x/../y", "/etcetera", 7]:
+        assert p.evaluate(None, "tools/call", "write_file", {"path": path}).rule == "default"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/tmp/../etc/passwd", "/etc/passwd"),
+        ("//etc//passwd", "/etc/passwd"),
+        ("/a/./b/", "/a/b/"),
+        ("/a/b/..", "/a/"),
+        ("/..", "/"),
+        ("a/../../b", "../b"),
+        ("a/..", "."),
+        ("", ""),
+    ],
+)
+def test_normalize_path(path: str, expected: str) -> None:
+    assert normalize_path(path) == expected
+
+
+@pytest.mark.parametrize(
+    ("cond", "words"),
+    [
+        ('{ arg = "p", matches = "^/etc/", normalize = "url" }', 'normalize must be "path"'),
+        ('{ arg = "p", present = true, normalize = "path" }', "not present"),
+    ],
+)
+def test_bad_normalize_options_are_refused_with_their_line(cond: str, words: str) -> None:
+    with pytest.raises(PolicyError, match=rf"p.toml:4:1: .*{words}"):
+        Policy.from_text(f'[[rule]]\nid = "a"\ndecision = "deny"\nwhen = [{cond}]\n', "p.toml")
+
+
+@pytest.mark.parametrize("rule_id", ["ambiguous", "unparseable", "default"])
+def test_the_gates_own_rule_ids_are_reserved(rule_id: str) -> None:
+    with pytest.raises(PolicyError, match="is reserved"):
+        Policy.from_text(f'[[rule]]\nid = "{rule_id}"\ndecision = "allow"\n')
