@@ -113,7 +113,7 @@ def hook_claude_code(mode: str, policy_file: Path | None, store_url: str | None)
             data,
             mode=mode,
             policy=policy,
-            open_store=lambda: open_configured_store(store_url),
+            open_store=lambda: open_configured_store(store_url, create=True),
             spool_dir=config.journal_dir(),
         )
     except (BlackboxError, Exception) as exc:  # the host must get a clean answer either way
@@ -200,7 +200,7 @@ def decision_record(
             args = json.loads(args_json)
         except ValueError as exc:
             raise BlackboxError(f"--args is not JSON: {exc}") from None
-    store = open_configured_store(store_url)
+    store = open_configured_store(store_url, create=True)
     try:
         sid = record_decision(
             store,

@@ -114,19 +114,29 @@ def ship(store_url: str | None) -> None:
     """Ship journals left behind by taps that were killed, and close their sessions as
     'recovered'. Journals of taps still running are left alone.
 
+    A journal goes only to the store it was written for: journals of other stores are listed
+    with their store (its URL without credentials, and fingerprint), to ship with `--store`.
+    Journals from before journals named their store are shipped into the store named here.
+
     \b
     Example:
       blackbox ship
       blackbox ship --store postgresql://me@db/blackbox
     """
-    store = open_store(config.store_url(store_url))
+    store = open_store(config.store_url(store_url))  # a writer: creates the store if need be
     directory = config.journal_dir()
-    report = ship_leftovers(directory, store, on_progress=_notice)
+    report = ship_leftovers(directory, store, on_progress=_notice, unmarked=True)
     live = f"; {report.live} journal(s) of running taps left alone" if report.live else ""
     click.echo(
         f"shipped {report.records} records from {report.journals} journal(s) into {store.url}; "
         f"{len(report.recovered)} session(s) closed as recovered{live}"
     )
+    for tap_id, mark in report.others:
+        assert mark is not None  # unmarked journals are shipped here
+        click.echo(
+            f"journal {tap_id} is for another store, {mark.url} (fingerprint {mark.short}): "
+            f"ship it with `blackbox ship --store {mark.url}`"
+        )
 
 
 COMMANDS = [record, ship]

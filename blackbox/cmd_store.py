@@ -93,13 +93,14 @@ def db() -> None:
 @db.command()
 @store_option
 def upgrade(store_url: str | None) -> None:
-    """Apply the migrations to the store (the first use of a store does this too).
+    """Create the store, or apply the migrations to it (a tap's first use of a store does this
+    too; read commands such as `sessions` never create one).
 
     \b
     Example:
       blackbox db upgrade --store postgresql://blackbox@db.internal/blackbox
     """
-    store = open_configured_store(store_url)
+    store = open_configured_store(store_url, create=True)
     click.echo(f"{store.url} is at schema revision {schema_head()}")
 
 

@@ -43,9 +43,11 @@ def format_option(choices: tuple[str, ...] = FORMATS, default: str = "table"):  
     )
 
 
-def open_configured_store(store_url: str | None) -> EventStore:
-    """The store named by the flag, the environment or the default."""
-    return open_store(config.store_url(store_url))
+def open_configured_store(store_url: str | None, *, create: bool = False) -> EventStore:
+    """The store named by the flag, the environment or the default. Readers leave `create`
+    False: where there is no store they say so (`StoreMissing`: one line, exit 2) instead of
+    making an empty one; writers (`db upgrade`, decision and hook recording) pass True."""
+    return open_store(config.store_url(store_url), create=create)
 
 
 class BadTime(BlackboxError):

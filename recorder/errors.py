@@ -35,6 +35,11 @@ class SchemaTooNew(StoreError):
     pass
 
 
+class StoreMissing(StoreError):
+    """A reader was pointed at a store that does not exist (no file, an empty file, a database
+    without the schema): readers never create one, only writers do."""
+
+
 class AppendRefused(StoreError):
     """An append that would break the log's rules (a gap in seq, a sealed session)."""
 

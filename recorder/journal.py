@@ -12,6 +12,16 @@ on every segment it still has open: that is how `ship_leftovers` tells a live ta
 dead one's. When a segment grows past `segment_bytes` the writer rotates to the next one, so the
 shipper can delete a segment once everything in it is committed (trimming) while the tap writes.
 
+Store mark: each segment of a journal written for a known store begins with one header naming that
+store, so a journal is only ever shipped to the store it was written for (`recorder.leftovers`):
+
+    magic b"\\xbb\\x02" | length u16 | fingerprint (64 hex) | "\\n" | store URL
+
+The fingerprint is the sha256 of the store's URL without credentials (`recorder.store.public_url`),
+which is the URL kept here. A segment without the header (written before it existed, or by a
+library caller that named no store URL) is unmarked: only `blackbox ship` ships it, into the store
+its user names. Readers skip the header.
+
 Record format (big-endian), chosen so a reader can skip a torn tail without parsing any payload:
 
     magic b"\\xbb\\x01" | kind_len u8 | dir_len u8 | sid_len u16 | raw_len u32 |
@@ -27,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import os
 import struct
 import threading
@@ -40,6 +51,8 @@ from recorder.model import NewEvent, new_session_id
 
 MAGIC = b"\xbb\x01"
 HEADER = struct.Struct(">2sBBHIqqqq")
+MARK_MAGIC = b"\xbb\x02"
+MARK_HEADER = struct.Struct(">2sH")
 SUFFIX = ".journal"
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 MAX_RAW = 0xFFFFFFFF
@@ -48,6 +61,59 @@ MAX_RAW = 0xFFFFFFFF
 class JournalError(BlackboxError):
     """The journal cannot be written (disk full, permission, file too large): the tap must stop
     forwarding rather than let traffic through unrecorded."""
+
+
+@dataclass(frozen=True)
+class StoreMark:
+    """The store a journal was written for: `fingerprint`, the sha256 of `url`, the store's URL
+    without credentials."""
+
+    fingerprint: str
+    url: str
+
+    @classmethod
+    def for_url(cls, url: str) -> StoreMark:
+        """The mark of the store at `url` (any spelling of it `open_store` takes)."""
+        from recorder.store import public_url
+
+        public = public_url(url)
+        return cls(hashlib.sha256(public.encode()).hexdigest(), public)
+
+    @property
+    def short(self) -> str:
+        return self.fingerprint[:12]
+
+    def encode(self) -> bytes:
+        payload = f"{self.fingerprint}\n{self.url}".encode()[:0xFFFF]
+        return MARK_HEADER.pack(MARK_MAGIC, len(payload)) + payload
+
+
+def _mark_at_start(head: bytes) -> tuple[StoreMark | None, int | None]:
+    """The store mark at the start of a segment and where its records begin; (None, 0) when it
+    starts with a record (unmarked), (None, None) when the start is not complete yet."""
+    if len(head) < len(MARK_MAGIC):
+        return None, None
+    if head[:2] != MARK_MAGIC:
+        return None, 0
+    if len(head) < MARK_HEADER.size:
+        return None, None
+    _magic, length = MARK_HEADER.unpack_from(head)
+    end = MARK_HEADER.size + length
+    if len(head) < end:
+        return None, None
+    fingerprint, _nl, url = head[MARK_HEADER.size : end].decode("utf-8", "replace").partition("\n")
+    return StoreMark(fingerprint, url), end
+
+
+def read_store_mark(path: Path) -> StoreMark | None:
+    """The store a segment was written for; None when it is unmarked (or has no complete header:
+    then it holds no record either)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(MARK_HEADER.size + 0xFFFF)
+    except OSError:
+        return None
+    return _mark_at_start(head)[0]
 
 
 def segment_name(tap_id: str, number: int) -> str:
@@ -96,11 +162,17 @@ class Journal:
     """
 
     def __init__(
-        self, directory: Path, tap_id: str, segment_bytes: int = DEFAULT_SEGMENT_BYTES
+        self,
+        directory: Path,
+        tap_id: str,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        store: StoreMark | None = None,
     ) -> None:
         self.directory = directory
         self.tap_id = tap_id
         self.segment_bytes = segment_bytes
+        self.store = store
+        self._mark_bytes = store.encode() if store is not None else b""
         self._lock = threading.Lock()
         self._seqs: dict[str, int] = {}
         self._mono_base: dict[str, int] = {}
@@ -112,13 +184,19 @@ class Journal:
         self._open_segment(0)
 
     @classmethod
-    def create(cls, directory: Path, segment_bytes: int = DEFAULT_SEGMENT_BYTES) -> Journal:
-        """Make the directory, create the first segment and lock it exclusively."""
+    def create(
+        cls,
+        directory: Path,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        store: StoreMark | None = None,
+    ) -> Journal:
+        """Make the directory, create the first segment and lock it exclusively. `store` marks
+        every segment with the store the journal is for (see the module's docstring)."""
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise JournalError(_describe(exc, directory)) from None
-        return cls(directory, new_session_id(), segment_bytes)
+        return cls(directory, new_session_id(), segment_bytes, store)
 
     # -- segments ------------------------------------------------------------------------------
 
@@ -129,7 +207,18 @@ class Journal:
         except OSError as exc:
             raise JournalError(_describe(exc, path)) from None
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        self._segments.append(_Segment(number, path, fd, 0))
+        size = 0
+        if self._mark_bytes:
+            try:  # one write, before the segment is listed: no reader sees it half written
+                size = os.write(fd, self._mark_bytes)
+                if size != len(self._mark_bytes):
+                    raise OSError(errno.ENOSPC, "No space left on device")
+            except OSError as exc:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                raise JournalError(_describe(exc, path)) from None
+        self._segments.append(_Segment(number, path, fd, size))
         self._path = path
 
     @property
@@ -292,7 +381,7 @@ class JournalReader:
     """Reads one segment file incrementally: a tailing shipper calls `read()` repeatedly.
 
     An incomplete record at the end is left for the next call (it may still be being written);
-    `torn` says whether one was seen at the end.
+    `torn` says whether one was seen at the end. A store mark at the start is skipped.
     """
 
     def __init__(self, path: Path, offset: int = 0) -> None:
@@ -308,6 +397,15 @@ class JournalReader:
         starts at or past offset `until`)."""
         out: list[NewEvent] = []
         f = self._file
+        self.torn = False
+        if self.offset == 0:
+            f.seek(0)
+            head = f.read(MARK_HEADER.size + 0xFFFF)
+            _mark, start = _mark_at_start(head)
+            if start is None:  # the header is being written, or the writer died before it
+                self.torn = bool(head)
+                return out
+            self.offset = start
         f.seek(self.offset)
         got = 0
         unpack = HEADER.unpack

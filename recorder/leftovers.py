@@ -4,6 +4,12 @@ Why it exists: a tap killed (SIGKILL, power loss) or out of time at exit leaves 
 journal that no live `Shipper` will store. `ship_leftovers` ships every journal not locked by a live
 tap (`blackbox ship`, and each tap at start, run it); `hand_off_leftovers` starts a detached process
 that does so once a tap that ran out of its host's shutdown window has exited.
+
+A journal goes only to the store it was written for (its segments' `StoreMark`): a journal left by
+a tap whose store was unusable is never shipped by an unrelated tap into that tap's own store. An
+unmarked journal (written before the mark existed) is shipped only by `blackbox ship`, into the
+store its user names; journals of other stores are listed, with their store, for `blackbox ship
+--store`.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recorder import events
-from recorder.journal import JournalReader, parse_segment_name
+from recorder.journal import JournalReader, StoreMark, parse_segment_name, read_store_mark
 from recorder.model import Direction, Kind, NewEvent
 from recorder.store import EventStore
 
@@ -33,18 +39,25 @@ class ShipReport:
     records: int = 0
     recovered: list[str] = field(default_factory=list)
     live: int = 0
+    # Journals left alone because they belong to another store: (tap id, its mark; None for an
+    # unmarked journal, which only `blackbox ship` ships).
+    others: list[tuple[str, StoreMark | None]] = field(default_factory=list)
 
 
 def ship_leftovers(
     directory: Path,
     store: EventStore,
     on_progress: Callable[[str], None] | None = None,
+    unmarked: bool = False,
 ) -> ShipReport:
-    """Ship every journal not locked by a live tap, close its unfinished sessions as recovered,
-    then delete it. A store error propagates and leaves the remaining journals in place."""
+    """Ship every journal written for `store` and not locked by a live tap, close its unfinished
+    sessions as recovered, then delete it; with `unmarked` (`blackbox ship` only), journals that
+    name no store too. Journals of other stores are left in place and listed in the report. A
+    store error propagates and leaves the remaining journals in place."""
     report = ShipReport()
     if not directory.is_dir():
         return report
+    mine = StoreMark.for_url(store.url).fingerprint
     groups: dict[str, list[tuple[int, Path]]] = {}
     for path in directory.iterdir():
         parsed = parse_segment_name(path)
@@ -56,6 +69,12 @@ def ship_leftovers(
             report.live += 1
             continue
         try:
+            if not locked:  # shipped and deleted by another process meanwhile
+                continue
+            mark = _group_mark(locked)
+            if mark.fingerprint != mine if mark is not None else not unmarked:
+                report.others.append((tap_id, mark))
+                continue
             count = _ship_group(locked, store, report)
             report.journals += 1
             report.records += count
@@ -82,6 +101,15 @@ def ship_leftovers_quietly(directory: Path, store_factory: Callable[[], EventSto
     except Exception:
         return False
     return True
+
+
+def _group_mark(locked: list[tuple[Path, int]]) -> StoreMark | None:
+    """The store a dead tap's journal was written for (every segment carries the same mark)."""
+    for path, _fd in locked:
+        mark = read_store_mark(path)
+        if mark is not None:
+            return mark
+    return None
 
 
 def _lock_group(segments: list[tuple[int, Path]]) -> list[tuple[Path, int]] | None:

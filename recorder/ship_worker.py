@@ -211,6 +211,8 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                     while reader.offset < end:
                         batch = reader.read(BATCH_RECORDS, BATCH_BYTES, until=end)
                         if not batch:
+                            if reader.offset >= end:  # the range held only the store mark
+                                break
                             raise StoreError(f"journal {path} ends before offset {end}")
                         store.append(batch)
                         count += len(batch)

@@ -2,12 +2,17 @@
 
 `open_store(url)` is the only way in: it checks the URL, picks the backend (`sqlite.py`,
 `postgres.py`, over what they share in `sql.py`), applies migrations on first use and refuses a
-schema newer than this code. SQLAlchemy is imported only when a store is opened or a URL checked.
+schema newer than this code. Only writers create a store (`create=True`, the default here: taps,
+`blackbox ship`, `db upgrade`, decision recording); readers pass `create=False` and get
+`StoreMissing` where there is no store, so a mistyped URL is an error rather than a new, empty
+store. SQLAlchemy is imported only when a store is opened or a URL checked.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from recorder.chain import Finding
@@ -110,17 +115,42 @@ def normalise_url(url: str) -> URL:
     raise BadStoreURL(f"unsupported store {backend!r} in {url!r}: use sqlite or postgresql")
 
 
-def open_store(url: str) -> EventStore:
+# Query parameters that may carry a secret (psycopg takes `password`, `sslpassword`, ...): never
+# part of a store's public URL nor of its fingerprint.
+_SECRET_PARAM = re.compile(r"pass|secret|token|key", re.IGNORECASE)
+
+
+def public_url(url: str) -> str:
+    """The store's URL in one canonical spelling without credentials: what a journal records
+    (`recorder.journal.StoreMark`) and compares to know which store it was written for. SQLite:
+    the absolute file path; PostgreSQL: user, host, port (5432 when absent), database, and the
+    query parameters that select a schema (`options`), never a password."""
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        path = Path(str(parsed.database)).expanduser().resolve()
+        return f"sqlite:///{path}"
+    query = {k: v for k, v in sorted(parsed.query.items()) if not _SECRET_PARAM.search(k)}
+    port = parsed.port if parsed.port is not None or not parsed.host else 5432
+    # `URL.set` ignores None, hence `_replace` to drop the password.
+    public = parsed._replace(password=None, host=parsed.host.lower() if parsed.host else None)
+    return public.set(port=port, query=query).render_as_string(hide_password=False)
+
+
+def open_store(url: str, *, create: bool = True) -> EventStore:
     """Open (and on first use, migrate) the store at `url`: `sqlite:///PATH` or
-    `postgresql+psycopg://USER@HOST/DB` (`postgresql://` is taken to mean psycopg)."""
+    `postgresql+psycopg://USER@HOST/DB` (`postgresql://` is taken to mean psycopg).
+
+    With `create=False` (every reader) nothing is created: no directory, no file, no table; a
+    missing SQLite file, an empty one, or a database without the schema raises `StoreMissing`.
+    A store at an older revision is still brought to head."""
     # Only the chosen backend's module is imported.
     if normalise_url(url).get_backend_name() == "sqlite":
         from recorder.store.sqlite import SqliteEventStore
 
-        return SqliteEventStore(url)
+        return SqliteEventStore(url, create=create)
     from recorder.store.postgres import PostgresEventStore
 
-    return PostgresEventStore(url)
+    return PostgresEventStore(url, create=create)
 
 
 def schema_head() -> str:
@@ -130,4 +160,4 @@ def schema_head() -> str:
     return migrate.head_revision()
 
 
-__all__ = ["EventStore", "normalise_url", "open_store", "schema_head"]
+__all__ = ["EventStore", "normalise_url", "open_store", "public_url", "schema_head"]

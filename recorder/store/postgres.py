@@ -29,7 +29,7 @@ class PostgresEventStore(SqlEventStore):
 
     MARK = "%s"
 
-    def _create_engine(self, parsed: URL) -> Engine:
+    def _create_engine(self, parsed: URL, create: bool = True) -> Engine:
         return create_engine(
             parsed,
             connect_args={"connect_timeout": 5},

@@ -31,6 +31,7 @@ from recorder.errors import (
     StoreError,
     StoreFull,
     StoreLocked,
+    StoreMissing,
     StoreReadOnly,
     StoreUnavailable,
 )
@@ -85,30 +86,48 @@ class SqlEventStore(ABC):
     # compilation on the bulk paths).
     MARK: str
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, create: bool = True) -> None:
         parsed = normalise_url(url)
         self.url = parsed.render_as_string(hide_password=True)
+        if not create:
+            self._require_existing(parsed)
         try:
-            self.engine = self._create_engine(parsed)
+            self.engine = self._create_engine(parsed, create)
         except NoSuchModuleError as exc:
             raise BadStoreURL(f"unsupported store driver in {url!r}: {exc}") from None
-        with self._translated():
-            self._migrate()
+        try:
+            with self._translated():
+                self._migrate(create)
+        except StoreMissing:
+            self.engine.dispose()
+            raise
 
-    def _migrate(self) -> None:
+    def _require_existing(self, parsed: URL) -> None:  # noqa: B027 - a hook, empty by default
+        """Raise `StoreMissing` when a reader's store plainly is not there, before anything is
+        opened (opening a SQLite file creates it); the schema itself is checked in `_migrate`."""
+
+    def _missing(self, why: str = "") -> StoreMissing:
+        hint = "a tap, `blackbox ship` or `blackbox db upgrade` creates one"
+        return StoreMissing(f"no store at {self.url}{': ' + why if why else ''} ({hint})")
+
+    def _migrate(self, create: bool = True) -> None:
         # Read the revision without a write lock, so a read-only store or a busy writer does not
         # stop read commands; take the write lock only when there is something to apply.
         with self.engine.connect() as conn:
             if migrate.is_current(conn):
                 return
+            if not create and migrate.current_revision(conn) is None:
+                # A reader never lays a schema down: that would be creating the store.
+                raise self._missing("the database holds no mcp-blackbox schema")
         with self.engine.connect() as conn:
             self._begin_write(conn)
             migrate.upgrade(conn)
             conn.commit()
 
     @abstractmethod
-    def _create_engine(self, parsed: URL) -> Engine:
-        """The backend's engine, its connections set up as the store needs them."""
+    def _create_engine(self, parsed: URL, create: bool = True) -> Engine:
+        """The backend's engine, its connections set up as the store needs them (nothing made
+        on disk unless `create`)."""
 
     def _begin_write(self, conn: Connection) -> None:  # noqa: B027 - a hook, empty by default
         """Prepare `conn` for a transaction that writes (nothing to do unless a backend says)."""

@@ -8,9 +8,10 @@ the same file (`recorder.store.sqlite_chain`), since hashing in CPython is one c
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
-from contextlib import suppress
+from contextlib import closing, suppress
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
@@ -32,8 +33,27 @@ class SqliteEventStore(SqlEventStore):
 
     MARK = "?"
 
-    def _create_engine(self, parsed: URL) -> Engine:
-        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    def _require_existing(self, parsed: URL) -> None:
+        # Opening a SQLite file creates it, and the connection's pragmas write to an empty one:
+        # a reader checks before anything is opened, and leaves the file exactly as it was.
+        path = Path(parsed.database).expanduser()
+        if not path.is_file():
+            raise self._missing()
+        if path.stat().st_size == 0:
+            raise self._missing("the file is empty")
+        try:
+            with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+                found = db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+                ).fetchone()
+        except sqlite3.Error:
+            return  # not readable this way (a WAL file in a read-only directory): the open says
+        if found is None:
+            raise self._missing("the file holds no mcp-blackbox schema")
+
+    def _create_engine(self, parsed: URL, create: bool = True) -> Engine:
+        if create:
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         # sqlite3's own busy handler waits this long for a lock (`?timeout=N` overrides).
         timeout = float(parsed.query.get("timeout", 10))
         engine = create_engine(parsed, connect_args={"timeout": timeout})

@@ -24,7 +24,7 @@ from typing import Any
 
 import uvicorn
 
-from recorder.journal import Journal, JournalError
+from recorder.journal import Journal, JournalError, StoreMark
 from recorder.leftovers import ship_leftovers_quietly
 from recorder.shipper import Shipper
 from recorder.store import EventStore
@@ -246,7 +246,9 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
     host, port = parse_listen(config.listen)
     sock = _bind(host, port)
     try:
-        journal = Journal.create(config.journal_dir)
+        # The journal names its store: if it is left behind, only that store gets it.
+        mark = StoreMark.for_url(config.store_url) if config.store_url is not None else None
+        journal = Journal.create(config.journal_dir, store=mark)
     except JournalError as exc:
         sock.close()
         raise ProxyError(f"{exc}; not starting a proxy that cannot record") from None

@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from recorder import events
 from recorder.errors import BlackboxError
-from recorder.journal import Journal, JournalError
+from recorder.journal import Journal, JournalError, StoreMark
 from recorder.leftovers import hand_off_leftovers, ship_leftovers_quietly
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.observer import FrameObserver
@@ -144,7 +144,9 @@ class _Tap:
     def run(self) -> TapResult:
         cfg = self.config
         try:
-            self.journal = Journal.create(cfg.journal_dir)
+            # The journal names its store: if it is left behind, only that store gets it.
+            mark = StoreMark.for_url(cfg.store_url) if cfg.store_url is not None else None
+            self.journal = Journal.create(cfg.journal_dir, store=mark)
         except JournalError as exc:
             raise TapError(f"{exc}; not starting the server unrecorded") from None
         self.sid = self.session_id

@@ -89,6 +89,8 @@ def test_store_from_environment(filled, blackbox_env):
 
 
 def test_default_store_lives_in_the_data_directory(blackbox_env):
+    proc = run("db", "upgrade", env=blackbox_env)  # a writer creates it; readers never do
+    assert proc.returncode == 0, proc.stderr
     proc = run("sessions", env=blackbox_env)
     assert proc.returncode == 0 and "(no rows)" in proc.stdout
     assert (Path(blackbox_env["BLACKBOX_HOME"]) / "blackbox.db").exists()

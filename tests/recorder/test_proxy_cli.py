@@ -100,11 +100,13 @@ def test_proxy_records_into_the_store_and_stops_on_ctrl_c(
 
 
 def test_store_outage_loses_nothing(
-    faulty: FaultServer, sqlite_url: str, blackbox_env: dict[str, str]
+    faulty: FaultServer, sqlite_url: str, blackbox_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """The store is unreachable the whole time: traffic flows, the records wait in the journal,
-    and `blackbox ship` delivers them later."""
-    down = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    """The store is unusable the whole time: traffic flows, the records wait in the journal, and
+    `blackbox ship` delivers them to that store once it can be used (never to another one)."""
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where the store's directory should be")
+    down = f"sqlite:///{blocker / 'store.db'}"
     port = free_port()
     proc = _start(["--upstream", f"{faulty.url}/json", "--store", down], blackbox_env, port)
     try:
@@ -114,24 +116,32 @@ def test_store_outage_loses_nothing(
     finally:
         code, err = _stop(proc)
     assert code == 0, err
-    assert "unreachable" in err and "kept in the journal" in err
+    assert "kept in the journal" in err
     journal = Path(blackbox_env["BLACKBOX_HOME"]) / "journal"
     assert list(journal.glob("*.journal"))
-    shipped = subprocess.run(
-        [BLACKBOX, "ship", "--store", sqlite_url],
-        capture_output=True,
-        text=True,
-        env=blackbox_env,
-        timeout=60,
-    )
-    assert shipped.returncode == 0, shipped.stderr
-    store = open_store(sqlite_url)
+
+    def ship(url: str) -> str:
+        done = subprocess.run(
+            [BLACKBOX, "ship", "--store", url],
+            capture_output=True,
+            text=True,
+            env=blackbox_env,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "is for another store" in ship(sqlite_url)
+    blocker.unlink()
+    assert "from 1 journal(s)" in ship(down)
+    store = open_store(down)
     try:
         (info,) = store.list_sessions()
         assert info.frames == 10 and info.sealed and info.outcome == "interrupted"
         assert store.verify() == []
     finally:
         store.close()
+    assert open_store(sqlite_url).list_sessions() == []
 
 
 @pytest.mark.parametrize(

@@ -93,8 +93,8 @@ def test_ship_leftovers_ships_dead_journals_and_skips_live_ones(
     code = f"""
 import os
 from pathlib import Path
-from recorder.journal import Journal
-j = Journal.create(Path({str(directory)!r}), segment_bytes=500)
+from recorder.journal import Journal, StoreMark
+j = Journal.create(Path({str(directory)!r}), 500, StoreMark.for_url({store_url!r}))
 j.append("dead", "session_started", "-", b'{{"name":"dead","transport":"stdio"}}')
 for i in range(40):
     j.append("dead", "frame", "c2s", b'{{"jsonrpc":"2.0","id":%d,"method":"ping"}}' % i)

@@ -233,8 +233,8 @@ def test_a_new_tap_ships_dead_journals_in_the_background(tmp_path: Path, sqlite_
     code = f"""
 import os
 from pathlib import Path
-from recorder.journal import Journal
-j = Journal.create(Path({str(journal_dir)!r}))
+from recorder.journal import Journal, StoreMark
+j = Journal.create(Path({str(journal_dir)!r}), store=StoreMark.for_url({sqlite_url!r}))
 j.append("dead-session", "session_started", "-", b'{{"name":"dead"}}')
 j.append("dead-session", "frame", "c2s", b'{{"jsonrpc":"2.0","id":1,"method":"ping"}}')
 os._exit(0)
