@@ -40,10 +40,10 @@ def process_key() -> bytes:
 def store_key_path(data_dir: Path, store_url: str) -> Path:
     """Where the fingerprint key of the store at `store_url` lives: one file per store, named by
     a hash of its URL without credentials, so two stores never share a key."""
-    from recorder.store import normalise_url  # only paid for by callers that name a store
+    from recorder.store import public_url  # only paid for by callers that name a store
 
     try:
-        shown = normalise_url(store_url).render_as_string(hide_password=True)
+        shown = public_url(store_url)  # the spelling a journal's store mark uses too
     except BlackboxError:
         shown = store_url
     if "@" in shown:  # the user name is not part of which store it is
