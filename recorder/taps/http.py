@@ -351,6 +351,14 @@ class HttpProxyTap(ResponseRelays):
                 ex.note = refusal
                 await self._reply_plain(send, ex, 403, refusal)
                 return
+            if not target.startswith("/"):
+                # An absolute-form or `@host` target would be joined to the upstream's origin as
+                # a different URL (`http://UPSTREAM@evil.example/`): the proxy only forwards paths.
+                ex.refused = True
+                self.stats.rejected += 1
+                ex.note = f"refused: request target {target[:100]!r} is not a path"
+                await self._reply_plain(send, ex, 400, ex.note)
+                return
             if length is not None and length > self.settings.max_request_bytes:
                 raise _TooLarge(f"Content-Length {length}")
             body = await self._read_body(receive, ex)

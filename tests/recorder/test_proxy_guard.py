@@ -143,6 +143,30 @@ def test_repeated_or_missing_host_is_refused(faulty: FaultServer, tmp_path: Path
     assert none.split(b" ")[1] == b"403" and b"no Host header" in none
 
 
+@pytest.mark.parametrize(
+    "target", [b"@evil.example/json", b"http://evil.example/json", b"*", b"evil.example/json"]
+)
+def test_a_target_that_is_not_a_path_is_refused(
+    faulty: FaultServer, tmp_path: Path, target: bytes
+) -> None:
+    """`POST @evil.example/json` joined to the upstream's origin made the proxy connect to
+    evil.example (`http://127.0.0.1:PORT@evil.example/json`); an absolute-form target made it
+    fail with a 500. Only a path is forwarded."""
+    with RecordingProxy(f"{faulty.url}/json", tmp_path / "j") as proxy:
+        port = _port(proxy)
+        before = len(faulty.requests)
+        got = _raw(
+            port,
+            b"POST %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n" % (target, port, len(CALL)) + CALL,
+        )
+        assert len(faulty.requests) == before
+    assert got.split(b" ")[1] == b"400" and b"is not a path" in got
+    (exchange,) = _exchanges(proxy)
+    assert exchange["status"] == 400 and exchange["note"].startswith("refused: request target")
+    assert [f for f in of_kind(proxy.records(), "fault")] == []
+
+
 def test_own_addresses_and_loopback_pages_are_served(faulty: FaultServer, tmp_path: Path) -> None:
     with RecordingProxy(f"{faulty.url}/json", tmp_path / "j") as proxy:
         port = _port(proxy)
