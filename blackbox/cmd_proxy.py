@@ -57,7 +57,23 @@ def _notice(message: str) -> None:
     "--rewrite-host",
     is_flag=True,
     help="Send the upstream's own Host header (for virtual-hosted servers) instead of the "
-    "client's.",
+    "client's. A client's Host is still checked first: a foreign one gets 403.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also serve requests whose Host is NAME (any port) or NAME:PORT, besides the listen "
+    "address and the loopback names; repeatable. E.g. --allow-host mcp.internal",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Also serve browser requests from the web page at ORIGIN (scheme://host[:port]), "
+    "besides loopback pages; repeatable. E.g. --allow-origin https://app.example.com",
 )
 def proxy(
     upstream: str,
@@ -68,6 +84,8 @@ def proxy(
     idle_gap: float,
     timeout: float,
     rewrite_host: bool,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
 ) -> None:
     """Record a remote MCP server: a streaming reverse proxy the host points at instead of the
     server. Every era works (Streamable HTTP, 2026-07-28 stateless, 2024-11-05 HTTP+SSE); every
@@ -86,10 +104,17 @@ def proxy(
     written the client gets 503 and nothing passes unrecorded) and reach the store in the
     background, so a slow or unreachable store never stalls the host. Stop with Ctrl-C.
 
+    Against DNS rebinding, only requests for the proxy's own address are served: a Host other
+    than the listen address (or localhost:PORT, 127.0.0.1:PORT, [::1]:PORT on loopback) or a
+    browser's Origin other than a loopback page gets 403, recorded and not forwarded; name others
+    with --allow-host and --allow-origin.
+
     \b
     Example:
       blackbox proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:8750
       # then point the host at http://127.0.0.1:8750/mcp
+      blackbox proxy --upstream http://10.0.0.7:9000/mcp --listen 0.0.0.0:8750 \\
+          --allow-host mcp-recorder.internal
     """
     url = config.store_url(store_url)
     settings = ProxySettings(
@@ -100,12 +125,14 @@ def proxy(
         rewrite_host=rewrite_host,
         # Secret headers are kept as HMACs under the store's key (out of the store).
         fingerprint_key=load_or_create_key(store_key_path(config.data_dir(), url)),
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
     )
     host, _port = parse_listen(listen)
     if not is_loopback(host):
         _notice(
             f"listening on {host}, not loopback: anyone who can reach this address can use the "
-            "upstream through the proxy"
+            "upstream through the proxy (clients that reach it by a name need --allow-host NAME)"
         )
     upstream_host = urlsplit(upstream).hostname or ""
     if not rewrite_host and not is_loopback(upstream_host):

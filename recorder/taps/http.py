@@ -22,13 +22,16 @@ Design decisions:
   be written the proxy answers 503 and forwards nothing (fail closed).
 - What is recorded: each JSON-RPC message of a request body (c2s), of a JSON reply and of each SSE
   event's `data` (s2c) as a `frame` whose raw bytes are the message exactly as sent; per exchange
-  an `http_exchange` record (method, path, status, content type, duration, headers with secrets
-  fingerprinted, and the SSE event ids, event types and retry times in `sse_events`, each tied to
-  the seq of the frame it carried); `fault` records for 4xx/5xx, unreachable or TLS-failing
-  upstreams, timeouts, streams cut mid-event and invalid JSON. Faults never change what the client
-  gets: a cut stream is cut for the client too (after the partial bytes), and only an upstream that
-  cannot be reached (502) or does not answer in time (504) gets a reply made by the proxy, a
-  JSON-RPC error that says so.
+  an `http_exchange` record (method, path and headers with credentials fingerprinted, status,
+  content type, duration, and the SSE event ids, event types and retry times in `sse_events`,
+  each tied to the seq of the frame it carried); `fault` records for 4xx/5xx, unreachable or
+  TLS-failing upstreams, timeouts, streams cut mid-event and invalid JSON. Faults never change
+  what the client gets: a cut stream is cut for the client too (after the partial bytes), and
+  only an upstream that cannot be reached (502) or does not answer in time (504) gets a reply
+  made by the proxy, a JSON-RPC error that says so.
+- Only requests for the proxy's own address are served (`http_headers.HostGuard`): a foreign
+  Host or Origin, as a DNS-rebinding page sends, gets 403 before anything is read; a body over
+  the limit gets 413. Either is recorded as an `http_exchange` with a `note`, and not forwarded.
 - Recording sessions follow `recorder.taps.http_sessions`. Forwarding and the response relays
   are in `recorder.taps.http_relay`; serving (sockets, uvicorn, `run_proxy`) in
   `recorder.taps.http_server`.
@@ -59,7 +62,13 @@ from recorder.taps.http_exchange import (
     Scope,
     Send,
 )
-from recorder.taps.http_headers import recorded
+from recorder.taps.http_headers import (
+    HostGuard,
+    fingerprint,
+    recorded,
+    recorded_target,
+    recorded_url,
+)
 from recorder.taps.http_relay import ResponseRelays, StreamAborted, fault_stage
 from recorder.taps.http_sessions import (
     RecordingSession,
@@ -73,6 +82,33 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
+
+
+def _scan(
+    headers: list[tuple[bytes, bytes]],
+) -> tuple[bytes | None, int, bytes | None, int | None]:
+    """What the entry checks need, in one pass: the Host (and how many were sent), the Origin and
+    the declared Content-Length. ASGI names are lower-case."""
+    host = origin = None
+    hosts = 0
+    length: int | None = None
+    for key, value in headers:
+        if key == b"host":
+            host = value
+            hosts += 1
+        elif key == b"origin":
+            origin = value
+        elif key == b"content-length" and value.isdigit():
+            length = int(value)
+    return host, hosts, origin, length
+
+
+def _shown_key(key: str, secret: bytes | None) -> str:
+    """A session key as recorded: a server's session id is a bearer secret, kept as a
+    fingerprint (under `secret`, the store's fingerprint key)."""
+    if key.startswith("mcp:"):
+        return "mcp:" + fingerprint(key[4:], secret)
+    return key
 
 
 def _messages(value: object) -> list[dict]:
@@ -124,6 +160,9 @@ class HttpProxyTap(ResponseRelays):
         self._upstream_netloc = urlsplit(settings.upstream).netloc
         self._journal_failed = False
         self._reaper: asyncio.Task | None = None
+        # The DNS-rebinding check, by listen address (the ASGI scope's `server`: one, in practice).
+        self._guards: dict[object, HostGuard] = {}
+        self._shown_upstream = recorded_url(settings.upstream, settings.fingerprint_key)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -167,6 +206,15 @@ class HttpProxyTap(ResponseRelays):
             await asyncio.sleep(interval)
             for session in self.router.expire():
                 self._end(session)
+
+    def _guard(self, server: object) -> HostGuard:
+        listen = None
+        if isinstance(server, tuple | list) and len(server) >= 2 and server[1] is not None:
+            listen = (str(server[0]), int(server[1]))
+        guard = HostGuard(listen, self.settings.allow_hosts, self.settings.allow_origins)
+        if type(server) is tuple:
+            self._guards[server] = guard
+        return guard
 
     # -- records -------------------------------------------------------------------------------
 
@@ -224,7 +272,7 @@ class HttpProxyTap(ResponseRelays):
             "detail": detail,
             "seq": seq if seq is not None else ex.request_seq,
             "http_method": ex.method,
-            "path": ex.target,
+            "path": recorded_target(ex.target, self.settings.fingerprint_key),
         }
         doc.update(evidence)
         raw = events.encode(events.from_dict(Kind.FAULT, doc))
@@ -237,7 +285,7 @@ class HttpProxyTap(ResponseRelays):
         return events.encode_fields(
             events.HttpExchange,
             method=ex.method,
-            path=ex.target,
+            path=recorded_target(ex.target, self.settings.fingerprint_key),
             status=ex.status,
             content_type=ex.content_type,
             duration_ms=round((time.monotonic_ns() - ex.started_ns) / 1e6, 3),
@@ -289,6 +337,30 @@ class HttpProxyTap(ResponseRelays):
         )
         self.stats.exchanges += 1
         try:
+            host, hosts, origin, length = _scan(ex.request_headers)
+            server = scope.get("server")
+            guard = self._guards.get(server) if type(server) is tuple else None
+            if guard is None:
+                guard = self._guard(server)
+            refusal = guard.refusal(host, hosts, origin)
+            if refusal is not None:
+                # A DNS-rebinding page (or a misdirected client): answered before anything of the
+                # request is read, parsed or forwarded; only the exchange is recorded.
+                ex.refused = True
+                self.stats.rejected += 1
+                ex.note = refusal
+                await self._reply_plain(send, ex, 403, refusal)
+                return
+            if not target.startswith("/"):
+                # An absolute-form or `@host` target would be joined to the upstream's origin as
+                # a different URL (`http://UPSTREAM@evil.example/`): the proxy only forwards paths.
+                ex.refused = True
+                self.stats.rejected += 1
+                ex.note = f"refused: request target {target[:100]!r} is not a path"
+                await self._reply_plain(send, ex, 400, ex.note)
+                return
+            if length is not None and length > self.settings.max_request_bytes:
+                raise _TooLarge(f"Content-Length {length}")
             body = await self._read_body(receive, ex)
             self._parse(ex, body)
             if body.strip() or ex.legacy_id is not None:
@@ -299,7 +371,14 @@ class HttpProxyTap(ResponseRelays):
                 if gated and await self._gate(ex, body, send):
                     return
             await self._forward(ex, body, receive, send)
-        except _TooLarge:
+        except _TooLarge as exc:
+            self.stats.rejected += 1
+            limit = self.settings.max_request_bytes
+            ex.note = (
+                f"refused: request body over the recorder's {limit}-byte limit ({exc}); "
+                "not forwarded"
+            )
+            self._parse(ex, b"")  # headers only: the exchange goes to the client's session
             await self._reply_plain(send, ex, 413, "request body too large for the recorder")
         except JournalError as exc:
             self.stats.refused += 1
@@ -313,7 +392,7 @@ class HttpProxyTap(ResponseRelays):
 
     def _finish(self, ex: Exchange) -> None:
         """The exchange's own record, then the session's end if this closed it."""
-        if ex.session is None and ex.status is not None and ex.status != 413:
+        if ex.session is None and ex.status is not None:
             with contextlib.suppress(JournalError):
                 self._session(ex)  # a bodiless exchange is recorded in the client's session
         session = ex.session
@@ -340,7 +419,8 @@ class HttpProxyTap(ResponseRelays):
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.settings.max_request_bytes:
-                raise _TooLarge
+                ex.bytes_in = size
+                raise _TooLarge(f"{size} bytes received before the refusal")
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
@@ -404,9 +484,9 @@ class HttpProxyTap(ResponseRelays):
             doc = events.started_here(
                 name=self.settings.server_name,
                 transport="http",
-                command=self.settings.upstream,
+                command=self._shown_upstream,
                 session_rule=session.rule,
-                session_key=session.key,
+                session_key=_shown_key(session.key, self.settings.fingerprint_key),
                 remote=ex.remote,
             )
             self._append(session, Kind.SESSION_STARTED, Direction.NONE, events.encode(doc))
@@ -414,7 +494,7 @@ class HttpProxyTap(ResponseRelays):
             session.client_info = ex.client_info
         if session.era is None and ex.era is not None:
             self._era(session, ex.era, ex.client_info, None)
-        elif session.era is None and not ex.initialize:
+        elif session.era is None and not ex.initialize and not ex.refused:
             version = _header(ex.request_headers, b"mcp-protocol-version")
             if version:
                 self._era(session, version, session.client_info, None)
@@ -541,12 +621,12 @@ class HttpProxyTap(ResponseRelays):
                 self.router.leave(ex.session)
             session = self._session(ex, new_stream=True)
             self.router.bind(f"sse:{path}", session)
-        entry["endpoint"] = text
+        entry["endpoint"] = recorded_target(text, self.settings.fingerprint_key)
         if not parts.netloc or parts.netloc != self._upstream_netloc:
             return raw
         host = _header(ex.request_headers, b"host") or self._upstream_netloc
         rewritten = urlunsplit(("http", host, parts.path, parts.query, parts.fragment))
-        entry["rewritten_to"] = rewritten
+        entry["rewritten_to"] = recorded_target(rewritten, self.settings.fingerprint_key)
         return f"event: endpoint\ndata: {rewritten}\n\n".encode()
 
     def _note_sse(self, ex: Exchange, entry: dict[str, object]) -> None:
@@ -559,4 +639,4 @@ class HttpProxyTap(ResponseRelays):
 
 
 class _TooLarge(Exception):
-    pass
+    """The request body is over the limit; the message says how it is known."""

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from recorder.errors import BlackboxError
+from recorder.taps.http_headers import GuardError, normalise_allowed_host, normalise_allowed_origin
 from recorder.taps.http_sessions import DEFAULT_IDLE_GAP_S, RecordingSession
 
 Scope = dict[str, Any]
@@ -44,11 +45,21 @@ class ProxySettings:
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_json_reply_bytes: int = MAX_JSON_REPLY_BYTES
     fingerprint_key: bytes | None = field(default=None, repr=False)  # HMAC key of fingerprints
+    # Host names (NAME or NAME:PORT) and web origins served besides the listen address's own.
+    allow_hosts: tuple[str, ...] = ()
+    allow_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ProxyError(f"bad upstream URL {self.upstream!r}: give http(s)://HOST[:PORT]/PATH")
+        try:
+            for host in self.allow_hosts:
+                normalise_allowed_host(host)
+            for origin in self.allow_origins:
+                normalise_allowed_origin(origin)
+        except GuardError as exc:
+            raise ProxyError(str(exc)) from None
 
     @property
     def origin(self) -> str:
@@ -74,7 +85,8 @@ class ProxyStats:
     frames: int = 0
     faults: int = 0
     sessions: int = 0
-    refused: int = 0
+    refused: int = 0  # not forwarded because the journal failed (503)
+    rejected: int = 0  # refused at the door: foreign Host or Origin (403), body too large (413)
     fault_names: dict[str, int] = field(default_factory=dict)
 
 
@@ -110,3 +122,4 @@ class Exchange:
     sse_stream: bool = False
     note: str | None = None
     partial_records: int = 0
+    refused: bool = False  # refused by the Host/Origin check: nothing in it is believed

@@ -82,6 +82,7 @@ class ResponseRelays:
     _origin: str
     _urls: dict[str, httpx2.URL]
     _upstream_netloc: str
+    _shown_upstream: str
 
     # -- forwarding ----------------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ class ResponseRelays:
             content=body if body or ex.method in ("POST", "PUT", "PATCH") else None,
             extensions={"timeout": self._timeouts},
         )
-        upstream = self.settings.upstream
+        upstream = self._shown_upstream
         try:
             response = await self._upstream_transport().handle_async_request(request)
             response.request = request

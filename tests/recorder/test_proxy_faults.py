@@ -200,9 +200,12 @@ def test_secret_headers_are_fingerprinted(faulty: FaultServer, tmp_path: Path) -
         "cookie": "session=abc123",
         "x-api-key": "key-123",
         "x-github-token": "ghp_zzz",
+        # Not a known secret name: the record's rule is an allow-list, so it is one anyway.
+        "x-custom-auth": "custom-SECRET-4711",
+        # A server's session id is a bearer secret (also in the session's key).
+        "mcp-session-id": "sess-1-a5f0c2",
     }
     mcp = {
-        "mcp-session-id": "sess-1",
         "mcp-protocol-version": "2025-11-25",
         "last-event-id": "e-41",
         "origin": "http://localhost:3000",
@@ -222,6 +225,8 @@ def test_secret_headers_are_fingerprinted(faulty: FaultServer, tmp_path: Path) -
     recorded = exchange["request_headers"]
     assert recorded["authorization"] == fingerprint(secrets["authorization"])
     assert recorded["x-github-token"] == fingerprint(secrets["x-github-token"])
+    assert recorded["x-custom-auth"] == fingerprint(secrets["x-custom-auth"])
+    assert recorded["mcp-session-id"] == fingerprint(secrets["mcp-session-id"])
     assert recorded["content-type"] == "application/json"
     assert all(recorded[k] == v for k, v in mcp.items()), "MCP headers are kept in clear"
 
@@ -305,7 +310,12 @@ def test_legacy_sse_absolute_endpoint_is_rewritten(faulty: FaultServer, tmp_path
     assert doc(events[0])["session_rule"] == "sse-endpoint"
     assert [ev.direction for ev in frames(events)] == ["c2s", "s2c"]
     stream = next(doc(e) for e in of_kind(events, "http_exchange") if doc(e)["method"] == "GET")
-    assert stream["sse_events"][0]["rewritten_to"] == endpoint
+    # The legacy session id in the endpoint's query admits its holder to the session: it is
+    # recorded as a fingerprint, in the endpoint event and in the path of the POSTs to it.
+    base, _, session_id = endpoint.partition("?session_id=")
+    recorded_endpoint = f"{base}?session_id={fingerprint(session_id)}"
+    assert stream["sse_events"][0]["rewritten_to"] == recorded_endpoint
+    assert session_id.encode() not in b"".join(ev.raw for ev in events)
     assert doc(events[-1])["reason"] == "client_closed"
 
 

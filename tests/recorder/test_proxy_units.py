@@ -95,9 +95,17 @@ def test_forwardable_drops_hop_by_hop_and_connection_named_headers() -> None:
         ("x-goog-api-key", True),
         ("X-Auth-Token", True),
         ("x-custom-apikey", True),
-        ("mcp-session-id", False),
+        # The rule is an allow-list: a header no one listed is a secret.
+        ("X-Custom-Auth", True),
+        ("x-my-company-thing", True),
+        # A server's session id admits whoever holds it to the session: a bearer secret.
+        ("mcp-session-id", True),
         ("content-type", False),
+        ("Content-Length", False),
         ("mcp-protocol-version", False),
+        ("last-event-id", False),
+        ("user-agent", False),
+        ("host", False),
     ],
 )
 def test_secret_header_names(name: str, secret: bool) -> None:
