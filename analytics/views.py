@@ -10,15 +10,17 @@ the columns documented in `COLUMNS` (and docs/analytics.md) are the stable inter
 - `faults`    transport and protocol faults with stage, kind and evidence.
 - `decisions` permission decisions and the call each one belongs to.
 
-The connection is read-only: the views are written to a private DuckDB file which is then reopened
-with `read_only=True`, and `query` accepts only SELECT-like statements (DuckDB lets a read-only
-connection `COPY ... TO` a file, which a query must not do).
+The connection is read-only and confined: the views are written to a private DuckDB file which is
+then reopened with `read_only=True` and locked (`confine`): no file outside the copy, no network,
+no extension, and no `SET` that could undo it. `query` also accepts only SELECT-like statements, so
+a write is refused with a message that says why.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from contextlib import suppress
@@ -195,15 +197,25 @@ def _files(paths: Sequence[Path]) -> str:
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
 
 
-def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]:
-    """The statements creating the views over the copy's current files."""
-    events = _files(copy.files("events"))
-    control = _files(copy.files("control"))
-    calls_files = list(copy.files("calls"))
+def view_files(copy: ParquetCopy) -> dict[str, list[Path]]:
+    """The copy's current files each base view reads: events, control and calls."""
+    calls = list(copy.files("calls"))
     pending = copy.pending_file()
     if pending is not None and pending.exists():
-        calls_files.append(pending)
-    calls = _files(calls_files)
+        calls.append(pending)
+    return {"events": copy.files("events"), "control": copy.files("control"), "calls": calls}
+
+
+def view_sql(
+    copy: ParquetCopy,
+    window_s: float = DEFAULT_WINDOW_S,
+    files: dict[str, list[Path]] | None = None,
+) -> list[str]:
+    """The statements creating the views over the copy's current files (or over `files`)."""
+    files = files if files is not None else view_files(copy)
+    events = _files(files["events"])
+    control = _files(files["control"])
+    calls = _files(files["calls"])
     window_ns = int(window_s * 1e9)
     return [
         f"CREATE VIEW _events AS SELECT * FROM read_parquet({events})",
@@ -456,13 +468,16 @@ def view_sql(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> list[str]
 
 
 def connect(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> duckdb.DuckDBPyConnection:
-    """A read-only DuckDB connection with the views over the copy's current files.
+    """A read-only DuckDB connection with the views over the copy's current files, confined to
+    the copy (`confine`).
 
     Creating the views costs DuckDB about half a second (it binds every nested view against the
     Parquet metadata), so the view database is kept in the copy, named by a hash of its SQL
     (file list and window included), and only rebuilt after a refresh wrote new files.
     """
-    statements = view_sql(copy, window_s)
+    copy = ParquetCopy(copy.root.resolve())  # absolute paths in the views, as `confine` allows
+    files = view_files(copy)
+    statements = view_sql(copy, window_s, files)
     key = hashlib.sha256("\n;".join(statements).encode()).hexdigest()[:16]
     folder = copy.root / "views"
     folder.mkdir(parents=True, exist_ok=True)
@@ -475,13 +490,48 @@ def connect(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> duckdb.Duc
                     with suppress(OSError):
                         old.unlink()
         try:
-            return duckdb.connect(str(path), read_only=True)
+            con = duckdb.connect(str(path), read_only=True)
         except duckdb.Error:
             if attempt:
                 raise
             with suppress(OSError):  # a damaged or vanished file: build it again
                 path.unlink()
+            continue
+        confine(con, [f for group in files.values() for f in group])
+        return con
     raise AssertionError("unreachable")
+
+
+# What `confine` sets after the allowed files, in this order: the last one freezes them all.
+LOCKDOWN = (
+    "SET enable_external_access = false",  # no other file, no URL, no INSTALL or LOAD
+    "SET autoinstall_known_extensions = false",  # read_parquet('https://...') would fetch httpfs
+    "SET autoload_known_extensions = false",
+    "SET lock_configuration = true",  # a query cannot SET, RESET or PRAGMA them back
+)
+
+
+def confine(con: duckdb.DuckDBPyConnection, files: Sequence[Path]) -> None:
+    """Let `con` read the Parquet files its views read and nothing else.
+
+    Once external access is off, DuckDB checks every file a statement touches (read_text,
+    read_csv, glob, COPY TO, ATTACH, INSTALL, a URL) against `allowed_paths`; the views'
+    `read_parquet` of exactly these files stays allowed, and so does DuckDB's own spill directory
+    beside the view database. Paths are compared after resolving `..` and symbolic links. (A
+    whole directory in `allowed_directories` would also let a statement create files in it;
+    writing one of the allowed files is refused earlier, by `check_read_only`.)
+
+    DuckDB shares one database instance, settings included, among the connections a process
+    has open to one file: a second connection to the same view database (same name, so same
+    files) finds it locked already and is left as it is.
+    """
+    (locked,) = con.execute("SELECT current_setting('lock_configuration')").fetchone() or (False,)
+    if locked:
+        return
+    allowed = ", ".join("'" + str(f.resolve()).replace("'", "''") + "'" for f in files)
+    con.execute(f"SET allowed_paths = [{allowed}]")
+    for statement in LOCKDOWN:
+        con.execute(statement)
 
 
 def _build(path: Path, statements: list[str]) -> None:
@@ -495,8 +545,19 @@ def _build(path: Path, statements: list[str]) -> None:
     os.replace(tmp, path)  # readers only ever see a complete file
 
 
+class OutsideAnalytics(QueryError):
+    """A query that reaches past the views: another file, the network, an extension, a setting."""
+
+
+_EXPLAIN = re.compile(r"\s*EXPLAIN\s+(?:ANALY[SZ]E\s+)?", re.IGNORECASE)
+
+
 def check_read_only(sql: str) -> None:
-    """Refuse anything but reading, with a message that says so."""
+    """Refuse anything but reading, with a message that says so.
+
+    `EXPLAIN ANALYZE` runs the statement it explains, so that statement is checked too
+    (`EXPLAIN ANALYZE COPY ... TO` wrote a file and `EXPLAIN ANALYZE SET` changed a setting).
+    """
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -505,6 +566,8 @@ def check_read_only(sql: str) -> None:
         raise QueryError("empty query: give a SELECT over frames, sessions, calls, faults, ...")
     for statement in statements:
         kind = statement.type.name
+        if kind == "EXPLAIN":
+            kind = _explained_kind(statement.query)
         if kind not in ALLOWED:
             raise ReadOnlyViolation(
                 f"refused: {kind} statements are not allowed; the analytics are read-only "
@@ -512,18 +575,52 @@ def check_read_only(sql: str) -> None:
             )
 
 
+def _explained_kind(text: str) -> str:
+    """The kind of statement an EXPLAIN explains ('EXPLAIN ...' when it cannot be told)."""
+    match = _EXPLAIN.match(text)
+    if match is None:
+        return "EXPLAIN"
+    rest = text[match.end() :]
+    candidates = [rest]
+    if rest.lstrip().startswith("(") and ")" in rest:  # EXPLAIN (FORMAT json) SELECT ...
+        candidates.append(rest[rest.index(")") + 1 :])
+    for candidate in candidates:
+        try:
+            inner = duckdb.extract_statements(candidate)
+        except duckdb.Error:
+            continue
+        if len(inner) == 1:
+            return inner[0].type.name
+    return "EXPLAIN (of a statement that cannot be read)"
+
+
+def query_error(exc: duckdb.Error) -> QueryError:
+    """DuckDB's error for a query as ours, on one line, saying why a guard refused it."""
+    message = _first_line(exc)
+    if "read-only" in message:
+        return ReadOnlyViolation(f"refused: {message}")
+    if (
+        isinstance(exc, duckdb.PermissionException)
+        or "disabled by configuration" in message
+        or "disabled through configuration" in message
+        or "configuration has been locked" in message
+    ):
+        return OutsideAnalytics(
+            f"refused: {message} (blackbox sql reads the analytics views only: no other file, "
+            "no network, no extension, no settings)"
+        )
+    return QueryError(message)
+
+
 def query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run one read-only query: (column names, rows)."""
+    """Run one read-only query, whole: (column names, rows). `analytics.sql` streams instead."""
     check_read_only(sql)
     try:
         cursor = con.execute(sql)
         columns = [d[0] for d in cursor.description or []]
         rows = cursor.fetchall()
     except duckdb.Error as exc:
-        message = _first_line(exc)
-        if "read-only" in message:
-            raise ReadOnlyViolation(f"refused: {message}") from None
-        raise QueryError(message) from None
+        raise query_error(exc) from None
     return columns, rows
 
 

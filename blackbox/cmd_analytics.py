@@ -11,10 +11,16 @@ import click
 from analytics.doctor import SLOW_S, doctor, render_text
 from analytics.html import render as render_html
 from analytics.reports import GROUPS, KINDS, Filters, run_report
-from analytics.sql import run_sql
+from analytics.sql import QueryCancelled, start_sql
 from blackbox import config
-from blackbox.options import format_option, moment_ns, open_configured_store, store_option
-from blackbox.output import refresh_progress, render, render_report
+from blackbox.options import (
+    Duration,
+    format_option,
+    moment_ns,
+    open_configured_store,
+    store_option,
+)
+from blackbox.output import refresh_progress, render_report, render_stream
 from recorder.errors import BlackboxError
 from recorder.store import EventStore
 
@@ -96,12 +102,19 @@ def report(
     click.echo(render_report(result, fmt))
 
 
-def _print_rows(columns: list[str], rows: list[tuple], fmt: str) -> None:
-    dicts = [dict(zip(columns, row, strict=True)) for row in rows]
-    click.echo(render(dicts, fmt, columns))
+def _run_and_print(store: EventStore, text: str, fmt: str, timeout_s: float | None) -> None:
+    """Run one query and print its rows as they come. Ctrl-C stops it (`QueryCancelled`)."""
+    try:
+        with start_sql(
+            store, config.analytics_dir(), text, progress=refresh_progress, timeout_s=timeout_s
+        ) as running:
+            for chunk in render_stream(running.columns, running, fmt):
+                click.echo(chunk, nl=False)
+    except KeyboardInterrupt:
+        raise QueryCancelled("query cancelled (Ctrl-C)") from None
 
 
-def _interactive(store: EventStore, fmt: str) -> None:
+def _interactive(store: EventStore, fmt: str, timeout_s: float | None) -> None:
     """Read statements ending in ';' (or a blank line) until EOF or .quit."""
     tty = sys.stdin.isatty()
     if tty:
@@ -109,7 +122,8 @@ def _interactive(store: EventStore, fmt: str) -> None:
 
         click.echo(
             "blackbox sql: DuckDB over frames, messages, sessions, calls, faults, decisions "
-            "(read-only). End a query with ';'. .tables lists the views, .quit leaves.",
+            "(read-only). End a query with ';'; Ctrl-C stops a running one. .tables lists the "
+            "views, .quit leaves.",
             err=True,
         )
     buffer: list[str] = []
@@ -134,35 +148,47 @@ def _interactive(store: EventStore, fmt: str) -> None:
             continue
         buffer = []
         try:
-            columns, rows = run_sql(store, config.analytics_dir(), text, progress=refresh_progress)
+            _run_and_print(store, text, fmt, timeout_s)
         except BlackboxError as exc:
             click.echo(f"blackbox: {exc}", err=True)
-            continue
-        _print_rows(columns, rows, fmt)
 
 
 @click.command()
 @click.argument("query", required=False)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=Duration(),
+    metavar="DURATION",
+    help="Stop a query that runs longer than this (30s, 2m, 500ms; a plain number is seconds).",
+)
 @store_option
 @format_option(("table", "csv", "json", "jsonl", "markdown"))
-def sql(query: str | None, store_url: str | None, fmt: str) -> None:
+def sql(query: str | None, timeout_s: float | None, store_url: str | None, fmt: str) -> None:
     """Run DuckDB SQL over the analytics views (read-only); without QUERY, a prompt.
 
     Views: frames, messages, sessions, calls, faults, decisions (columns in
-    docs/analytics.md). Statements that write are refused.
+    docs/analytics.md). Queries read these views and nothing else: statements that
+    write, other files, URLs, extensions and settings are refused (exit status 2).
+    Rows print as they are produced; Ctrl-C stops a running query (exit status 130
+    here, back to the prompt in the prompt).
 
     \b
     Example:
       blackbox sql "SELECT tool, count(*) FROM calls WHERE outcome <> 'ok' GROUP BY 1"
       blackbox sql "SELECT * FROM faults ORDER BY time DESC LIMIT 5" --format json
+      blackbox sql "SELECT * FROM frames" --format jsonl --timeout 30s > frames.jsonl
       blackbox sql            # interactive: end each query with ';'
     """
     store = open_configured_store(store_url)
     if query is None:
-        _interactive(store, fmt)
+        _interactive(store, fmt, timeout_s)
         return
-    columns, rows = run_sql(store, config.analytics_dir(), query, progress=refresh_progress)
-    _print_rows(columns, rows, fmt)
+    try:
+        _run_and_print(store, query, fmt, timeout_s)
+    except QueryCancelled as exc:
+        click.echo(f"blackbox: {exc}", err=True)
+        sys.exit(130)
 
 
 @click.command(name="doctor")

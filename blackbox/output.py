@@ -11,8 +11,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -72,17 +73,76 @@ def _table(rows: Sequence[dict], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _md_cell(value: object) -> str:
+    return _cell(value).replace("|", "\\|").replace("\n", " ")
+
+
 def markdown(rows: Sequence[dict], columns: Sequence[str]) -> str:
     """Rows as a GitHub-flavoured markdown table (pipes escaped, newlines folded)."""
     if not rows:
         return "(no rows)"
-
-    def cell(value: object) -> str:
-        return _cell(value).replace("|", "\\|").replace("\n", " ")
-
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(r.get(c)) for c in columns) + " |" for r in rows]
+    lines += ["| " + " | ".join(_md_cell(r.get(c)) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def render_stream(
+    columns: Sequence[str], batches: Iterable[Sequence[tuple]], fmt: str
+) -> Iterator[str]:
+    """Rows that arrive in batches, rendered as they arrive: text chunks whose concatenation is
+    `render(all rows, fmt, columns)` and a newline. Nothing but the current batch is held, so a
+    result of any size prints in bounded memory. A table sizes its columns on the first batch and
+    widens them when a later row needs it (from that row on)."""
+    cols = list(columns)
+    widths: list[int] | None = None
+    started = False
+    for batch in batches:
+        if not batch:
+            continue
+        if fmt == "table":
+            cells = [[_cell(v) for v in row] for row in batch]
+            head = []
+            if widths is None:
+                widths = [len(c) for c in cols]
+            widths = [max(w, *(len(r[i]) for r in cells)) for i, w in enumerate(widths)]
+            if not started:
+                head = [
+                    "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip(),
+                    "  ".join("-" * w for w in widths),
+                ]
+            body = [
+                "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+                for r in cells
+            ]
+            yield "\n".join(head + body) + "\n"
+        elif fmt == "csv":
+            buf = io.StringIO()
+            writer = csv.writer(buf, lineterminator="\n")
+            if not started:
+                writer.writerow(cols)
+            writer.writerows(batch)
+            yield buf.getvalue()
+        elif fmt == "markdown":
+            lines = [] if started else ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in batch]
+            yield "\n".join(lines) + "\n"
+        elif fmt == "jsonl":
+            yield "".join(
+                json.dumps(dict(zip(cols, row, strict=True)), default=str) + "\n" for row in batch
+            )
+        else:  # json: one array, its items indented as json.dumps(rows, indent=2) does
+            items = ",\n".join(
+                textwrap.indent(
+                    json.dumps(dict(zip(cols, row, strict=True)), indent=2, default=str), "  "
+                )
+                for row in batch
+            )
+            yield ("," if started else "[") + "\n" + items
+        started = True
+    if not started:
+        yield render([], fmt, cols) + "\n"
+    elif fmt == "json":
+        yield "\n]\n"
 
 
 def render_report(report: Report, fmt: str) -> str:
