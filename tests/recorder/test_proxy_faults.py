@@ -16,19 +16,10 @@ import pytest
 
 from recorder.journal import JournalError
 from recorder.taps.http_headers import fingerprint
-from tests.recorder.http_servers.fault_server import FaultServer
+from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer
 from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, free_port, of_kind
 
 pytestmark = pytest.mark.timeout(60)
-
-CALL = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","arguments":{}}}'
-JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-@pytest.fixture(scope="module")
-def faulty() -> FaultServer:
-    with FaultServer() as server:
-        yield server
 
 
 def _faults(proxy: RecordingProxy) -> list[dict]:

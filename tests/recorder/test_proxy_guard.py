@@ -20,19 +20,10 @@ from blackbox.cli import main
 from recorder.store import open_store
 from recorder.taps.http_exchange import ProxyError, ProxySettings
 from recorder.taps.http_headers import HostGuard, fingerprint, recorded_target
-from tests.recorder.http_servers.fault_server import FaultServer
+from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer
 from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, of_kind, sdk_server
 
 pytestmark = pytest.mark.timeout(90)
-
-CALL = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","arguments":{}}}'
-JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-@pytest.fixture(scope="module")
-def faulty() -> FaultServer:
-    with FaultServer() as server:
-        yield server
 
 
 def _port(proxy: RecordingProxy) -> int:

@@ -203,3 +203,8 @@ class FaultServer:
             return True
         writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
         return True
+
+
+# What the fault tests send through the proxy: a plain tools/call and the headers an SDK sends.
+CALL = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","arguments":{}}}'
+JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}

@@ -1,0 +1,16 @@
+"""Fixtures the recorder's tests share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.recorder.http_servers.fault_server import FaultServer
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Iterator[FaultServer]:
+    """A deliberately misbehaving HTTP server, one per test module."""
+    with FaultServer() as server:
+        yield server
