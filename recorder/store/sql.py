@@ -22,6 +22,7 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from recorder import chain
+from recorder import events as record_docs
 from recorder.errors import (
     AmbiguousSession,
     AppendRefused,
@@ -35,15 +36,17 @@ from recorder.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
+from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
 from recorder.store import migrate, normalise_url
 from recorder.store.projection import (
     ERA,
     INSERT_COLUMNS,
     KIND,
     WALL_NS,
+    derive,
     events_row,
     project,
+    replayed,
     session_info,
 )
 from recorder.store.schema import events, holds, retention_grants, sessions
@@ -391,11 +394,168 @@ class SqlEventStore(ABC):
         for sid, sealed_count in targets:
             summary = self._intact_chain_summary(sid)
             if summary is not None:
-                findings.extend(chain.check_seal(sid, summary, sealed_count, False))
+                found = chain.check_seal(sid, summary, sealed_count, False)
             else:
                 rows = list(self._stream_chain_records(sid))  # broken: read whole, diagnose
-                findings.extend(chain.verify_session(sid, rows, sealed_count))
+                found = chain.verify_session(sid, rows, sealed_count)
+            # A session whose chain is broken is reported as such; its projection then differs
+            # from what is left of its records as a matter of course, and is not compared.
+            # A record the chain already names is not compared with its derived columns either.
+            named = {f.seq for f in found}
+            found.extend(
+                f
+                for f in self._derived_findings(sid, compare_projection=not found)
+                if f.seq not in named
+            )
+            findings.extend(found)
+        if session_id is None:
+            findings.extend(self._orphan_findings())
+            findings.extend(self._position_findings())
         return findings
+
+    def _derived_findings(
+        self, session_id: str, compare_projection: bool = True
+    ) -> list[chain.Finding]:
+        """What the chain does not cover, checked against the records it does: every record's
+        derived columns recomputed from its kind and raw bytes (`projection.derive`, as the
+        append computed them), and the session's `sessions` row recomputed from its records
+        (`projection.replayed`). One streaming pass over the session's records."""
+        findings: list[chain.Finding] = []
+        sql = (
+            f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM events "
+            f"WHERE session_id = {self.MARK} ORDER BY seq"
+        )
+        frame = str(Kind.FRAME)
+        others: list[tuple] = []
+        frames, first_era, first_wall, last = 0, None, None, None
+        with self._translated(), self.engine.connect() as conn:
+            driver = conn.connection.dbapi_connection
+            cursor = self._cursor(driver)
+            try:
+                cursor.execute(sql, (session_id,))
+                while chunk := cursor.fetchmany(2000):
+                    for row in chunk:
+                        seq, wall_ns, kind, raw, _hash, *stored = row
+                        raw = raw if type(raw) is bytes else chain.as_bytes(raw)
+                        expected = derive(kind, raw)
+                        if tuple(map(_stored_value, DERIVED, stored)) != expected:
+                            findings.extend(_derived_mismatch(session_id, seq, stored, expected))
+                        if kind == frame:
+                            frames += 1
+                            if first_era is None:
+                                first_era = expected[ERA_INDEX]
+                        else:
+                            others.append((seq, wall_ns, kind, raw))
+                        if first_wall is None:
+                            first_wall = wall_ns
+                        last = row
+            finally:
+                cursor.close()
+            current = conn.execute(
+                select(sessions).where(sessions.c.session_id == session_id)
+            ).first()
+        if current is None or last is None or not compare_projection:
+            return findings
+        expected_row = replayed(session_id, others, frames, first_era)
+        expected_row.update(last_seq=last[0], last_wall_ns=last[1], head_hash=bytes(last[4]))
+        for column, value in expected_row.items():
+            stored_value = getattr(current, column)
+            if isinstance(stored_value, memoryview):
+                stored_value = bytes(stored_value)
+            if stored_value != value:
+                findings.append(_projection_mismatch(session_id, column, stored_value, value))
+        starts = {first_wall} | {wall for _seq, wall, kind, _raw in others if kind == _STARTED}
+        if current.started_ns not in starts:
+            expected_start = next(
+                (wall for _seq, wall, kind, _raw in others if kind == _STARTED), first_wall
+            )
+            findings.append(
+                _projection_mismatch(session_id, "started_ns", current.started_ns, expected_start)
+            )
+        return findings
+
+    def _orphan_findings(self) -> list[chain.Finding]:
+        """Records whose session has no `sessions` row: the row was deleted, and with it what
+        `verify` would have checked the session by."""
+        with self._translated(), self.engine.connect() as conn:
+            orphans = (
+                conn.execute(
+                    select(events.c.session_id)
+                    .distinct()
+                    .where(
+                        ~select(sessions.c.session_id)
+                        .where(sessions.c.session_id == events.c.session_id)
+                        .exists()
+                    )
+                    .order_by(events.c.session_id)
+                )
+                .scalars()
+                .all()
+            )
+        return [
+            chain.Finding(sid, None, "projection", "the session's records have no sessions row")
+            for sid in orphans
+        ]
+
+    # Whether a gap in `position` is evidence of removed records on this backend (SQLite: yes,
+    # a rolled-back insert gives its rowids back; PostgreSQL: no, see `PostgresEventStore`).
+    GAPS_ARE_EVIDENCE = True
+
+    def _position_findings(self) -> list[chain.Finding]:
+        """Records removed without a recorded reason: positions missing from the log beyond what
+        the `retention_applied` records say retention removed."""
+        if not self.GAPS_ARE_EVIDENCE:
+            return []
+        with self._translated(), self.engine.connect() as conn:
+            count, top = conn.execute(
+                select(func.count(), func.coalesce(func.max(events.c.position), 0))
+            ).one()
+            missing = top - count
+            if missing <= 0:
+                return []
+            explained = 0
+            for (raw,) in conn.execute(
+                select(events.c.raw).where(events.c.kind == str(Kind.RETENTION_APPLIED))
+            ):
+                doc = record_docs.decode_as(record_docs.RetentionApplied, bytes(raw))
+                if doc is not None and isinstance(doc.records_removed, int):
+                    explained += doc.records_removed
+            # Records missing from inside a session that still has its row are the chain's
+            # findings (missing, truncated) already.
+            listed = conn.execute(
+                select(func.coalesce(func.sum(sessions.c.last_seq), 0))
+            ).scalar_one()
+            present = conn.execute(
+                select(func.count())
+                .select_from(events)
+                .where(
+                    select(sessions.c.session_id)
+                    .where(sessions.c.session_id == events.c.session_id)
+                    .exists()
+                )
+            ).scalar_one()
+            explained += max(0, listed - present)
+            if missing <= explained:
+                return []
+            gaps = conn.exec_driver_sql(
+                "SELECT position, next FROM (SELECT position, "
+                "lead(position) OVER (ORDER BY position) AS next FROM events) AS runs "
+                "WHERE next > position + 1 ORDER BY position LIMIT 3"
+            ).all()
+            first = conn.execute(select(func.min(events.c.position))).scalar_one()
+        spans = ([f"1-{first - 1}"] if first > 1 else []) + [
+            f"{low + 1}-{high - 1}" if high - low > 2 else f"{low + 1}" for low, high in gaps
+        ]
+        return [
+            chain.Finding(
+                "-",
+                None,
+                "removed",
+                f"{missing} log position(s) missing (first: {', '.join(spans[:3])}); "
+                f"retention_applied records and the sessions' own gaps account for {explained}: "
+                "records were deleted outside retention",
+            )
+        ]
 
     def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:  # type: ignore[type-arg]
         # Stream in chunks so a long session is checked in bounded memory, and the same buffers
@@ -491,6 +651,47 @@ class SqlEventStore(ABC):
 # StoredEvent's fields in order: the log position, then what was inserted.
 _EVENT_COLUMNS = [events.c.position, *(events.c[name] for name in INSERT_COLUMNS)]
 _CHAIN_COLUMNS = ", ".join(chain.ChainRecord._fields)
+
+ERA_INDEX = DERIVED.index("era")
+_STARTED = str(Kind.SESSION_STARTED)
+
+
+def _stored_value(column: str, value: object) -> object:
+    """A stored derived value as `derive` gives it: SQLite keeps a boolean as 0 or 1."""
+    if column == "is_error" and value is not None and value in (0, 1):
+        return bool(value)
+    return value
+
+
+def _derived_mismatch(
+    session_id: str, seq: int, stored: Sequence, expected: Sequence
+) -> list[chain.Finding]:  # type: ignore[type-arg]
+    return [
+        chain.Finding(
+            session_id,
+            seq,
+            "derived",
+            f"{column}: stored {have!r}, its raw bytes say {want!r}",
+        )
+        for column, have, want in zip(DERIVED, stored, expected, strict=True)
+        if _stored_value(column, have) != want
+    ]
+
+
+def _projection_mismatch(
+    session_id: str, column: str, stored: object, expected: object
+) -> chain.Finding:
+    if isinstance(stored, bytes):
+        stored = stored.hex()
+    if isinstance(expected, bytes):
+        expected = expected.hex()
+    return chain.Finding(
+        session_id,
+        None,
+        "projection",
+        f"sessions.{column}: stored {stored!r}, the session's records say {expected!r}",
+    )
+
 
 # A session this long is verified as runs on several cores; below it, starting the extra
 # processes or connections costs more than they save.
