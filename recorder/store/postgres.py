@@ -55,6 +55,11 @@ class PostgresEventStore(SqlEventStore):
         # A named (server-side) cursor streams; a plain one would fetch the whole result first.
         return driver.cursor(name="read_log_rows")
 
+    def _bytes_cursor(self, driver):  # type: ignore[no-untyped-def]
+        # Server-side, and in binary: bytea as text is hex, twice the bytes on the wire and a
+        # decode per row (the derived-column check read raw bytes 2x slower that way).
+        return driver.cursor(name="verify_records", binary=True)
+
     def _check_runs(self, session_id: str, runs: list[tuple[int, int]]) -> tuple[bool, int | None]:
         """Each run checked by the server on a connection of its own, so an intact run costs one
         aggregate row on the wire rather than all its raw bytes."""

@@ -14,6 +14,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from sqlalchemy import delete, func, insert, select, update
@@ -36,6 +37,7 @@ from recorder.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
+from recorder.jsonrpc import classify
 from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
 from recorder.store import migrate, normalise_url
 from recorder.store.projection import (
@@ -146,6 +148,10 @@ class SqlEventStore(ABC):
     def _cursor(self, driver):  # type: ignore[no-untyped-def]
         """A driver cursor that streams a large result as it is fetched."""
         return driver.cursor()
+
+    def _bytes_cursor(self, driver):  # type: ignore[no-untyped-def]
+        """A driver cursor that streams a result holding raw bytes, the cheapest way."""
+        return self._cursor(driver)
 
     @abstractmethod
     def _check_runs(self, session_id: str, runs: list[tuple[int, int]]) -> tuple[bool, int | None]:
@@ -391,71 +397,82 @@ class SqlEventStore(ABC):
         if session_id is not None and not targets:
             raise SessionNotFound(f"no session {session_id}")
         findings: list[chain.Finding] = []
-        for sid, sealed_count in targets:
-            summary = self._intact_chain_summary(sid)
-            if summary is not None:
-                found = chain.check_seal(sid, summary, sealed_count, False)
-            else:
-                rows = list(self._stream_chain_records(sid))  # broken: read whole, diagnose
-                found = chain.verify_session(sid, rows, sealed_count)
-            # A session whose chain is broken is reported as such; its projection then differs
-            # from what is left of its records as a matter of course, and is not compared.
-            # A record the chain already names is not compared with its derived columns either.
-            named = {f.seq for f in found}
-            found.extend(
-                f
-                for f in self._derived_findings(sid, compare_projection=not found)
-                if f.seq not in named
-            )
-            findings.extend(found)
+        # Each session's records are re-derived on a thread while its chain is checked: on
+        # PostgreSQL the chain check is the server's work, so the two overlap.
+        with ThreadPoolExecutor(1) as pool:
+            for sid, sealed_count in targets:
+                rederived = pool.submit(self._rederived_findings, sid)
+                summary = self._intact_chain_summary(sid)
+                if summary is not None:
+                    found = chain.check_seal(sid, summary, sealed_count, False)
+                else:
+                    rows = list(self._stream_chain_records(sid))  # broken: read whole, diagnose
+                    found = chain.verify_session(sid, rows, sealed_count)
+                derived, projection = rederived.result()
+                # A record the chain already names is not compared with its derived columns;
+                # a session whose chain is broken is reported as such, and its projection,
+                # which then differs from what is left of its records, is not compared.
+                named = {f.seq for f in found}
+                findings.extend(found)
+                findings.extend(f for f in derived if f.seq not in named)
+                if not found:
+                    findings.extend(projection)
         if session_id is None:
             findings.extend(self._orphan_findings())
             findings.extend(self._position_findings())
         return findings
 
-    def _derived_findings(
-        self, session_id: str, compare_projection: bool = True
-    ) -> list[chain.Finding]:
+    def _rederived_findings(
+        self, session_id: str
+    ) -> tuple[list[chain.Finding], list[chain.Finding]]:
         """What the chain does not cover, checked against the records it does: every record's
         derived columns recomputed from its kind and raw bytes (`projection.derive`, as the
         append computed them), and the session's `sessions` row recomputed from its records
-        (`projection.replayed`). One streaming pass over the session's records."""
+        (`projection.replayed`). One streaming pass over the session's records; returns the
+        records' findings and the projection's."""
         findings: list[chain.Finding] = []
+        mismatches: list[chain.Finding] = []
         sql = (
             f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM events "
             f"WHERE session_id = {self.MARK} ORDER BY seq"
         )
-        frame = str(Kind.FRAME)
+        frame, n_derived = str(Kind.FRAME), len(DERIVED)
         others: list[tuple] = []
         frames, first_era, first_wall, last = 0, None, None, None
         with self._translated(), self.engine.connect() as conn:
             driver = conn.connection.dbapi_connection
-            cursor = self._cursor(driver)
+            cursor = self._bytes_cursor(driver)
             try:
                 cursor.execute(sql, (session_id,))
+                # The hot loop: a frame costs one classify and one tuple comparison (True == 1,
+                # so SQLite's 0/1 booleans compare equal); only a mismatch is looked at closely.
                 while chunk := cursor.fetchmany(2000):
+                    if first_wall is None:
+                        first_wall = chunk[0][1]
                     for row in chunk:
-                        seq, wall_ns, kind, raw, _hash, *stored = row
-                        raw = raw if type(raw) is bytes else chain.as_bytes(raw)
-                        expected = derive(kind, raw)
-                        if tuple(map(_stored_value, DERIVED, stored)) != expected:
-                            findings.extend(_derived_mismatch(session_id, seq, stored, expected))
+                        kind, raw = row[2], row[3]
+                        if type(raw) is not bytes:
+                            raw = chain.as_bytes(raw)
                         if kind == frame:
+                            expected = classify(raw)[:n_derived]
                             frames += 1
                             if first_era is None:
                                 first_era = expected[ERA_INDEX]
                         else:
-                            others.append((seq, wall_ns, kind, raw))
-                        if first_wall is None:
-                            first_wall = wall_ns
-                        last = row
+                            expected = derive(kind, raw)
+                            others.append((row[0], row[1], kind, raw))
+                        if row[5:] != expected:
+                            findings.extend(
+                                _derived_mismatch(session_id, row[0], row[5:], expected)
+                            )
+                    last = chunk[-1]
             finally:
                 cursor.close()
             current = conn.execute(
                 select(sessions).where(sessions.c.session_id == session_id)
             ).first()
-        if current is None or last is None or not compare_projection:
-            return findings
+        if current is None or last is None:
+            return findings, mismatches
         expected_row = replayed(session_id, others, frames, first_era)
         expected_row.update(last_seq=last[0], last_wall_ns=last[1], head_hash=bytes(last[4]))
         for column, value in expected_row.items():
@@ -463,16 +480,16 @@ class SqlEventStore(ABC):
             if isinstance(stored_value, memoryview):
                 stored_value = bytes(stored_value)
             if stored_value != value:
-                findings.append(_projection_mismatch(session_id, column, stored_value, value))
+                mismatches.append(_projection_mismatch(session_id, column, stored_value, value))
         starts = {first_wall} | {wall for _seq, wall, kind, _raw in others if kind == _STARTED}
         if current.started_ns not in starts:
             expected_start = next(
                 (wall for _seq, wall, kind, _raw in others if kind == _STARTED), first_wall
             )
-            findings.append(
+            mismatches.append(
                 _projection_mismatch(session_id, "started_ns", current.started_ns, expected_start)
             )
-        return findings
+        return findings, mismatches
 
     def _orphan_findings(self) -> list[chain.Finding]:
         """Records whose session has no `sessions` row: the row was deleted, and with it what
