@@ -446,7 +446,7 @@ class SqlEventStore(ABC):
                 cursor.execute(sql, (session_id,))
                 # The hot loop: a frame costs one classify and one tuple comparison (True == 1,
                 # so SQLite's 0/1 booleans compare equal); only a mismatch is looked at closely.
-                while chunk := cursor.fetchmany(2000):
+                for chunk in _prefetched(cursor, 2000):
                     if first_wall is None:
                         first_wall = chunk[0][1]
                     for row in chunk:
@@ -671,6 +671,17 @@ _CHAIN_COLUMNS = ", ".join(chain.ChainRecord._fields)
 
 ERA_INDEX = DERIVED.index("era")
 _STARTED = str(Kind.SESSION_STARTED)
+
+
+def _prefetched(cursor, size: int) -> Iterator[list]:  # type: ignore[no-untyped-def,type-arg]
+    """`cursor.fetchmany(size)` batches, the next fetched on a thread while the caller works on
+    the current one: the database reads while Python re-derives (the driver waits without the
+    GIL)."""
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(cursor.fetchmany, size)
+        while chunk := pending.result():
+            pending = pool.submit(cursor.fetchmany, size)
+            yield chunk
 
 
 def _stored_value(column: str, value: object) -> object:
