@@ -7,6 +7,8 @@ append-only triggers dropped (`tamper`), then `verify` must name what changed.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
@@ -174,3 +176,38 @@ def test_a_failed_append_leaves_a_gap_in_positions_on_postgresql_that_is_not_a_f
     assert positions != list(range(1, len(positions) + 1))  # the gap is there
     assert store.verify() == []
     store.close()
+
+
+def test_an_edited_chain_head_in_the_sessions_row_is_named(two_sessions):
+    """The next append links from `sessions.head_hash`: a forged head would fork the chain."""
+    store, url, sid, _other = two_sessions
+    tamper(
+        url,
+        (
+            "UPDATE sessions SET head_hash = :h WHERE session_id = :sid",
+            {"h": b"\1" * 32, "sid": sid},
+        ),
+    )
+    [(seq, problem, detail)] = found(store, sid)
+    assert (seq, problem) == (None, "projection")
+    assert detail.startswith(f"sessions.head_hash: stored '{'01' * 32}'")
+
+
+def test_the_verify_command_reports_a_derived_edit_and_exits_1(two_sessions):
+    _store, url, sid, _other = two_sessions
+    tamper(url, ("UPDATE events SET tool = 'rm' WHERE session_id = :sid AND seq = 4", {"sid": sid}))
+    result = CliRunner().invoke(main, ["verify", "--store", url, "--format", "json"])
+    assert result.exit_code == 1
+    assert json.loads(result.output)["findings"] == [
+        {
+            "session_id": sid,
+            "seq": 4,
+            "problem": "derived",
+            "detail": "tool: stored 'rm', its raw bytes say 'get_current_time'",
+        }
+    ]
+    text_out = CliRunner().invoke(main, ["verify", "--store", url])
+    assert (
+        text_out.output
+        == f"{sid} seq 4: derived: tool: stored 'rm', its raw bytes say 'get_current_time'\n"
+    )
