@@ -474,7 +474,9 @@ class SqlEventStore(ABC):
         if current is None or last is None:
             return findings, mismatches
         expected_row = replayed(session_id, others, frames, first_era)
-        expected_row.update(last_seq=last[0], last_wall_ns=last[1], head_hash=bytes(last[4]))
+        expected_row.update(
+            last_seq=last[0], last_wall_ns=last[1], head_hash=chain.as_bytes(last[4])
+        )
         for column, value in expected_row.items():
             stored_value = getattr(current, column)
             if isinstance(stored_value, memoryview):

@@ -211,3 +211,22 @@ def test_the_verify_command_reports_a_derived_edit_and_exits_1(two_sessions):
         text_out.output
         == f"{sid} seq 4: derived: tool: stored 'rm', its raw bytes say 'get_current_time'\n"
     )
+
+
+def test_a_hash_of_another_type_is_named_not_a_crash(sqlite_url):
+    """SQLite keeps any value in any column: a hash rewritten as text is a chain finding, and
+    re-deriving the session's records does not stop on it."""
+    store = open_store(sqlite_url)
+    evs = session_events(calls=2)
+    store.append(evs)
+    sid = evs[0].session_id
+    last = store.head(sid)[0]
+    tamper(
+        sqlite_url,
+        (
+            "UPDATE events SET hash = 'x' WHERE session_id = :sid AND seq = :seq",
+            {"sid": sid, "seq": last},
+        ),
+    )
+    assert [(f.seq, f.problem) for f in store.verify(sid)] == [(last, "modified")]
+    store.close()
