@@ -39,7 +39,7 @@ from recorder.errors import (
 )
 from recorder.jsonrpc import classify
 from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import migrate, normalise_url
+from recorder.store import audit, migrate, normalise_url
 from recorder.store.projection import (
     ERA,
     INSERT_COLUMNS,
@@ -446,7 +446,7 @@ class SqlEventStore(ABC):
                 cursor.execute(sql, (session_id,))
                 # The hot loop: a frame costs one classify and one tuple comparison (True == 1,
                 # so SQLite's 0/1 booleans compare equal); only a mismatch is looked at closely.
-                for chunk in _prefetched(cursor, 2000):
+                for chunk in audit.prefetched(cursor, 2000):
                     if first_wall is None:
                         first_wall = chunk[0][1]
                     for row in chunk:
@@ -457,13 +457,13 @@ class SqlEventStore(ABC):
                             expected = classify(raw)[:n_derived]
                             frames += 1
                             if first_era is None:
-                                first_era = expected[ERA_INDEX]
+                                first_era = expected[audit.ERA_INDEX]
                         else:
                             expected = derive(kind, raw)
                             others.append((row[0], row[1], kind, raw))
                         if row[5:] != expected:
                             findings.extend(
-                                _derived_mismatch(session_id, row[0], row[5:], expected)
+                                audit.derived_mismatch(session_id, row[0], row[5:], expected)
                             )
                     last = chunk[-1]
             finally:
@@ -482,14 +482,18 @@ class SqlEventStore(ABC):
             if isinstance(stored_value, memoryview):
                 stored_value = bytes(stored_value)
             if stored_value != value:
-                mismatches.append(_projection_mismatch(session_id, column, stored_value, value))
-        starts = {first_wall} | {wall for _seq, wall, kind, _raw in others if kind == _STARTED}
+                mismatches.append(
+                    audit.projection_mismatch(session_id, column, stored_value, value)
+                )
+        starts = {first_wall} | {wall for _seq, wall, kind, _raw in others if kind == audit.STARTED}
         if current.started_ns not in starts:
             expected_start = next(
-                (wall for _seq, wall, kind, _raw in others if kind == _STARTED), first_wall
+                (wall for _seq, wall, kind, _raw in others if kind == audit.STARTED), first_wall
             )
             mismatches.append(
-                _projection_mismatch(session_id, "started_ns", current.started_ns, expected_start)
+                audit.projection_mismatch(
+                    session_id, "started_ns", current.started_ns, expected_start
+                )
             )
         return findings, mismatches
 
@@ -670,58 +674,6 @@ class SqlEventStore(ABC):
 # StoredEvent's fields in order: the log position, then what was inserted.
 _EVENT_COLUMNS = [events.c.position, *(events.c[name] for name in INSERT_COLUMNS)]
 _CHAIN_COLUMNS = ", ".join(chain.ChainRecord._fields)
-
-ERA_INDEX = DERIVED.index("era")
-_STARTED = str(Kind.SESSION_STARTED)
-
-
-def _prefetched(cursor, size: int) -> Iterator[list]:  # type: ignore[no-untyped-def,type-arg]
-    """`cursor.fetchmany(size)` batches, the next fetched on a thread while the caller works on
-    the current one: the database reads while Python re-derives (the driver waits without the
-    GIL)."""
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(cursor.fetchmany, size)
-        while chunk := pending.result():
-            pending = pool.submit(cursor.fetchmany, size)
-            yield chunk
-
-
-def _stored_value(column: str, value: object) -> object:
-    """A stored derived value as `derive` gives it: SQLite keeps a boolean as 0 or 1."""
-    if column == "is_error" and value is not None and value in (0, 1):
-        return bool(value)
-    return value
-
-
-def _derived_mismatch(
-    session_id: str, seq: int, stored: Sequence, expected: Sequence
-) -> list[chain.Finding]:  # type: ignore[type-arg]
-    return [
-        chain.Finding(
-            session_id,
-            seq,
-            "derived",
-            f"{column}: stored {have!r}, its raw bytes say {want!r}",
-        )
-        for column, have, want in zip(DERIVED, stored, expected, strict=True)
-        if _stored_value(column, have) != want
-    ]
-
-
-def _projection_mismatch(
-    session_id: str, column: str, stored: object, expected: object
-) -> chain.Finding:
-    if isinstance(stored, bytes):
-        stored = stored.hex()
-    if isinstance(expected, bytes):
-        expected = expected.hex()
-    return chain.Finding(
-        session_id,
-        None,
-        "projection",
-        f"sessions.{column}: stored {stored!r}, the session's records say {expected!r}",
-    )
-
 
 # A session this long is verified as runs on several cores; below it, starting the extra
 # processes or connections costs more than they save.
