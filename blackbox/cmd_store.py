@@ -62,7 +62,10 @@ def verify(session: str | None, store_url: str | None, fmt: str) -> None:
     """Check the hash chains: exit 0 when intact, 1 with each finding otherwise.
 
     Findings name the session, the seq and what happened: modified, missing, inserted,
-    reordered or truncated. Without SESSION every session is checked.
+    reordered or truncated (the chain); derived (a column computed from a record's raw bytes
+    differs from them); projection (the session's `sessions` row differs from its records).
+    Without SESSION every session is checked, and records removed outside retention are
+    reported as `log: removed` (SQLite; see docs/compliance.md).
 
     \b
     Example:
@@ -79,7 +82,9 @@ def verify(session: str | None, store_url: str | None, fmt: str) -> None:
         click.echo(json.dumps(doc, indent=2))
     elif findings:
         for f in findings:
-            click.echo(f"{f.session_id} seq {f.seq}: {f.problem}: {f.detail}")
+            where = "log" if f.session_id == "-" else f.session_id
+            at = "" if f.seq is None else f" seq {f.seq}"
+            click.echo(f"{where}{at}: {f.problem}: {f.detail}")
     else:
         click.echo(f"intact: {checked} session(s) verified")
     sys.exit(1 if findings else 0)

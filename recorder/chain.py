@@ -313,8 +313,8 @@ def _as_stored_types(rec: ChainRecord) -> ChainRecord:
     ):
         return rec
     return rec._replace(
-        raw=_as_bytes(rec.raw),
-        hash=_as_bytes(rec.hash),
+        raw=as_bytes(rec.raw),
+        hash=as_bytes(rec.hash),
         seq=_as_int64(rec.seq),
         wall_ns=_as_int64(rec.wall_ns),
         mono_ns=_as_int64(rec.mono_ns),
@@ -324,7 +324,7 @@ def _as_stored_types(rec: ChainRecord) -> ChainRecord:
     )
 
 
-def _as_bytes(value: object) -> bytes:
+def as_bytes(value: object) -> bytes:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value)
     if value is None:

@@ -25,12 +25,16 @@ DERIVED_FIELDS = len(DERIVED)
 def events_row(ev: NewEvent, digest: bytes) -> tuple:
     """An events row in INSERT_COLUMNS order, derived fields computed from the raw bytes."""
     head = (ev.session_id, ev.seq, ev.wall_ns, ev.mono_ns, str(ev.kind), str(ev.direction))
-    if ev.kind == Kind.FRAME:
-        derived = classify(ev.raw)[:DERIVED_FIELDS]
-    else:
-        method, tool, era = events.derived_fields(ev.raw)
-        derived = (None, method, None, None, tool, None, None, era)
-    return (*head, ev.raw, ev.raw_size, *derived, digest)
+    return (*head, ev.raw, ev.raw_size, *derive(ev.kind, ev.raw), digest)
+
+
+def derive(kind: str, raw: bytes) -> tuple:
+    """A record's derived columns (`DERIVED` order), computed from its kind and raw bytes: what
+    the append stores and what `verify` recomputes."""
+    if kind == Kind.FRAME:
+        return classify(raw)[:DERIVED_FIELDS]
+    method, tool, era = events.derived_fields(raw)
+    return (None, method, None, None, tool, None, None, era)
 
 
 PROJECTED = frozenset({Kind.SESSION_STARTED, Kind.ERA_DETECTED, Kind.SESSION_ENDED})
@@ -83,3 +87,47 @@ def session_info(row) -> SessionInfo:  # type: ignore[no-untyped-def]
         replay_of=row.replay_of,
         sealed=row.sealed_count is not None,
     )
+
+
+# The `sessions` columns that `verify` recomputes from a session's records.
+CHECKED_COLUMNS = (
+    "name",
+    "transport",
+    "command",
+    "replay_of",
+    "client_info",
+    "server_info",
+    "started_ns",
+    "ended_ns",
+    "outcome",
+    "era",
+    "frames",
+    "last_seq",
+    "last_wall_ns",
+    "head_hash",
+    "sealed_count",
+)
+
+
+def replayed(session_id: str, records: list[tuple], frames: int, first_frame_era) -> dict:  # type: ignore[no-untyped-def]
+    """The `sessions` columns the appends derived, recomputed from a session's records: `records`
+    are its non-frame records as (seq, wall_ns, kind, raw) in seq order, `frames` how many frames
+    it holds and `first_frame_era` the era of the first frame that names one. The seq, wall time
+    and hash of the last record are the caller's (they come from frames too).
+
+    `started_ns` is not fixed by the records alone (it is the `session_started` record's time,
+    or the first record's when that record arrived in a later append), so it is left out here."""
+    proj: dict = {}
+    ended_seq = None
+    for seq, wall_ns, kind, raw in records:
+        if kind == Kind.SESSION_SEALED:
+            if ended_seq is not None and seq == ended_seq + 1 and "sealed_count" not in proj:
+                proj["sealed_count"] = ended_seq  # the store's own seal, after session_ended
+            continue
+        if kind == Kind.SESSION_ENDED and ended_seq is None:
+            ended_seq = seq
+        project(proj, NewEvent(session_id, seq, wall_ns, 0, kind, "-", raw))
+    if not proj.pop("era_detected", False):
+        proj["era"] = first_frame_era
+    proj["frames"] = frames
+    return {column: proj.get(column) for column in CHECKED_COLUMNS if column != "started_ns"}

@@ -14,6 +14,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from sqlalchemy import delete, func, insert, select, update
@@ -22,6 +23,7 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from recorder import chain
+from recorder import events as record_docs
 from recorder.errors import (
     AmbiguousSession,
     AppendRefused,
@@ -35,15 +37,18 @@ from recorder.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import migrate, normalise_url
+from recorder.jsonrpc import classify
+from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
+from recorder.store import audit, migrate, normalise_url
 from recorder.store.projection import (
     ERA,
     INSERT_COLUMNS,
     KIND,
     WALL_NS,
+    derive,
     events_row,
     project,
+    replayed,
     session_info,
 )
 from recorder.store.schema import events, holds, retention_grants, sessions
@@ -143,6 +148,10 @@ class SqlEventStore(ABC):
     def _cursor(self, driver):  # type: ignore[no-untyped-def]
         """A driver cursor that streams a large result as it is fetched."""
         return driver.cursor()
+
+    def _bytes_cursor(self, driver):  # type: ignore[no-untyped-def]
+        """A driver cursor that streams a result holding raw bytes, the cheapest way."""
+        return self._cursor(driver)
 
     @abstractmethod
     def _check_runs(self, session_id: str, runs: list[tuple[int, int]]) -> tuple[bool, int | None]:
@@ -388,14 +397,188 @@ class SqlEventStore(ABC):
         if session_id is not None and not targets:
             raise SessionNotFound(f"no session {session_id}")
         findings: list[chain.Finding] = []
-        for sid, sealed_count in targets:
-            summary = self._intact_chain_summary(sid)
-            if summary is not None:
-                findings.extend(chain.check_seal(sid, summary, sealed_count, False))
-            else:
-                rows = list(self._stream_chain_records(sid))  # broken: read whole, diagnose
-                findings.extend(chain.verify_session(sid, rows, sealed_count))
+        # Each session's records are re-derived on a thread while its chain is checked: on
+        # PostgreSQL the chain check is the server's work, so the two overlap.
+        with ThreadPoolExecutor(1) as pool:
+            for sid, sealed_count in targets:
+                rederived = pool.submit(self._rederived_findings, sid)
+                summary = self._intact_chain_summary(sid)
+                if summary is not None:
+                    found = chain.check_seal(sid, summary, sealed_count, False)
+                else:
+                    rows = list(self._stream_chain_records(sid))  # broken: read whole, diagnose
+                    found = chain.verify_session(sid, rows, sealed_count)
+                derived, projection = rederived.result()
+                # A record the chain already names is not compared with its derived columns;
+                # a session whose chain is broken is reported as such, and its projection,
+                # which then differs from what is left of its records, is not compared.
+                named = {f.seq for f in found}
+                findings.extend(found)
+                findings.extend(f for f in derived if f.seq not in named)
+                if not found:
+                    findings.extend(projection)
+        if session_id is None:
+            findings.extend(self._orphan_findings())
+            findings.extend(self._position_findings())
         return findings
+
+    def _rederived_findings(
+        self, session_id: str
+    ) -> tuple[list[chain.Finding], list[chain.Finding]]:
+        """What the chain does not cover, checked against the records it does: every record's
+        derived columns recomputed from its kind and raw bytes (`projection.derive`, as the
+        append computed them), and the session's `sessions` row recomputed from its records
+        (`projection.replayed`). One streaming pass over the session's records; returns the
+        records' findings and the projection's."""
+        findings: list[chain.Finding] = []
+        mismatches: list[chain.Finding] = []
+        sql = (
+            f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM events "
+            f"WHERE session_id = {self.MARK} ORDER BY seq"
+        )
+        frame, n_derived = str(Kind.FRAME), len(DERIVED)
+        others: list[tuple] = []
+        frames, first_era, first_wall, last = 0, None, None, None
+        with self._translated(), self.engine.connect() as conn:
+            driver = conn.connection.dbapi_connection
+            cursor = self._bytes_cursor(driver)
+            try:
+                cursor.execute(sql, (session_id,))
+                # The hot loop: a frame costs one classify and one tuple comparison (True == 1,
+                # so SQLite's 0/1 booleans compare equal); only a mismatch is looked at closely.
+                for chunk in audit.prefetched(cursor, 2000):
+                    if first_wall is None:
+                        first_wall = chunk[0][1]
+                    for row in chunk:
+                        kind, raw = row[2], row[3]
+                        if type(raw) is not bytes:
+                            raw = chain.as_bytes(raw)
+                        if kind == frame:
+                            expected = classify(raw)[:n_derived]
+                            frames += 1
+                            if first_era is None:
+                                first_era = expected[audit.ERA_INDEX]
+                        else:
+                            expected = derive(kind, raw)
+                            others.append((row[0], row[1], kind, raw))
+                        if row[5:] != expected:
+                            findings.extend(
+                                audit.derived_mismatch(session_id, row[0], row[5:], expected)
+                            )
+                    last = chunk[-1]
+            finally:
+                cursor.close()
+            current = conn.execute(
+                select(sessions).where(sessions.c.session_id == session_id)
+            ).first()
+        if current is None or last is None:
+            return findings, mismatches
+        expected_row = replayed(session_id, others, frames, first_era)
+        expected_row.update(
+            last_seq=last[0], last_wall_ns=last[1], head_hash=chain.as_bytes(last[4])
+        )
+        for column, value in expected_row.items():
+            stored_value = getattr(current, column)
+            if isinstance(stored_value, memoryview):
+                stored_value = bytes(stored_value)
+            if stored_value != value:
+                mismatches.append(
+                    audit.projection_mismatch(session_id, column, stored_value, value)
+                )
+        starts = {first_wall} | {wall for _seq, wall, kind, _raw in others if kind == audit.STARTED}
+        if current.started_ns not in starts:
+            expected_start = next(
+                (wall for _seq, wall, kind, _raw in others if kind == audit.STARTED), first_wall
+            )
+            mismatches.append(
+                audit.projection_mismatch(
+                    session_id, "started_ns", current.started_ns, expected_start
+                )
+            )
+        return findings, mismatches
+
+    def _orphan_findings(self) -> list[chain.Finding]:
+        """Records whose session has no `sessions` row: the row was deleted, and with it what
+        `verify` would have checked the session by."""
+        with self._translated(), self.engine.connect() as conn:
+            orphans = (
+                conn.execute(
+                    select(events.c.session_id)
+                    .distinct()
+                    .where(
+                        ~select(sessions.c.session_id)
+                        .where(sessions.c.session_id == events.c.session_id)
+                        .exists()
+                    )
+                    .order_by(events.c.session_id)
+                )
+                .scalars()
+                .all()
+            )
+        return [
+            chain.Finding(sid, None, "projection", "the session's records have no sessions row")
+            for sid in orphans
+        ]
+
+    # Whether a gap in `position` is evidence of removed records on this backend (SQLite: yes,
+    # a rolled-back insert gives its rowids back; PostgreSQL: no, see `PostgresEventStore`).
+    GAPS_ARE_EVIDENCE = True
+
+    def _position_findings(self) -> list[chain.Finding]:
+        """Records removed without a recorded reason: positions missing from the log beyond what
+        the `retention_applied` records say retention removed."""
+        if not self.GAPS_ARE_EVIDENCE:
+            return []
+        with self._translated(), self.engine.connect() as conn:
+            count, top = conn.execute(
+                select(func.count(), func.coalesce(func.max(events.c.position), 0))
+            ).one()
+            missing = top - count
+            if missing <= 0:
+                return []
+            explained = 0
+            for (raw,) in conn.execute(
+                select(events.c.raw).where(events.c.kind == str(Kind.RETENTION_APPLIED))
+            ):
+                doc = record_docs.decode_as(record_docs.RetentionApplied, bytes(raw))
+                if doc is not None and isinstance(doc.records_removed, int):
+                    explained += doc.records_removed
+            # Records missing from inside a session that still has its row are the chain's
+            # findings (missing, truncated) already.
+            listed = conn.execute(
+                select(func.coalesce(func.sum(sessions.c.last_seq), 0))
+            ).scalar_one()
+            present = conn.execute(
+                select(func.count())
+                .select_from(events)
+                .where(
+                    select(sessions.c.session_id)
+                    .where(sessions.c.session_id == events.c.session_id)
+                    .exists()
+                )
+            ).scalar_one()
+            explained += max(0, listed - present)
+            if missing <= explained:
+                return []
+            gaps = conn.exec_driver_sql(
+                "SELECT position, next FROM (SELECT position, "
+                "lead(position) OVER (ORDER BY position) AS next FROM events) AS runs "
+                "WHERE next > position + 1 ORDER BY position LIMIT 3"
+            ).all()
+            first = conn.execute(select(func.min(events.c.position))).scalar_one()
+        spans = ([f"1-{first - 1}"] if first > 1 else []) + [
+            f"{low + 1}-{high - 1}" if high - low > 2 else f"{low + 1}" for low, high in gaps
+        ]
+        return [
+            chain.Finding(
+                "-",
+                None,
+                "removed",
+                f"{missing} log position(s) missing (first: {', '.join(spans[:3])}); "
+                f"retention_applied records and the sessions' own gaps account for {explained}: "
+                "records were deleted outside retention",
+            )
+        ]
 
     def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:  # type: ignore[type-arg]
         # Stream in chunks so a long session is checked in bounded memory, and the same buffers
