@@ -22,6 +22,9 @@ from recorder.model import NewEvent, SessionInfo, StoredEvent
 if TYPE_CHECKING:
     from sqlalchemy.engine.url import URL
 
+    from recorder.events import RetentionApplied
+    from recorder.store.removals import Removal
+
 
 class EventStore(Protocol):
     """What every backend offers. Appends are idempotent per (session, seq) and gapless."""
@@ -87,8 +90,20 @@ class EventStore(Protocol):
 
     def list_holds(self) -> list[tuple[str, str, int]]: ...
 
-    def remove_sessions(self, session_ids: Sequence[str]) -> int:
-        """The one sanctioned removal (retention): held sessions are refused."""
+    def remove_sessions(
+        self,
+        session_ids: Sequence[str],
+        applied: RetentionApplied | None = None,
+        record_session: str | None = None,
+    ) -> int:
+        """The one sanctioned removal (retention): whole sessions, held ones refused, recorded in
+        the same transaction by a `retention_applied` record (`applied`, its ids and counts
+        filled in) in a session of its own (`record_session`, or a new id) named `retention`;
+        returns how many records were removed (`recorder.store.removals`)."""
+        ...
+
+    def removals(self) -> list[Removal]:
+        """Every session retention removed, with the record that says so, oldest first."""
         ...
 
     def close(self) -> None: ...

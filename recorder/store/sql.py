@@ -39,7 +39,7 @@ from recorder.errors import (
 )
 from recorder.jsonrpc import classify
 from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import audit, migrate, normalise_url
+from recorder.store import audit, migrate, normalise_url, removals
 from recorder.store.projection import (
     ERA,
     INSERT_COLUMNS,
@@ -51,7 +51,7 @@ from recorder.store.projection import (
     replayed,
     session_info,
 )
-from recorder.store.schema import events, holds, retention_grants, sessions
+from recorder.store.schema import events, holds, sessions
 
 
 def describe_db_error(exc: BaseException, url: str) -> StoreError:
@@ -176,24 +176,30 @@ class SqlEventStore(ABC):
         with self._translated(), self.engine.connect() as conn:
             self._begin_write(conn)
             self._lock_log(conn)
-            by_session: dict[str, list[NewEvent]] = {}
-            for ev in new_events:
-                by_session.setdefault(ev.session_id, []).append(ev)
-            existing = {
-                row.session_id: row
-                for row in conn.execute(
-                    select(sessions).where(sessions.c.session_id.in_(list(by_session)))
-                )
-            }
-            rows: list[tuple] = []
-            for sid, evs in by_session.items():
-                rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
-            if rows:
-                # The hot path of every shipper: each backend hands the tuples straight to its
-                # driver instead of compiling a Core insert per batch.
-                self._insert_events(conn, rows)
+            stored = self._append_in(conn, new_events)
             conn.commit()
-            return sum(1 for r in rows if r[KIND] != Kind.SESSION_SEALED)
+            return stored
+
+    def _append_in(self, conn: Connection, new_events: Sequence[NewEvent]) -> int:
+        """Chain and insert `new_events` inside the caller's write transaction (the log already
+        locked); returns how many were stored, seals not counted."""
+        by_session: dict[str, list[NewEvent]] = {}
+        for ev in new_events:
+            by_session.setdefault(ev.session_id, []).append(ev)
+        existing = {
+            row.session_id: row
+            for row in conn.execute(
+                select(sessions).where(sessions.c.session_id.in_(list(by_session)))
+            )
+        }
+        rows: list[tuple] = []
+        for sid, evs in by_session.items():
+            rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
+        if rows:
+            # The hot path of every shipper: each backend hands the tuples straight to its
+            # driver instead of compiling a Core insert per batch.
+            self._insert_events(conn, rows)
+        return sum(1 for r in rows if r[KIND] != Kind.SESSION_SEALED)
 
     def _chain_rows(self, conn: Connection, sid: str, evs: list[NewEvent], current) -> list[tuple]:  # type: ignore[no-untyped-def]
         last_seq = current.last_seq if current is not None else 0
@@ -417,8 +423,11 @@ class SqlEventStore(ABC):
                 findings.extend(f for f in derived if f.seq not in named)
                 if not found:
                     findings.extend(projection)
+        with self._translated(), self.engine.connect() as conn:
+            if session_id is None:
+                findings.extend(removals.orphan_findings(conn))
+            findings.extend(removals.findings(conn, session_id))
         if session_id is None:
-            findings.extend(self._orphan_findings())
             findings.extend(self._position_findings())
         return findings
 
@@ -496,29 +505,6 @@ class SqlEventStore(ABC):
                 )
             )
         return findings, mismatches
-
-    def _orphan_findings(self) -> list[chain.Finding]:
-        """Records whose session has no `sessions` row: the row was deleted, and with it what
-        `verify` would have checked the session by."""
-        with self._translated(), self.engine.connect() as conn:
-            orphans = (
-                conn.execute(
-                    select(events.c.session_id)
-                    .distinct()
-                    .where(
-                        ~select(sessions.c.session_id)
-                        .where(sessions.c.session_id == events.c.session_id)
-                        .exists()
-                    )
-                    .order_by(events.c.session_id)
-                )
-                .scalars()
-                .all()
-            )
-        return [
-            chain.Finding(sid, None, "projection", "the session's records have no sessions row")
-            for sid in orphans
-        ]
 
     # Whether a gap in `position` is evidence of removed records on this backend (SQLite: yes,
     # a rolled-back insert gives its rowids back; PostgreSQL: no, see `PostgresEventStore`).
@@ -651,21 +637,30 @@ class SqlEventStore(ABC):
                 for row in conn.execute(select(holds).order_by(holds.c.created_ns))
             ]
 
-    def remove_sessions(self, session_ids: Sequence[str]) -> int:
-        ids = list(session_ids)
+    def remove_sessions(
+        self,
+        session_ids: Sequence[str],
+        applied: record_docs.RetentionApplied | None = None,
+        record_session: str | None = None,
+    ) -> int:
+        ids = list(dict.fromkeys(session_ids))
         if not ids:
             return 0
         with self._translated(), self.engine.connect() as conn:
             self._begin_write(conn)
+            self._lock_log(conn)
             held = conn.execute(select(holds.c.session_id).where(holds.c.session_id.in_(ids))).all()
             if held:
                 raise AppendRefused(f"session {held[0].session_id} is on legal hold")
-            conn.execute(insert(retention_grants), [{"session_id": sid} for sid in ids])
-            removed = conn.execute(delete(events).where(events.c.session_id.in_(ids))).rowcount
-            conn.execute(delete(sessions).where(sessions.c.session_id.in_(ids)))
-            conn.execute(delete(retention_grants).where(retention_grants.c.session_id.in_(ids)))
+            removed = removals.record_and_remove(
+                conn, lambda evs: self._append_in(conn, evs), ids, applied, record_session
+            )
             conn.commit()
         return removed
+
+    def removals(self) -> list[removals.Removal]:
+        with self._translated(), self.engine.connect() as conn:
+            return removals.listed(conn)
 
     def close(self) -> None:
         self.engine.dispose()

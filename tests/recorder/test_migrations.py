@@ -26,7 +26,7 @@ def test_first_use_migrates_to_head_and_matches_the_models(store_url):
         )
         assert compare_metadata(context, metadata) == []
         tables = set(inspect(conn).get_table_names())
-    assert {"events", "sessions", "holds", "retention_grants", "alembic_version"} <= tables
+    assert {"events", "sessions", "holds", "retention_removals", "alembic_version"} <= tables
     engine.dispose()
 
 
