@@ -14,8 +14,6 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli import main
-from recorder import events as docs
-from recorder.model import Kind, NewEvent, new_session_id
 from recorder.store import open_store
 from tests.recorder.storekit import T0, frame, session_events
 from tests.recorder.test_tamper import tamper
