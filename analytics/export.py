@@ -393,7 +393,7 @@ def _export(
     selection = selection or Selection()
     out_dir = Path(out_dir)
     infos = list(sessions) if sessions is not None else select_sessions(store, selection)
-    checked = {info.session_id: store.verify(info.session_id) for info in infos}
+    checked = store.verify_each([info.session_id for info in infos])
     failing = [sid for sid, found in checked.items() if found]
     if failing and not include_broken:
         first = checked[failing[0]][0]

@@ -196,3 +196,56 @@ def orphan_findings(conn: Connection) -> list[chain.Finding]:
         chain.Finding(sid, None, "projection", "the session's records have no sessions row")
         for sid in orphans
     ]
+
+
+def position_findings(conn: Connection) -> list[chain.Finding]:
+    """Records removed without a recorded reason: positions missing from the log beyond what
+    the `retention_applied` records say retention removed (a backend where gaps are evidence:
+    SQLite)."""
+    count, top = conn.execute(
+        select(func.count(), func.coalesce(func.max(events.c.position), 0))
+    ).one()
+    missing = top - count
+    if missing <= 0:
+        return []
+    explained = 0
+    for (raw,) in conn.execute(
+        select(events.c.raw).where(events.c.kind == str(Kind.RETENTION_APPLIED))
+    ):
+        doc = docs.decode_as(docs.RetentionApplied, bytes(raw))
+        if doc is not None and isinstance(doc.records_removed, int):
+            explained += doc.records_removed
+    # Records missing from inside a session that still has its row are the chain's
+    # findings (missing, truncated) already.
+    listed = conn.execute(select(func.coalesce(func.sum(sessions.c.last_seq), 0))).scalar_one()
+    present = conn.execute(
+        select(func.count())
+        .select_from(events)
+        .where(
+            select(sessions.c.session_id)
+            .where(sessions.c.session_id == events.c.session_id)
+            .exists()
+        )
+    ).scalar_one()
+    explained += max(0, listed - present)
+    if missing <= explained:
+        return []
+    gaps = conn.exec_driver_sql(
+        "SELECT position, next FROM (SELECT position, "
+        "lead(position) OVER (ORDER BY position) AS next FROM events) AS runs "
+        "WHERE next > position + 1 ORDER BY position LIMIT 3"
+    ).all()
+    first = conn.execute(select(func.min(events.c.position))).scalar_one()
+    spans = ([f"1-{first - 1}"] if first > 1 else []) + [
+        f"{low + 1}-{high - 1}" if high - low > 2 else f"{low + 1}" for low, high in gaps
+    ]
+    return [
+        chain.Finding(
+            "-",
+            None,
+            "removed",
+            f"{missing} log position(s) missing (first: {', '.join(spans[:3])}); "
+            f"retention_applied records and the sessions' own gaps account for {explained}: "
+            "records were deleted outside retention",
+        )
+    ]

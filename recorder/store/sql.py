@@ -402,7 +402,42 @@ class SqlEventStore(ABC):
             targets = conn.execute(query).all()
         if session_id is not None and not targets:
             raise SessionNotFound(f"no session {session_id}")
-        findings: list[chain.Finding] = []
+        findings = [f for found in self._verify_targets(targets).values() for f in found]
+        with self._translated(), self.engine.connect() as conn:
+            if session_id is None:
+                findings.extend(removals.orphan_findings(conn))
+            findings.extend(removals.findings(conn, session_id))
+        if session_id is None:
+            findings.extend(self._position_findings())
+        return findings
+
+    def verify_each(self, session_ids: Sequence[str]) -> dict[str, list[chain.Finding]]:
+        ids = list(dict.fromkeys(session_ids))
+        targets: list = []
+        with self._translated(), self.engine.connect() as conn:
+            for start in range(0, len(ids), 500):  # bounded IN lists
+                chunk = ids[start : start + 500]
+                targets.extend(
+                    conn.execute(
+                        select(sessions.c.session_id, sessions.c.sealed_count).where(
+                            sessions.c.session_id.in_(chunk)
+                        )
+                    ).all()
+                )
+            missing = set(ids) - {sid for sid, _ in targets}
+            if missing:
+                raise SessionNotFound(f"no session {sorted(missing)[0]}")
+            order = {sid: i for i, sid in enumerate(ids)}
+            out = self._verify_targets(sorted(targets, key=lambda t: order[t[0]]))
+            for finding in removals.findings(conn):
+                if finding.session_id in out:
+                    out[finding.session_id].append(finding)
+        return out
+
+    def _verify_targets(self, targets: Sequence) -> dict[str, list[chain.Finding]]:  # type: ignore[type-arg]
+        """Each (session id, sealed count)'s findings: its chain and seal, derived columns and
+        projection."""
+        out: dict[str, list[chain.Finding]] = {}
         # Each session's records are re-derived on a thread while its chain is checked: on
         # PostgreSQL the chain check is the server's work, so the two overlap.
         with ThreadPoolExecutor(1) as pool:
@@ -419,17 +454,10 @@ class SqlEventStore(ABC):
                 # a session whose chain is broken is reported as such, and its projection,
                 # which then differs from what is left of its records, is not compared.
                 named = {f.seq for f in found}
-                findings.extend(found)
-                findings.extend(f for f in derived if f.seq not in named)
+                out[sid] = [*found, *(f for f in derived if f.seq not in named)]
                 if not found:
-                    findings.extend(projection)
-        with self._translated(), self.engine.connect() as conn:
-            if session_id is None:
-                findings.extend(removals.orphan_findings(conn))
-            findings.extend(removals.findings(conn, session_id))
-        if session_id is None:
-            findings.extend(self._position_findings())
-        return findings
+                    out[sid].extend(projection)
+        return out
 
     def _rederived_findings(
         self, session_id: str
@@ -511,60 +539,10 @@ class SqlEventStore(ABC):
     GAPS_ARE_EVIDENCE = True
 
     def _position_findings(self) -> list[chain.Finding]:
-        """Records removed without a recorded reason: positions missing from the log beyond what
-        the `retention_applied` records say retention removed."""
         if not self.GAPS_ARE_EVIDENCE:
             return []
         with self._translated(), self.engine.connect() as conn:
-            count, top = conn.execute(
-                select(func.count(), func.coalesce(func.max(events.c.position), 0))
-            ).one()
-            missing = top - count
-            if missing <= 0:
-                return []
-            explained = 0
-            for (raw,) in conn.execute(
-                select(events.c.raw).where(events.c.kind == str(Kind.RETENTION_APPLIED))
-            ):
-                doc = record_docs.decode_as(record_docs.RetentionApplied, bytes(raw))
-                if doc is not None and isinstance(doc.records_removed, int):
-                    explained += doc.records_removed
-            # Records missing from inside a session that still has its row are the chain's
-            # findings (missing, truncated) already.
-            listed = conn.execute(
-                select(func.coalesce(func.sum(sessions.c.last_seq), 0))
-            ).scalar_one()
-            present = conn.execute(
-                select(func.count())
-                .select_from(events)
-                .where(
-                    select(sessions.c.session_id)
-                    .where(sessions.c.session_id == events.c.session_id)
-                    .exists()
-                )
-            ).scalar_one()
-            explained += max(0, listed - present)
-            if missing <= explained:
-                return []
-            gaps = conn.exec_driver_sql(
-                "SELECT position, next FROM (SELECT position, "
-                "lead(position) OVER (ORDER BY position) AS next FROM events) AS runs "
-                "WHERE next > position + 1 ORDER BY position LIMIT 3"
-            ).all()
-            first = conn.execute(select(func.min(events.c.position))).scalar_one()
-        spans = ([f"1-{first - 1}"] if first > 1 else []) + [
-            f"{low + 1}-{high - 1}" if high - low > 2 else f"{low + 1}" for low, high in gaps
-        ]
-        return [
-            chain.Finding(
-                "-",
-                None,
-                "removed",
-                f"{missing} log position(s) missing (first: {', '.join(spans[:3])}); "
-                f"retention_applied records and the sessions' own gaps account for {explained}: "
-                "records were deleted outside retention",
-            )
-        ]
+            return removals.position_findings(conn)
 
     def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:  # type: ignore[type-arg]
         # Stream in chunks so a long session is checked in bounded memory, and the same buffers
