@@ -17,6 +17,7 @@ import base64
 import hashlib
 import json
 import os
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -424,3 +425,24 @@ def test_a_forged_checkpoint_is_refused(tmp_path: Path) -> None:
         node_hash(leaf_hash(leaves[0]), leaf_hash(leaves[1])), leaf_hash(leaves[2])
     )
     assert merkle_root(leaves) == expected
+
+
+def test_a_session_the_exporter_found_broken_fails(tmp_path: Path) -> None:
+    """A writer renames a session in the `sessions` projection (no trigger guards it): export
+    refuses; with --include-broken the manifest marks the session, and the verifier fails it
+    although its records are intact."""
+    make_evidence(tmp_path, redact=False)
+    db = sqlite3.connect(tmp_path / "store.db")
+    with db:
+        db.execute("UPDATE sessions SET name = 'innocent' WHERE name = 'keys'")
+    db.close()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    args = [CLI, "export", "--store", url, "--format", "jsonl", "--no-redact", "--out"]
+    refused = subprocess.run(
+        [*args, str(tmp_path / "refused")], env=env, capture_output=True, text=True, check=False
+    )
+    assert refused.returncode == 2 and "projection" in refused.stderr + refused.stdout
+    run(*args, str(tmp_path / "marked"), "--include-broken", env=env)
+    problems = check_bundle(tmp_path / "marked")
+    assert len(problems) == 1 and problems[0].endswith("the exporter found it broken in the store")
