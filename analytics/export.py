@@ -359,11 +359,18 @@ def export_bundle(
     redactor: Redactor | None = None,
     progress: Callable[[ExportProgress], None] | None = None,
     sessions: Iterable[SessionInfo] | None = None,
+    include_broken: bool = False,
 ) -> ExportResult:
     """Write the selected sessions (or `sessions`, when given) as a bundle in `out_dir`, which
-    must be new or empty. The manifest is written last: a directory without one is incomplete."""
+    must be new or empty. The manifest is written last: a directory without one is incomplete.
+
+    Every session is first checked as `blackbox verify` checks it (its chain against its seal
+    and its `sessions` row, derived columns, projection, removals); a session that fails makes
+    the export refuse, unless `include_broken`, when it is exported with its findings in the
+    manifest (`store_findings`, `chain_intact_at_export: false`) and `verify-export` fails on
+    it. A bundle thus never vouches for what the store already could not."""
     try:
-        return _export(store, out_dir, selection, fmt, redactor, progress, sessions)
+        return _export(store, out_dir, selection, fmt, redactor, progress, sessions, include_broken)
     except OSError as exc:  # a full disk or a vanished directory: one clear line, no traceback
         raise ExportError(
             f"cannot write the bundle in {out_dir}: {exc.strerror or exc}; it is incomplete "
@@ -379,12 +386,22 @@ def _export(
     redactor: Redactor | None = None,
     progress: Callable[[ExportProgress], None] | None = None,
     sessions: Iterable[SessionInfo] | None = None,
+    include_broken: bool = False,
 ) -> ExportResult:
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
     selection = selection or Selection()
     out_dir = Path(out_dir)
     infos = list(sessions) if sessions is not None else select_sessions(store, selection)
+    checked = store.verify_each([info.session_id for info in infos])
+    failing = [sid for sid, found in checked.items() if found]
+    if failing and not include_broken:
+        first = checked[failing[0]][0]
+        raise ExportError(
+            f"{len(failing)} session(s) fail verification in the store (first: session "
+            f"{failing[0]}: {first.problem}: {first.detail}); nothing was written. See "
+            "`blackbox verify`, or pass --include-broken to export them marked as broken"
+        )
     _prepare_dir(out_dir)
     holds = {sid: reason for sid, reason, _ in store.list_holds()}
     writers = {
@@ -401,8 +418,9 @@ def _export(
             head: bytes | None = None
             last_seq = 0
             sealed_count: int | None = None
-            # The store's chain is checked on the way out (one hash per record): a session
-            # already broken in the store is still exported — it is evidence — but said so.
+            # The store's chain is checked again on the way out (one hash per record), so a
+            # record changed since `verify` ran is caught too: exported only when broken
+            # sessions were asked for — they are evidence — and said so.
             prev, intact = chain.genesis(info.session_id), True
             for ev in store.read_session(info.session_id):
                 if intact and (ev.seq != last_seq + 1 or chain.link(prev, ev) != ev.hash):
@@ -424,6 +442,8 @@ def _export(
                 if progress is not None and count % 10_000 == 0:
                     progress(ExportProgress(done - 1, len(infos), writers["records"].rows))
             redacted_total += redacted
+            store_findings = [f.as_dict() for f in checked[info.session_id]]
+            intact = intact and not store_findings
             per_session[info.session_id] = {
                 "records": count,
                 "last_seq": last_seq,
@@ -431,6 +451,7 @@ def _export(
                 "sealed_count": sealed_count,
                 "redacted_records": redacted,
                 "chain_intact_at_export": intact,
+                "store_findings": store_findings,
             }
             if not intact:
                 broken.append(info.session_id)
@@ -556,6 +577,8 @@ def _manifest(
             "complete_sessions": "every exported session is exported whole, from seq 1 to its "
             "head at export time",
             "broken_in_store": broken,
+            "broken_means": "the session failed the store's own checks at export time "
+            "(its findings are the session's store_findings): verify-export fails on it",
         },
         "sessions": per_session,
     }

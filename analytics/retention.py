@@ -15,9 +15,10 @@ this order, so that no step loses data if the next one fails:
    with `verify_export` (offline, like an auditor would); a bundle that does not verify stops the
    run before anything is removed.
 4. The candidates are removed in one transaction (a hold added meanwhile makes the store refuse
-   the whole removal).
-5. A `retention_applied` record, in a session of its own named `retention`, says what was removed,
-   the archive's path and its manifest's sha256.
+   the whole removal), which first appends a `retention_applied` record, in a session of its own
+   named `retention`, saying what is removed, the archive's path and its manifest's sha256: the
+   store's triggers let a session's records be deleted only once such a record names it
+   (`recorder.store.removals`). A run that only sealed abandoned sessions records the same way.
 """
 
 from __future__ import annotations
@@ -215,26 +216,25 @@ def apply_retention(
         result.archive = archive_dir
         result.archive_manifest_sha256 = exported.manifest_sha256
         say(f"archive verified ({report.records_checked} records); removing")
-        result.records_removed = store.remove_sessions([i.session_id for i in candidates])
-    if candidates or plan.abandoned:
+        # The removal and its `retention_applied` record commit together: the store's triggers
+        # let a session's records go only once such a record names it.
+        result.event_session = new_session_id()
+        result.records_removed = store.remove_sessions(
+            [i.session_id for i in candidates],
+            _applied(result, older_than_ns, idle_ns, archive_format),
+            record_session=result.event_session,
+        )
+    elif plan.abandoned:
         result.event_session = _record_event(store, result, older_than_ns, idle_ns, archive_format)
     return result
 
 
-def _record_event(
-    store: EventStore,
-    result: RetentionResult,
-    older_than_ns: int,
-    idle_ns: int,
-    archive_format: str,
-) -> str:
+def _applied(
+    result: RetentionResult, older_than_ns: int, idle_ns: int, archive_format: str
+) -> events.RetentionApplied:
+    """The run's `retention_applied` document (the store fills in the removed ids and counts)."""
     plan = result.plan
-    now = time.time_ns()
-    sid = new_session_id(now)
-    started = events.started_here(
-        name=RETENTION_SESSION, transport=None, command=["blackbox", "retention", "apply"]
-    )
-    applied = events.RetentionApplied(
+    return events.RetentionApplied(
         older_than_ns=older_than_ns,
         cutoff_ns=plan.cutoff_ns,
         cutoff=iso(plan.cutoff_ns),
@@ -249,6 +249,21 @@ def _record_event(
         abandoned_sealed=plan.abandoned,
         broken_kept=plan.broken,
     )
+
+
+def _record_event(
+    store: EventStore,
+    result: RetentionResult,
+    older_than_ns: int,
+    idle_ns: int,
+    archive_format: str,
+) -> str:
+    now = time.time_ns()
+    sid = new_session_id(now)
+    started = events.started_here(
+        name=RETENTION_SESSION, transport=None, command=["blackbox", "retention", "apply"]
+    )
+    applied = _applied(result, older_than_ns, idle_ns, archive_format)
     ended = events.SessionEnded(reason="completed", outcome="ok", exit_code=0)
     docs = [
         started,

@@ -9,7 +9,8 @@ of unredacted frames, and checks the sessions and decisions files agree with the
 Each finding names what is wrong: `file_missing`, `file_hash_mismatch`, `manifest_missing`,
 `manifest_invalid`, `unreadable`, `row_count_mismatch`, the chain's own `modified` / `missing` /
 `inserted` / `reordered` / `truncated`, `head_mismatch`, `session_missing`, `unexpected_session`,
-`field_modified`, `redaction_mismatch`, `sessions_mismatch`, `decisions_mismatch`.
+`field_modified`, `redaction_mismatch`, `sessions_mismatch`, `decisions_mismatch`, and
+`broken_in_store` for a session the export itself marked as failing the store's checks.
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def verify_export(path: Path, progress: Callable[[int], None] | None = None) -> 
             report.findings.append(
                 ExportFinding("manifest_invalid", f"the manifest lists no {role} file", MANIFEST)
             )
+    _check_marked_broken(manifest, report)
     if "records" in by_role and (path / by_role["records"][0]).is_file():
         rebuilt = _check_records(path, fmt, manifest, by_role["records"], report, progress)
         if "sessions" in by_role and (path / by_role["sessions"][0]).is_file():
@@ -157,6 +159,35 @@ def verify_export(path: Path, progress: Callable[[int], None] | None = None) -> 
         if "decisions" in by_role and (path / by_role["decisions"][0]).is_file():
             _check_decisions(path, fmt, by_role["decisions"], rebuilt, report)
     return report
+
+
+def _check_marked_broken(manifest: dict, report: ExportReport) -> None:
+    """A session the export marked as failing the store's own checks (exported only on
+    `--include-broken`) fails the bundle, whatever its records say: a truncated session or an
+    edited projection can leave the exported records consistent with each other."""
+    sessions = manifest["sessions"] if isinstance(manifest["sessions"], dict) else {}
+    for sid, meta in sessions.items():
+        if not isinstance(meta, dict):
+            continue
+        found = meta.get("store_findings") or []
+        if not found and meta.get("chain_intact_at_export") is not False:
+            continue
+        first = found[0] if found and isinstance(found[0], dict) else {}
+        what = (
+            f"{first.get('problem')}: {first.get('detail')}"
+            if first
+            else "its chain did not verify"
+        )
+        report.findings.append(
+            ExportFinding(
+                "broken_in_store",
+                f"exported with --include-broken: the store's checks failed at export time "
+                f"({len(found) or 1} finding(s); first: {what})",
+                MANIFEST,
+                str(sid),
+                first.get("seq") if isinstance(first.get("seq"), int) else None,
+            )
+        )
 
 
 # -- records -----------------------------------------------------------------------------------

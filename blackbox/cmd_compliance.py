@@ -87,6 +87,12 @@ def _redactor(rules: Path | None, no_redact: bool, store_url: str | None) -> Red
     help="Redaction rules (TOML) instead of the built-in ones.",
 )
 @click.option("--no-redact", is_flag=True, help="Export raw payloads unredacted.")
+@click.option(
+    "--include-broken",
+    is_flag=True,
+    help="Export sessions that fail `blackbox verify` too, marked as broken in the manifest "
+    "(verify-export then fails on them); without it such a session stops the export.",
+)
 @store_option
 def export_cmd(
     out_dir: Path,
@@ -97,6 +103,7 @@ def export_cmd(
     fmt: str,
     rules: Path | None,
     no_redact: bool,
+    include_broken: bool,
     store_url: str | None,
 ) -> None:
     """Write a verifiable compliance bundle: records, sessions, decisions and manifest.json.
@@ -106,7 +113,8 @@ def export_cmd(
     keyed per store (a key file under keys/ in the data directory, never in the store or the
     bundle; or the rules file's key), so equal secrets match across exports of one store and a
     short secret cannot be found by hashing guesses. Check a bundle with `blackbox verify-export
-    DIR`.
+    DIR`. Each session is checked as `blackbox verify` checks it first; one that fails stops
+    the export unless --include-broken.
 
     \b
     Example:
@@ -129,12 +137,15 @@ def export_cmd(
             final=p.sessions_done == p.sessions_total,
         )
 
-    result = export_bundle(store, out_dir, selection, fmt, redactor, progress)
+    result = export_bundle(
+        store, out_dir, selection, fmt, redactor, progress, include_broken=include_broken
+    )
     counts = result.manifest["counts"]
     if result.broken:
         click.echo(
-            f"warning: {len(result.broken)} session(s) were already broken in the store and will "
-            f"not verify: {', '.join(result.broken)} (see `blackbox verify`)",
+            f"warning: {len(result.broken)} session(s) fail the store's checks and are marked "
+            f"broken; the bundle will not verify: {', '.join(result.broken)} "
+            "(see `blackbox verify`)",
             err=True,
         )
     click.echo(

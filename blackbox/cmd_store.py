@@ -64,8 +64,9 @@ def verify(session: str | None, store_url: str | None, fmt: str) -> None:
     Findings name the session, the seq and what happened: modified, missing, inserted,
     reordered or truncated (the chain); derived (a column computed from a record's raw bytes
     differs from them); projection (the session's `sessions` row differs from its records).
-    Without SESSION every session is checked, and records removed outside retention are
-    reported as `log: removed` (SQLite; see docs/compliance.md).
+    Without SESSION every session is checked, records removed outside retention are reported
+    as `log: removed` (SQLite; see docs/trust.md), and every session retention removed is
+    listed with the `retention_applied` record that removed it.
 
     \b
     Example:
@@ -76,17 +77,26 @@ def verify(session: str | None, store_url: str | None, fmt: str) -> None:
     target = store.resolve(session) if session else None
     findings = store.verify(target)
     checked = 1 if target else len(store.list_sessions())
+    removed = [] if target else store.removals()
     if fmt == "json":
         doc = {"intact": not findings, "sessions_checked": checked}
         doc["findings"] = [f.as_dict() for f in findings]
+        doc["removed_by_retention"] = [r._asdict() for r in removed]
         click.echo(json.dumps(doc, indent=2))
-    elif findings:
-        for f in findings:
-            where = "log" if f.session_id == "-" else f.session_id
-            at = "" if f.seq is None else f" seq {f.seq}"
-            click.echo(f"{where}{at}: {f.problem}: {f.detail}")
-    else:
+        sys.exit(1 if findings else 0)
+    for f in findings:
+        where = "log" if f.session_id == "-" else f.session_id
+        at = "" if f.seq is None else f" seq {f.seq}"
+        click.echo(f"{where}{at}: {f.problem}: {f.detail}")
+    if not findings:
         click.echo(f"intact: {checked} session(s) verified")
+    # Every removal is said, not only the suspect ones: a writer who forged a retention record
+    # can remove whole sessions the log then explains, and only a reader of this line sees it.
+    for r in removed:
+        click.echo(
+            f"removed by retention: session {r.session_id} (retention_applied record at log "
+            f"position {r.removed_by}, session {r.record_session})"
+        )
     sys.exit(1 if findings else 0)
 
 

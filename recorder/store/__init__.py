@@ -22,6 +22,9 @@ from recorder.model import NewEvent, SessionInfo, StoredEvent
 if TYPE_CHECKING:
     from sqlalchemy.engine.url import URL
 
+    from recorder.events import RetentionApplied
+    from recorder.store.removals import Removal
+
 
 class EventStore(Protocol):
     """What every backend offers. Appends are idempotent per (session, seq) and gapless."""
@@ -81,14 +84,31 @@ class EventStore(Protocol):
         """Check one session's chain, or every session's; no findings means intact."""
         ...
 
+    def verify_each(self, session_ids: Sequence[str]) -> dict[str, list[Finding]]:
+        """`verify` of each listed session, as one run: its findings by session id (an empty
+        list when it is intact). Raises `SessionNotFound` for an id with no session."""
+        ...
+
     def add_hold(self, session_id: str, reason: str) -> None: ...
 
     def remove_hold(self, session_id: str) -> bool: ...
 
     def list_holds(self) -> list[tuple[str, str, int]]: ...
 
-    def remove_sessions(self, session_ids: Sequence[str]) -> int:
-        """The one sanctioned removal (retention): held sessions are refused."""
+    def remove_sessions(
+        self,
+        session_ids: Sequence[str],
+        applied: RetentionApplied | None = None,
+        record_session: str | None = None,
+    ) -> int:
+        """The one sanctioned removal (retention): whole sessions, held ones refused, recorded in
+        the same transaction by a `retention_applied` record (`applied`, its ids and counts
+        filled in) in a session of its own (`record_session`, or a new id) named `retention`;
+        returns how many records were removed (`recorder.store.removals`)."""
+        ...
+
+    def removals(self) -> list[Removal]:
+        """Every session retention removed, with the record that says so, oldest first."""
         ...
 
     def close(self) -> None: ...

@@ -89,10 +89,14 @@ holds = Table(
     Column("created_ns", BigInteger, nullable=False),
 )
 
-# The one sanctioned removal path: the append-only triggers let a DELETE through only for a
-# session listed here, and retention lists a session only for the duration of its removal.
-retention_grants = Table(
-    "retention_grants",
+# The one sanctioned removal path, and its permanent trace: a session listed here was removed by
+# retention, on the authority of the `retention_applied` record at log position `removed_by`. The
+# database refuses a row whose record is not a `retention_applied` of another session naming the
+# session (migration 0003), refuses to change or delete a row, and lets a DELETE on the log through
+# only for a session listed here.
+retention_removals = Table(
+    "retention_removals",
     metadata,
     Column("session_id", String(64), primary_key=True),
+    Column("removed_by", Position, nullable=False),
 )

@@ -39,7 +39,7 @@ from recorder.errors import (
 )
 from recorder.jsonrpc import classify
 from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import audit, migrate, normalise_url
+from recorder.store import audit, migrate, normalise_url, removals
 from recorder.store.projection import (
     ERA,
     INSERT_COLUMNS,
@@ -51,7 +51,7 @@ from recorder.store.projection import (
     replayed,
     session_info,
 )
-from recorder.store.schema import events, holds, retention_grants, sessions
+from recorder.store.schema import events, holds, sessions
 
 
 def describe_db_error(exc: BaseException, url: str) -> StoreError:
@@ -176,24 +176,30 @@ class SqlEventStore(ABC):
         with self._translated(), self.engine.connect() as conn:
             self._begin_write(conn)
             self._lock_log(conn)
-            by_session: dict[str, list[NewEvent]] = {}
-            for ev in new_events:
-                by_session.setdefault(ev.session_id, []).append(ev)
-            existing = {
-                row.session_id: row
-                for row in conn.execute(
-                    select(sessions).where(sessions.c.session_id.in_(list(by_session)))
-                )
-            }
-            rows: list[tuple] = []
-            for sid, evs in by_session.items():
-                rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
-            if rows:
-                # The hot path of every shipper: each backend hands the tuples straight to its
-                # driver instead of compiling a Core insert per batch.
-                self._insert_events(conn, rows)
+            stored = self._append_in(conn, new_events)
             conn.commit()
-            return sum(1 for r in rows if r[KIND] != Kind.SESSION_SEALED)
+            return stored
+
+    def _append_in(self, conn: Connection, new_events: Sequence[NewEvent]) -> int:
+        """Chain and insert `new_events` inside the caller's write transaction (the log already
+        locked); returns how many were stored, seals not counted."""
+        by_session: dict[str, list[NewEvent]] = {}
+        for ev in new_events:
+            by_session.setdefault(ev.session_id, []).append(ev)
+        existing = {
+            row.session_id: row
+            for row in conn.execute(
+                select(sessions).where(sessions.c.session_id.in_(list(by_session)))
+            )
+        }
+        rows: list[tuple] = []
+        for sid, evs in by_session.items():
+            rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
+        if rows:
+            # The hot path of every shipper: each backend hands the tuples straight to its
+            # driver instead of compiling a Core insert per batch.
+            self._insert_events(conn, rows)
+        return sum(1 for r in rows if r[KIND] != Kind.SESSION_SEALED)
 
     def _chain_rows(self, conn: Connection, sid: str, evs: list[NewEvent], current) -> list[tuple]:  # type: ignore[no-untyped-def]
         last_seq = current.last_seq if current is not None else 0
@@ -396,7 +402,42 @@ class SqlEventStore(ABC):
             targets = conn.execute(query).all()
         if session_id is not None and not targets:
             raise SessionNotFound(f"no session {session_id}")
-        findings: list[chain.Finding] = []
+        findings = [f for found in self._verify_targets(targets).values() for f in found]
+        with self._translated(), self.engine.connect() as conn:
+            if session_id is None:
+                findings.extend(removals.orphan_findings(conn))
+            findings.extend(removals.findings(conn, session_id))
+        if session_id is None:
+            findings.extend(self._position_findings())
+        return findings
+
+    def verify_each(self, session_ids: Sequence[str]) -> dict[str, list[chain.Finding]]:
+        ids = list(dict.fromkeys(session_ids))
+        targets: list = []
+        with self._translated(), self.engine.connect() as conn:
+            for start in range(0, len(ids), 500):  # bounded IN lists
+                chunk = ids[start : start + 500]
+                targets.extend(
+                    conn.execute(
+                        select(sessions.c.session_id, sessions.c.sealed_count).where(
+                            sessions.c.session_id.in_(chunk)
+                        )
+                    ).all()
+                )
+            missing = set(ids) - {sid for sid, _ in targets}
+            if missing:
+                raise SessionNotFound(f"no session {sorted(missing)[0]}")
+            order = {sid: i for i, sid in enumerate(ids)}
+            out = self._verify_targets(sorted(targets, key=lambda t: order[t[0]]))
+            for finding in removals.findings(conn):
+                if finding.session_id in out:
+                    out[finding.session_id].append(finding)
+        return out
+
+    def _verify_targets(self, targets: Sequence) -> dict[str, list[chain.Finding]]:  # type: ignore[type-arg]
+        """Each (session id, sealed count)'s findings: its chain and seal, derived columns and
+        projection."""
+        out: dict[str, list[chain.Finding]] = {}
         # Each session's records are re-derived on a thread while its chain is checked: on
         # PostgreSQL the chain check is the server's work, so the two overlap.
         with ThreadPoolExecutor(1) as pool:
@@ -413,14 +454,10 @@ class SqlEventStore(ABC):
                 # a session whose chain is broken is reported as such, and its projection,
                 # which then differs from what is left of its records, is not compared.
                 named = {f.seq for f in found}
-                findings.extend(found)
-                findings.extend(f for f in derived if f.seq not in named)
+                out[sid] = [*found, *(f for f in derived if f.seq not in named)]
                 if not found:
-                    findings.extend(projection)
-        if session_id is None:
-            findings.extend(self._orphan_findings())
-            findings.extend(self._position_findings())
-        return findings
+                    out[sid].extend(projection)
+        return out
 
     def _rederived_findings(
         self, session_id: str
@@ -497,88 +534,15 @@ class SqlEventStore(ABC):
             )
         return findings, mismatches
 
-    def _orphan_findings(self) -> list[chain.Finding]:
-        """Records whose session has no `sessions` row: the row was deleted, and with it what
-        `verify` would have checked the session by."""
-        with self._translated(), self.engine.connect() as conn:
-            orphans = (
-                conn.execute(
-                    select(events.c.session_id)
-                    .distinct()
-                    .where(
-                        ~select(sessions.c.session_id)
-                        .where(sessions.c.session_id == events.c.session_id)
-                        .exists()
-                    )
-                    .order_by(events.c.session_id)
-                )
-                .scalars()
-                .all()
-            )
-        return [
-            chain.Finding(sid, None, "projection", "the session's records have no sessions row")
-            for sid in orphans
-        ]
-
     # Whether a gap in `position` is evidence of removed records on this backend (SQLite: yes,
     # a rolled-back insert gives its rowids back; PostgreSQL: no, see `PostgresEventStore`).
     GAPS_ARE_EVIDENCE = True
 
     def _position_findings(self) -> list[chain.Finding]:
-        """Records removed without a recorded reason: positions missing from the log beyond what
-        the `retention_applied` records say retention removed."""
         if not self.GAPS_ARE_EVIDENCE:
             return []
         with self._translated(), self.engine.connect() as conn:
-            count, top = conn.execute(
-                select(func.count(), func.coalesce(func.max(events.c.position), 0))
-            ).one()
-            missing = top - count
-            if missing <= 0:
-                return []
-            explained = 0
-            for (raw,) in conn.execute(
-                select(events.c.raw).where(events.c.kind == str(Kind.RETENTION_APPLIED))
-            ):
-                doc = record_docs.decode_as(record_docs.RetentionApplied, bytes(raw))
-                if doc is not None and isinstance(doc.records_removed, int):
-                    explained += doc.records_removed
-            # Records missing from inside a session that still has its row are the chain's
-            # findings (missing, truncated) already.
-            listed = conn.execute(
-                select(func.coalesce(func.sum(sessions.c.last_seq), 0))
-            ).scalar_one()
-            present = conn.execute(
-                select(func.count())
-                .select_from(events)
-                .where(
-                    select(sessions.c.session_id)
-                    .where(sessions.c.session_id == events.c.session_id)
-                    .exists()
-                )
-            ).scalar_one()
-            explained += max(0, listed - present)
-            if missing <= explained:
-                return []
-            gaps = conn.exec_driver_sql(
-                "SELECT position, next FROM (SELECT position, "
-                "lead(position) OVER (ORDER BY position) AS next FROM events) AS runs "
-                "WHERE next > position + 1 ORDER BY position LIMIT 3"
-            ).all()
-            first = conn.execute(select(func.min(events.c.position))).scalar_one()
-        spans = ([f"1-{first - 1}"] if first > 1 else []) + [
-            f"{low + 1}-{high - 1}" if high - low > 2 else f"{low + 1}" for low, high in gaps
-        ]
-        return [
-            chain.Finding(
-                "-",
-                None,
-                "removed",
-                f"{missing} log position(s) missing (first: {', '.join(spans[:3])}); "
-                f"retention_applied records and the sessions' own gaps account for {explained}: "
-                "records were deleted outside retention",
-            )
-        ]
+            return removals.position_findings(conn)
 
     def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:  # type: ignore[type-arg]
         # Stream in chunks so a long session is checked in bounded memory, and the same buffers
@@ -651,21 +615,30 @@ class SqlEventStore(ABC):
                 for row in conn.execute(select(holds).order_by(holds.c.created_ns))
             ]
 
-    def remove_sessions(self, session_ids: Sequence[str]) -> int:
-        ids = list(session_ids)
+    def remove_sessions(
+        self,
+        session_ids: Sequence[str],
+        applied: record_docs.RetentionApplied | None = None,
+        record_session: str | None = None,
+    ) -> int:
+        ids = list(dict.fromkeys(session_ids))
         if not ids:
             return 0
         with self._translated(), self.engine.connect() as conn:
             self._begin_write(conn)
+            self._lock_log(conn)
             held = conn.execute(select(holds.c.session_id).where(holds.c.session_id.in_(ids))).all()
             if held:
                 raise AppendRefused(f"session {held[0].session_id} is on legal hold")
-            conn.execute(insert(retention_grants), [{"session_id": sid} for sid in ids])
-            removed = conn.execute(delete(events).where(events.c.session_id.in_(ids))).rowcount
-            conn.execute(delete(sessions).where(sessions.c.session_id.in_(ids)))
-            conn.execute(delete(retention_grants).where(retention_grants.c.session_id.in_(ids)))
+            removed = removals.record_and_remove(
+                conn, lambda evs: self._append_in(conn, evs), ids, applied, record_session
+            )
             conn.commit()
         return removed
+
+    def removals(self) -> list[removals.Removal]:
+        with self._translated(), self.engine.connect() as conn:
+            return removals.listed(conn)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -381,7 +381,7 @@ def test_marking_a_changed_record_as_redacted_is_caught(redacted_bundle) -> None
     assert _problems(bdir) == [("redaction_mismatch", sid, None)]
 
 
-def test_a_session_broken_in_the_store_is_exported_and_flagged(
+def test_a_session_broken_in_the_store_is_refused_or_exported_and_flagged(
     sqlite_url: str, tmp_path: Path
 ) -> None:
     from sqlalchemy import create_engine, text
@@ -398,13 +398,21 @@ def test_a_session_broken_in_the_store_is_exported_and_flagged(
             {"r": b'{"jsonrpc":"2.0","id":1,"result":{}}', "s": bad},
         )
     engine.dispose()
-    result = export_bundle(store, tmp_path / "b", fmt="jsonl")
+    with pytest.raises(ExportError, match=f"1 session.s. fail verification .*{bad}.*modified"):
+        export_bundle(store, tmp_path / "refused", fmt="jsonl")
+    assert not (tmp_path / "refused").exists()
+    result = export_bundle(store, tmp_path / "b", fmt="jsonl", include_broken=True)
     assert result.broken == [bad]
     assert result.manifest["sessions"][bad]["chain_intact_at_export"] is False
     assert result.manifest["sessions"][good]["chain_intact_at_export"] is True
     assert result.manifest["chain_coverage"]["broken_in_store"] == [bad]
     # The raw no longer matches its hash, nor the fields the store derived from the original.
-    assert _problems(tmp_path / "b") == [("modified", bad, 3), ("field_modified", bad, 3)]
+    assert result.manifest["sessions"][bad]["store_findings"][0]["problem"] == "modified"
+    assert _problems(tmp_path / "b") == [
+        ("broken_in_store", bad, 3),
+        ("modified", bad, 3),
+        ("field_modified", bad, 3),
+    ]
 
 
 def test_unwritable_destination_is_one_clear_error(sqlite_url: str, tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ def test_first_use_migrates_to_head_and_matches_the_models(store_url):
         )
         assert compare_metadata(context, metadata) == []
         tables = set(inspect(conn).get_table_names())
-    assert {"events", "sessions", "holds", "retention_grants", "alembic_version"} <= tables
+    assert {"events", "sessions", "holds", "retention_removals", "alembic_version"} <= tables
     engine.dispose()
 
 
@@ -90,3 +90,34 @@ def test_concurrent_first_opens_migrate_once(store_url):
     store = open_store(store_url)
     assert store.list_sessions() == []
     store.close()
+
+
+def test_a_store_at_0001_upgrades_and_its_unchecked_grants_go(store_url):
+    """Revision 0001's `retention_grants` let any writer authorise a DELETE. A store written at
+    that revision, holding such a forged grant, upgrades on open: the grant goes with its table
+    and the DELETE it would have allowed is refused. Downgrading restores revision 0001."""
+    from alembic import command
+
+    from tests.recorder.storekit import session_events
+
+    engine = engine_for(store_url)
+    with engine.begin() as conn:
+        command.upgrade(migrate.alembic_config(conn), "0001")
+    store = open_store(store_url)  # upgrades, then appends at head
+    events = session_events(calls=1)
+    store.append(events)
+    store.close()
+    sid = events[0].session_id
+    with engine.begin() as conn:
+        command.downgrade(migrate.alembic_config(conn), "0001")
+        conn.execute(text("INSERT INTO retention_grants (session_id) VALUES (:s)"), {"s": sid})
+    store = open_store(store_url)
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == migrate.head_revision()
+        assert "retention_grants" not in inspect(conn).get_table_names()
+        with pytest.raises(Exception, match="append-only"):
+            conn.execute(text("DELETE FROM events WHERE session_id = :s"), {"s": sid})
+        conn.rollback()
+    assert store.verify() == [] and len(list(store.read_session(sid))) == len(events) + 1
+    store.close()
+    engine.dispose()

@@ -155,7 +155,8 @@ class EventStoreContract:
             store.remove_sessions([keep[0].session_id])
         removed = store.remove_sessions([drop[0].session_id])
         assert removed == len(drop) + 1
-        assert [s.name for s in store.list_sessions()] == ["keep"]
+        assert [s.name for s in store.list_sessions()] == ["retention", "keep"]
+        assert [r.session_id for r in store.removals()] == [drop[0].session_id]
         assert store.verify() == []
         assert store.remove_hold(keep[0].session_id) and store.list_holds() == []
 

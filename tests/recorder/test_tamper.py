@@ -54,8 +54,13 @@ def tamper(store_url: str, *statements: tuple[str, dict]) -> None:
     engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
     with engine.begin() as conn:
         if engine.dialect.name == "sqlite":
-            conn.execute(text("DROP TRIGGER events_no_update"))
-            conn.execute(text("DROP TRIGGER events_no_delete"))
+            triggers = conn.execute(
+                text(
+                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
+                )
+            ).scalars()
+            for name in list(triggers):
+                conn.execute(text(f"DROP TRIGGER {name}"))
         else:
             conn.execute(text("ALTER TABLE events DISABLE TRIGGER USER"))
         for sql, params in statements:
