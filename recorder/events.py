@@ -13,43 +13,27 @@ docs/log-format.md is generated from this module (`python -m recorder.events`, r
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import re
-import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
-import orjson
-
+from recorder.event_base import (
+    JSON,
+    Document,
+    FieldSpec,
+    as_dict,
+    doc_field,
+    dumps,
+    encode,
+    encode_fields,
+    extra_field,
+    specs_of,
+)
 from recorder.jsonrpc import parse
 
-#: Any JSON value (objects, arrays, strings, numbers, booleans, null).
-JSON = Any
-
-
-def _field(doc: str, *, required: bool = False, optional: bool = False, default: Any = None) -> Any:
-    """A document field. `required`: a decoded document without it is a problem. `optional`:
-    left out of the encoded document when None (fields one producer writes and others do not)."""
-    meta = {"doc": doc, "required": required, "optional": optional}
-    if isinstance(default, list | dict):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def _extra() -> Any:
-    return field(default_factory=dict, metadata={"doc": "", "extra": True})
-
-
-@dataclass(frozen=True, slots=True)
-class Document:
-    """Base of every record document. `extra` keeps the keys a producer added beyond the schema
-    (a fault's evidence, a tap's own settings): a decoded document never loses a key."""
-
-    KIND: ClassVar[str]
-    VERSION: ClassVar[int] = 1
+__all__ = ["JSON", "Document", "FieldSpec", "as_dict", "dumps", "encode", "encode_fields"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,43 +43,43 @@ class SessionStarted(Document):
 
     KIND: ClassVar[str] = "session_started"
 
-    name: str | None = _field(
+    name: str | None = doc_field(
         "The session's name (`--name`, the host's server name).", required=True
     )
-    transport: str | None = _field(
+    transport: str | None = doc_field(
         "`stdio`, `http`, `hook` (host decisions), or null (the recorder's own sessions, such as"
         " retention).",
         required=True,
     )
-    command: list[str] | str | None = _field(
+    command: list[str] | str | None = doc_field(
         "What was recorded: the server's argv (stdio, replay against a command), its URL (http),"
         " or the host (hook).",
         required=True,
     )
-    cwd: str | None = _field("The working directory the server was started in.")
-    env_names: list[str] = _field(
+    cwd: str | None = doc_field("The working directory the server was started in.")
+    env_names: list[str] = doc_field(
         "Names (never values) of the environment variables the server was given.", default=[]
     )
-    tap_version: str | None = _field("The mcp-blackbox version that recorded the session.")
-    pid: int | None = _field("The recording process's id.")
-    replay_of: str | None = _field("For a replay: the id of the session it replayed.")
-    max_frame: int | None = _field(
+    tap_version: str | None = doc_field("The mcp-blackbox version that recorded the session.")
+    pid: int | None = doc_field("The recording process's id.")
+    replay_of: str | None = doc_field("For a replay: the id of the session it replayed.")
+    max_frame: int | None = doc_field(
         "stdio: the largest frame recorded whole, in bytes.", optional=True
     )
-    quarantine_noise: bool | None = _field(
+    quarantine_noise: bool | None = doc_field(
         "stdio: non-JSON stdout lines were kept from the client.", optional=True
     )
-    policy: bool | None = _field("stdio: a policy gate was in force.", optional=True)
-    redaction: bool | None = _field("stdio: redaction rules were in force.", optional=True)
-    session_rule: str | None = _field(
+    policy: bool | None = doc_field("stdio: a policy gate was in force.", optional=True)
+    redaction: bool | None = doc_field("stdio: redaction rules were in force.", optional=True)
+    session_rule: str | None = doc_field(
         "http: how the proxy told sessions apart (legacy id, trace id, client).", optional=True
     )
-    session_key: str | None = _field("http: the value that rule keyed on.", optional=True)
-    remote: str | None = _field("http: the client's address.", optional=True)
-    host_session: str | None = _field("hook: the host's own session id.", optional=True)
-    timing: str | None = _field("replay: the timing mode.", optional=True)
-    injections: list[JSON] | None = _field("replay: the faults injected.", optional=True)
-    extra: Mapping[str, JSON] = _extra()
+    session_key: str | None = doc_field("http: the value that rule keyed on.", optional=True)
+    remote: str | None = doc_field("http: the client's address.", optional=True)
+    host_session: str | None = doc_field("hook: the host's own session id.", optional=True)
+    timing: str | None = doc_field("replay: the timing mode.", optional=True)
+    injections: list[JSON] | None = doc_field("replay: the faults injected.", optional=True)
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,18 +88,18 @@ class EraDetected(Document):
 
     KIND: ClassVar[str] = "era_detected"
 
-    era: str | None = _field(
+    era: str | None = doc_field(
         "The protocol version, such as 2025-11-25 or 2026-07-28.", required=True
     )
-    client_info: JSON = _field("The client's `clientInfo`, as sent.")
-    server_info: JSON = _field("The server's `serverInfo`, as answered (null when unknown).")
-    via: str | None = _field(
+    client_info: JSON = doc_field("The client's `clientInfo`, as sent.")
+    server_info: JSON = doc_field("The server's `serverInfo`, as answered (null when unknown).")
+    via: str | None = doc_field(
         "The method that told: `initialize`, `server/discover` or the first request.", optional=True
     )
-    requested: str | None = _field(
+    requested: str | None = doc_field(
         "The version the client asked for, when the server answered another.", optional=True
     )
-    extra: Mapping[str, JSON] = _extra()
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,30 +108,34 @@ class SessionEnded(Document):
 
     KIND: ClassVar[str] = "session_ended"
 
-    reason: str = _field(
+    reason: str = doc_field(
         "What ended it: client_closed, server_exited, interrupted, spawn_failed, recovered,"
         " abandoned, proxy_stopped, completed...",
         required=True,
         default="ended",
     )
-    outcome: str = _field(
+    outcome: str = doc_field(
         "ok, server_exited, crashed, interrupted, recovered, abandoned...",
         required=True,
         default="ended",
     )
-    exit_code: int | None = _field("The server's exit code, when it exited.")
-    signal: str | None = _field("The signal that ended the server, by name.")
-    tap_signals: list[str] | None = _field("Signals the tap itself received.", optional=True)
-    detail: str | None = _field("A sentence on how it ended.", optional=True)
-    verdict: str | None = _field("replay: the replay's verdict.", optional=True)
-    recovered_ns: int | None = _field(
+    exit_code: int | None = doc_field("The server's exit code, when it exited.")
+    signal: str | None = doc_field("The signal that ended the server, by name.")
+    tap_signals: list[str] | None = doc_field("Signals the tap itself received.", optional=True)
+    detail: str | None = doc_field("A sentence on how it ended.", optional=True)
+    verdict: str | None = doc_field("replay: the replay's verdict.", optional=True)
+    recovered_ns: int | None = doc_field(
         "recovered: when `blackbox ship` closed a session its tap left open.", optional=True
     )
-    sealed_by: str | None = _field("abandoned: what sealed it (retention).", optional=True)
-    sealed_at_ns: int | None = _field("abandoned: when it was sealed.", optional=True)
-    last_activity_ns: int | None = _field("abandoned: the time of its last record.", optional=True)
-    idle_ns: int | None = _field("abandoned: the idle time that made it abandoned.", optional=True)
-    extra: Mapping[str, JSON] = _extra()
+    sealed_by: str | None = doc_field("abandoned: what sealed it (retention).", optional=True)
+    sealed_at_ns: int | None = doc_field("abandoned: when it was sealed.", optional=True)
+    last_activity_ns: int | None = doc_field(
+        "abandoned: the time of its last record.", optional=True
+    )
+    idle_ns: int | None = doc_field(
+        "abandoned: the idle time that made it abandoned.", optional=True
+    )
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,11 +145,11 @@ class SessionSealed(Document):
 
     KIND: ClassVar[str] = "session_sealed"
 
-    count: int = _field("How many records precede the seal.", required=True, default=0)
-    head: str = _field(
+    count: int = doc_field("How many records precede the seal.", required=True, default=0)
+    head: str = doc_field(
         "The chain hash of the record before the seal, hex.", required=True, default=""
     )
-    extra: Mapping[str, JSON] = _extra()
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,8 +158,8 @@ class Stderr(Document):
 
     KIND: ClassVar[str] = "stderr"
 
-    line: str = _field("The line, without its line ending.", required=True, default="")
-    extra: Mapping[str, JSON] = _extra()
+    line: str = doc_field("The line, without its line ending.", required=True, default="")
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,25 +168,25 @@ class Fault(Document):
 
     KIND: ClassVar[str] = "fault"
 
-    fault: str = _field(
+    fault: str = doc_field(
         "The fault: stdout_pollution, invalid_json, invalid_utf8, oversize_frame, spawn_failed,"
         " server_exited, exit_with_outstanding, broken_pipe, timeout, stream_cut,"
         " upstream_error...",
         required=True,
         default="unknown",
     )
-    stage: str = _field(
+    stage: str = doc_field(
         "The doctor's stage: transport, handshake, discovery or execution.", default="transport"
     )
-    detail: str = _field("What happened, in a sentence.", default="")
-    seq: int | None = _field("The seq of the record it concerns, if any.")
-    direction: str | None = _field("c2s or s2c, for a fault in one direction.", optional=True)
-    excerpt: str | None = _field("The start of the offending bytes.", optional=True)
-    exit_code: int | None = _field("The server's exit code, for an exit.", optional=True)
-    signal: str | None = _field("The signal that ended the server, by name.", optional=True)
-    http_method: str | None = _field("http: the request's method.", optional=True)
-    path: str | None = _field("http: the request's path.", optional=True)
-    extra: Mapping[str, JSON] = _extra()
+    detail: str = doc_field("What happened, in a sentence.", default="")
+    seq: int | None = doc_field("The seq of the record it concerns, if any.")
+    direction: str | None = doc_field("c2s or s2c, for a fault in one direction.", optional=True)
+    excerpt: str | None = doc_field("The start of the offending bytes.", optional=True)
+    exit_code: int | None = doc_field("The server's exit code, for an exit.", optional=True)
+    signal: str | None = doc_field("The signal that ended the server, by name.", optional=True)
+    http_method: str | None = doc_field("http: the request's method.", optional=True)
+    path: str | None = doc_field("http: the request's path.", optional=True)
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,24 +197,24 @@ class Decision(Document):
 
     KIND: ClassVar[str] = "decision"
 
-    decision: str | None = _field(
+    decision: str | None = doc_field(
         "allow, deny or ask; null for a host's record of a call not decided yet.", required=True
     )
-    final: str | None = _field("The final outcome, allow or deny, once known.")
-    source: str = _field("policy, host or user.", required=True, default="policy")
-    decided_by: str | None = _field("rule, default, settings, hook, classifier or user.")
-    rule: str | None = _field("The rule that decided, if any.")
-    server: str | None = _field("The server's name.")
-    tool: str | None = _field("The tool's name.")
-    method: str = _field("The method decided on.", default="tools/call")
-    args_fingerprint: str | None = _field(
+    final: str | None = doc_field("The final outcome, allow or deny, once known.")
+    source: str = doc_field("policy, host or user.", required=True, default="policy")
+    decided_by: str | None = doc_field("rule, default, settings, hook, classifier or user.")
+    rule: str | None = doc_field("The rule that decided, if any.")
+    server: str | None = doc_field("The server's name.")
+    tool: str | None = doc_field("The tool's name.")
+    method: str = doc_field("The method decided on.", default="tools/call")
+    args_fingerprint: str | None = doc_field(
         "sha256 hex of the canonical JSON of the call's arguments."
     )
-    rpc_id: str | None = _field("The JSON-RPC id of the call, as text.")
-    request_seq: int | None = _field("The seq of the request frame it decided.")
-    host_session: str | None = _field("The host's own session id.")
-    reason: str | None = _field("Why, as the rule or host put it.")
-    extra: Mapping[str, JSON] = _extra()
+    rpc_id: str | None = doc_field("The JSON-RPC id of the call, as text.")
+    request_seq: int | None = doc_field("The seq of the request frame it decided.")
+    host_session: str | None = doc_field("The host's own session id.")
+    reason: str | None = doc_field("Why, as the rule or host put it.")
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,26 +224,32 @@ class HttpExchange(Document):
 
     KIND: ClassVar[str] = "http_exchange"
 
-    method: str | None = _field("The HTTP method.", required=True)
-    path: str | None = _field("The request target.", required=True)
-    status: int | None = _field("The response status (null when none was sent).")
-    content_type: str | None = _field("The response's content type.")
-    duration_ms: float | None = _field("From the request's start to the response's end.")
-    request_headers: dict[str, JSON] = _field("The request's headers, as recorded.", default={})
-    response_headers: dict[str, JSON] = _field("The response's headers, as recorded.", default={})
-    request_seq: int | None = _field("The seq of the request's first frame.")
-    remote: str | None = _field("The client's address.")
-    bytes_in: int | None = _field("Request body bytes.")
-    bytes_out: int | None = _field("Response body bytes.")
-    upstream_answered: bool | None = _field("Whether the upstream answered at all.")
-    sse_events: list[JSON] | None = _field("The SSE events of a stream, in order.", optional=True)
-    client_disconnected: bool | None = _field("The client went away mid-response.", optional=True)
-    note: str | None = _field("What the proxy did itself (a refusal, a denial).", optional=True)
-    partial: bool | None = _field(
+    method: str | None = doc_field("The HTTP method.", required=True)
+    path: str | None = doc_field("The request target.", required=True)
+    status: int | None = doc_field("The response status (null when none was sent).")
+    content_type: str | None = doc_field("The response's content type.")
+    duration_ms: float | None = doc_field("From the request's start to the response's end.")
+    request_headers: dict[str, JSON] = doc_field("The request's headers, as recorded.", default={})
+    response_headers: dict[str, JSON] = doc_field(
+        "The response's headers, as recorded.", default={}
+    )
+    request_seq: int | None = doc_field("The seq of the request's first frame.")
+    remote: str | None = doc_field("The client's address.")
+    bytes_in: int | None = doc_field("Request body bytes.")
+    bytes_out: int | None = doc_field("Response body bytes.")
+    upstream_answered: bool | None = doc_field("Whether the upstream answered at all.")
+    sse_events: list[JSON] | None = doc_field(
+        "The SSE events of a stream, in order.", optional=True
+    )
+    client_disconnected: bool | None = doc_field(
+        "The client went away mid-response.", optional=True
+    )
+    note: str | None = doc_field("What the proxy did itself (a refusal, a denial).", optional=True)
+    partial: bool | None = doc_field(
         "A long stream is written in parts: true for every part but the last.", optional=True
     )
-    part: int | None = _field("The part's number, from 1.", optional=True)
-    extra: Mapping[str, JSON] = _extra()
+    part: int | None = doc_field("The part's number, from 1.", optional=True)
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,17 +259,17 @@ class ReplayStep(Document):
 
     KIND: ClassVar[str] = "replay_step"
 
-    step: int | None = _field("The step's number; null for unexpected messages and the summary.")
-    status: str = _field(
+    step: int | None = doc_field("The step's number; null for unexpected messages and the summary.")
+    status: str = doc_field(
         "diverged, missing, not_sent, unexpected, summary...", required=True, default="summary"
     )
-    replay_of: str | None = _field("The id of the session replayed.", optional=True)
-    verdict: str | None = _field("summary: equivalent or diverged.", optional=True)
-    summary: dict[str, JSON] | None = _field("summary: counts by status.", optional=True)
-    faults: list[JSON] | None = _field(
+    replay_of: str | None = doc_field("The id of the session replayed.", optional=True)
+    verdict: str | None = doc_field("summary: equivalent or diverged.", optional=True)
+    summary: dict[str, JSON] | None = doc_field("summary: counts by status.", optional=True)
+    faults: list[JSON] | None = doc_field(
         "summary: each recorded fault, reproduced or not.", optional=True
     )
-    extra: Mapping[str, JSON] = _extra()
+    extra: Mapping[str, JSON] = extra_field()
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,20 +279,22 @@ class RetentionApplied(Document):
 
     KIND: ClassVar[str] = "retention_applied"
 
-    older_than_ns: int | None = _field("The age limit asked for.")
-    cutoff_ns: int | None = _field("Sessions that ended before this were removed.")
-    cutoff: str | None = _field("The cutoff, as ISO 8601 text.")
-    idle_ns: int | None = _field("Unsealed sessions idle this long were sealed as abandoned.")
-    removed: list[str] = _field("The ids of the sessions removed.", default=[])
-    sessions_removed: int = _field("How many sessions were removed.", default=0)
-    records_removed: int = _field("How many records were removed.", default=0)
-    archive: str | None = _field("Where the archive bundle was written.")
-    archive_format: str | None = _field("The archive's data file format.")
-    archive_manifest_sha256: str | None = _field("sha256 of the archive's manifest.")
-    held_kept: list[str] = _field("Sessions kept because of a legal hold.", default=[])
-    abandoned_sealed: list[str] = _field("Sessions sealed as abandoned first.", default=[])
-    broken_kept: list[str] = _field("Sessions kept because their chain did not verify.", default=[])
-    extra: Mapping[str, JSON] = _extra()
+    older_than_ns: int | None = doc_field("The age limit asked for.")
+    cutoff_ns: int | None = doc_field("Sessions that ended before this were removed.")
+    cutoff: str | None = doc_field("The cutoff, as ISO 8601 text.")
+    idle_ns: int | None = doc_field("Unsealed sessions idle this long were sealed as abandoned.")
+    removed: list[str] = doc_field("The ids of the sessions removed.", default=[])
+    sessions_removed: int = doc_field("How many sessions were removed.", default=0)
+    records_removed: int = doc_field("How many records were removed.", default=0)
+    archive: str | None = doc_field("Where the archive bundle was written.")
+    archive_format: str | None = doc_field("The archive's data file format.")
+    archive_manifest_sha256: str | None = doc_field("sha256 of the archive's manifest.")
+    held_kept: list[str] = doc_field("Sessions kept because of a legal hold.", default=[])
+    abandoned_sealed: list[str] = doc_field("Sessions sealed as abandoned first.", default=[])
+    broken_kept: list[str] = doc_field(
+        "Sessions kept because their chain did not verify.", default=[]
+    )
+    extra: Mapping[str, JSON] = extra_field()
 
 
 def started_here(**fields: JSON) -> SessionStarted:
@@ -331,168 +327,14 @@ DOCUMENTS: dict[str, type[Document]] = {
 # -- the schema as data: field lists the store, Parquet and export columns derive from -----------
 
 
-@dataclass(frozen=True, slots=True)
-class FieldSpec:
-    """One field of a document kind, as the schema states it."""
-
-    name: str
-    types: tuple[type, ...]  # the JSON types it may hold (object for any)
-    annotation: str
-    doc: str
-    required: bool
-    optional: bool
-
-
-def _runtime_types(hint: object) -> tuple[type, ...]:
-    if hint is Any:
-        return (object,)
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return tuple(t for arg in typing.get_args(hint) for t in _runtime_types(arg))
-    if hint is type(None):
-        return (type(None),)
-    if hint is float:
-        return (float, int)
-    if origin is not None:
-        return (dict,) if origin in (dict, Mapping) else (origin,)  # type: ignore[return-value]
-    return (hint,)  # type: ignore[return-value]
-
-
-_TYPE_WORDS = {
-    "Mapping[str, JSON]": "object",
-    "dict[str, JSON]": "object",
-    "list[JSON]": "array",
-    "list[str]": "array of strings",
-    "JSON": "any JSON value",
-    "str": "string",
-    "int": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "None": "null",
-    "|": "or",
-}
-_TYPE_TOKEN = re.compile("|".join(re.escape(code) for code in _TYPE_WORDS))
-
-
-def _plain_type(annotation: str) -> str:
-    """A field's annotation in the words of JSON, for the written schema."""
-    return _TYPE_TOKEN.sub(lambda m: _TYPE_WORDS[m.group()], annotation)
-
-
-def _specs(cls: type[Document]) -> tuple[FieldSpec, ...]:
-    hints = typing.get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("extra"):
-            continue
-        annotation = _plain_type(str(f.type))
-        out.append(
-            FieldSpec(
-                f.name,
-                _runtime_types(hints[f.name]),
-                annotation,
-                f.metadata["doc"],
-                f.metadata["required"],
-                f.metadata["optional"],
-            )
-        )
-    return tuple(out)
-
-
-_SPECS: dict[type[Document], tuple[FieldSpec, ...]] = {
-    cls: _specs(cls) for cls in DOCUMENTS.values()
-}
-
-
-def _default_makers(cls: type[Document]) -> dict[str, Callable[[], JSON]]:
-    makers: dict[str, Callable[[], JSON]] = {}
-    for f in dataclasses.fields(cls):
-        if f.default_factory is not dataclasses.MISSING:
-            makers[f.name] = f.default_factory
-        else:
-            makers[f.name] = lambda value=f.default: value
-    return makers
-
-
-# Each field's default, as a maker (a fresh list or dict each time), for `encode_fields`.
-_DEFAULTS = {cls: _default_makers(cls) for cls in DOCUMENTS.values()}
-# The encoder's layout per class: (name, left out when None), in schema order.
-_LAYOUT: dict[type[Document], tuple[tuple[str, bool], ...]] = {
-    cls: tuple((s.name, s.optional) for s in specs) for cls, specs in _SPECS.items()
-}
-
-
 def fields_of(kind: str) -> tuple[FieldSpec, ...]:
     """The fields of a kind's document, in schema order (raises KeyError for an unknown kind)."""
-    return _SPECS[DOCUMENTS[kind]]
+    return specs_of(DOCUMENTS[kind])
 
 
 def field_names(kind: str) -> tuple[str, ...]:
     """The names of a kind's fields, in schema order: the column lists derive from these."""
     return tuple(s.name for s in fields_of(kind))
-
-
-# -- encoding ------------------------------------------------------------------------------------
-
-
-def _fragments(value: object) -> object:
-    """`value` with every integer beyond 64 bits as an orjson fragment of its exact digits."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and not -(2**63) <= value < 2**64:
-        return orjson.Fragment(str(value))
-    if isinstance(value, dict):
-        return {k: _fragments(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_fragments(v) for v in value]
-    return value
-
-
-def dumps(value: object) -> bytes:
-    """Compact UTF-8 JSON by the one encoder of record documents (orjson: several times faster
-    than `json`, and one spelling of every float). Integers beyond 64 bits keep their digits."""
-    try:
-        return orjson.dumps(value)  # the common case; the option below costs twice the time
-    except TypeError:
-        return orjson.dumps(_fragments(value), option=orjson.OPT_NON_STR_KEYS)
-
-
-def as_dict(doc: Document) -> dict[str, JSON]:
-    """The document as the JSON object `encode` writes, with its `"v"` first."""
-    out: dict[str, JSON] = {"v": doc.VERSION}
-    for name, optional in _LAYOUT[type(doc)]:
-        value = getattr(doc, name)
-        if optional and value is None:
-            continue
-        out[name] = value
-    for key, value in doc.extra.items():  # type: ignore[attr-defined]
-        out.setdefault(key, value)
-    return out
-
-
-def encode(doc: Document) -> bytes:
-    """The raw bytes of a record document."""
-    return dumps(as_dict(doc))
-
-
-def encode_fields(cls: type[Document], /, **values: JSON) -> bytes:
-    """The bytes `encode(cls(**values))` gives, without building the frozen object: for producers
-    on a hot path (a frozen dataclass of 18 fields costs about 5 µs to build, the proxy writes one
-    exchange document a request). Unknown names are refused as the class would refuse them."""
-    layout, defaults = _LAYOUT[cls], _DEFAULTS[cls]
-    if not values.keys() <= defaults.keys():
-        unknown = ", ".join(sorted(values.keys() - defaults.keys()))
-        raise TypeError(f"{cls.__name__} has no field {unknown}")
-    extra = values.pop("extra", None) or {}
-    out: dict[str, JSON] = {"v": cls.VERSION}
-    for name, optional in layout:
-        value = values[name] if name in values else defaults[name]()
-        if optional and value is None:
-            continue
-        out[name] = value
-    for key, value in extra.items():
-        out.setdefault(key, value)
-    return dumps(out)
 
 
 # -- upgrading old documents ---------------------------------------------------------------------
@@ -580,7 +422,7 @@ def decode(kind: str, raw: bytes) -> tuple[Document | None, str | None]:
 def _build(cls: type[Document], value: dict[str, JSON]) -> tuple[Document | None, str | None]:
     """A document from a current-version dict (consumed): fields checked, other keys kept."""
     values: dict[str, JSON] = {}
-    for spec in _SPECS[cls]:
+    for spec in specs_of(cls):
         if spec.name in value:
             item = value.pop(spec.name)
             if not isinstance(item, spec.types) or (
