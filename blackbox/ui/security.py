@@ -59,10 +59,10 @@ def is_loopback(host: str) -> bool:
 
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
     """The `Host` values a request may carry: the listen address and port, and for a loopback
-    address its other loopback spellings (a browser may say localhost)."""
+    address (or a wildcard one) its loopback spellings (a browser may say localhost)."""
     spelled = f"[{host}]" if ":" in host and not host.startswith("[") else host
     hosts = {f"{spelled}:{port}"}
-    if is_loopback(host):
+    if is_loopback(host) or host in ("0.0.0.0", "::"):
         hosts |= {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
     return frozenset(hosts)
 

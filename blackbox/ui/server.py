@@ -44,6 +44,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # connections made as soon as the URL is printed wait, not fail
     except OSError as exc:
         sock.close()
         raise BadListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
