@@ -43,7 +43,7 @@ def overview(token: str) -> str:
   <figure><figcaption>Calls and error rate per hour</figcaption><svg id="chart-calls"
     class="chart" viewBox="0 0 600 200" role="img"></svg></figure>
   <figure class="wide"><figcaption>Latency per tool (ms): p50, p95, p99</figcaption>
-    <svg id="chart-latency" class="chart" viewBox="0 0 600 260" role="img"></svg></figure>
+    <svg id="chart-latency" class="chart" viewBox="0 0 1200 260" role="img"></svg></figure>
 </section>"""
     return page("Overview", "overview", body, token)
 

@@ -59,9 +59,11 @@ function barChart(svg, points, label, value, opts = {}) {
   svg.append(svgEl("text", { x: 2, y: T + 10, class: "tick" }, String(Math.round(max))));
   points.forEach((p, i) => {
     const h = ((H - B - T) * value(p)) / max;
-    svg.append(svgEl("rect", {
+    const rect = svgEl("rect", {
       x: L + i * w + 1, y: H - B - h, width: Math.max(w - 2, 1), height: h, class: "bar",
-    }, undefined)).append(svgEl("title", {}, `${label(p)}: ${value(p)}`));
+    });
+    rect.append(svgEl("title", {}, `${label(p)}: ${value(p)}`));
+    svg.append(rect);
   });
   if (opts.rate) {
     const pts = points.map((p, i) => `${L + i * w + w / 2},${H - B - (H - B - T) * opts.rate(p)}`);
@@ -76,17 +78,18 @@ function barChart(svg, points, label, value, opts = {}) {
 
 function latencyChart(svg, rows) {
   svg.replaceChildren();
-  const W = 600, L = 150, rowH = 20, T = 10;
+  const W = 1200, L = 170, rowH = 22, T = 10;
   svg.setAttribute("viewBox", `0 0 ${W} ${Math.max(60, T + rows.length * rowH + 30)}`);
   const max = Math.max(1, ...rows.map((r) => r.p99 || 0));
   const x = (v) => L + ((W - L - 20) * Math.log1p(v)) / Math.log1p(max);
   rows.forEach((r, i) => {
     const y = T + i * rowH;
-    svg.append(svgEl("text", { x: 2, y: y + 13, class: "tick" }, r.tool.slice(0, 22)));
+    svg.append(svgEl("text", { x: 2, y: y + 13, class: "label" }, r.tool.slice(0, 24)));
     svg.append(svgEl("rect", { x: L, y: y + 3, width: x(r.p99) - L, height: 12, class: "p99" }));
     svg.append(svgEl("rect", { x: L, y: y + 3, width: x(r.p95) - L, height: 12, class: "p95" }));
-    svg.append(svgEl("rect", { x: L, y: y + 3, width: x(r.p50) - L, height: 12, class: "p50" }))
-      .append(svgEl("title", {}, `${r.tool}: p50 ${r.p50.toFixed(1)} p95 ${r.p95.toFixed(1)} p99 ${r.p99.toFixed(1)} ms (${r.calls} calls)`));
+    const p50 = svgEl("rect", { x: L, y: y + 3, width: x(r.p50) - L, height: 12, class: "p50" });
+    p50.append(svgEl("title", {}, `${r.tool}: p50 ${r.p50.toFixed(1)} p95 ${r.p95.toFixed(1)} p99 ${r.p99.toFixed(1)} ms (${r.calls} calls)`));
+    svg.append(p50);
   });
   svg.append(svgEl("text", { x: L, y: T + rows.length * rowH + 20, class: "tick" },
     `0 … ${max.toFixed(1)} ms (log scale)`));
