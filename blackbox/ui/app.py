@@ -47,6 +47,16 @@ class Context:
     token: str
     _verified: tuple[int, dict[str, Any]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Counts of sealed sessions never change: counted once per process.
+    _counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+
+    def counts(self, ids: list[str], sealed: set[str]) -> dict[str, tuple[int, int, int]]:
+        known = {i: self._counts[i] for i in ids if i in self._counts}
+        fresh = data.session_counts(self.store, [i for i in ids if i not in known])
+        for sid, value in fresh.items():
+            if sid in sealed:
+                self._counts[sid] = value
+        return {**known, **fresh}
 
     def verify(self) -> dict[str, Any]:
         """The hash chains' verdict, computed again only when the log has grown."""
@@ -127,6 +137,17 @@ def routes(ctx: Context) -> list[Route | Mount]:
         )
         return JSONResponse(await run_in_threadpool(data.session_page, ctx.store, query))
 
+    async def api_counts(request: Request) -> Response:
+        ids = [i for i in request.query_params.get("ids", "").split(",") if i][: data.PAGE * 5]
+        sealed = set(request.query_params.get("sealed", "").split(","))
+        counts = await run_in_threadpool(ctx.counts, ids, sealed)
+        return JSONResponse(
+            {
+                sid: dict(zip(("calls", "errors", "faults"), v, strict=True))
+                for sid, v in counts.items()
+            }
+        )
+
     async def api_records(request: Request) -> Response:
         sid = request.path_params["sid"]
         after = int(request.query_params.get("after_seq", 0))
@@ -179,6 +200,7 @@ def routes(ctx: Context) -> list[Route | Mount]:
         Route("/sessions/{sid}/replay", replay_page),
         Route("/sql", sql_page),
         Route("/api/sessions", api_sessions),
+        Route("/api/counts", api_counts),
         Route("/api/sessions/{sid}/records", api_records),
         Route("/api/sessions/{sid}/records/{seq:int}", api_record),
         Route("/api/sessions/{sid}/replay", api_replay, methods=["POST"]),

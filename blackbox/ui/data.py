@@ -17,6 +17,7 @@ from recorder.store.browse import (
     SessionQuery,
     newest_checkpoint,
     parse_cursor,
+    session_counts,
     session_page,
     timeline_page,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "overview",
     "parse_cursor",
     "record_detail",
+    "session_counts",
     "session_page",
     "timeline_page",
 ]

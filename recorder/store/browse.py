@@ -55,7 +55,9 @@ class SessionQuery:
 
 
 def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
-    """One page of sessions, newest first, with calls, errors and faults counted for it."""
+    """One page of sessions, newest first, from the projection alone (`session_counts` adds the
+    calls, errors and faults: counting reads every record of a session, 0.8 s for one of 100,000
+    frames, so the list shows first and the counts follow)."""
     s = sessions.c
     started = func.coalesce(s.started_ns, 0)
     stmt = select(sessions).order_by(started.desc(), s.session_id.desc())
@@ -80,10 +82,8 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
         rows = list(conn.execute(stmt))
         more = len(rows) > query.limit
         rows = rows[: query.limit]
-        counts = _counts(conn, [r.session_id for r in rows])
     out = []
     for r in rows:
-        calls, errors, faults = counts.get(r.session_id, (0, 0, 0))
         duration = None
         if r.started_ns is not None and r.ended_ns is not None:
             duration = round((r.ended_ns - r.started_ns) / 1e9, 3)
@@ -99,11 +99,9 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
                 "started_ns": r.started_ns,
                 "duration_s": duration,
                 "frames": r.frames,
-                "calls": calls,
-                "errors": errors,
-                "faults": faults,
                 "outcome": r.outcome or ("open" if r.sealed_count is None else None),
                 "replay_of": r.replay_of,
+                "sealed": r.sealed_count is not None,
             }
         )
     cursor = None
@@ -122,9 +120,16 @@ def parse_cursor(text_value: str | None) -> tuple[int, str] | None:
         return None
 
 
-def _counts(conn, ids: list[str]) -> dict[str, tuple[int, int, int]]:  # type: ignore[no-untyped-def]
+def session_counts(store: EventStore, ids: list[str]) -> dict[str, tuple[int, int, int]]:
+    """(calls, errors, faults) of each listed session: client requests, error responses and
+    isError results, fault records."""
     if not ids:
         return {}
+    with _engine(store).connect() as conn:
+        return _counts(conn, ids)
+
+
+def _counts(conn, ids: list[str]) -> dict[str, tuple[int, int, int]]:  # type: ignore[no-untyped-def]
     e = events.c
     stmt = (
         select(

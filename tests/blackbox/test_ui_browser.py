@@ -99,6 +99,9 @@ def test_list_shows_sessions_and_a_new_one_appears_live(page: Page, served) -> N
     assert "token=" not in page.url  # traded for a cookie
     rows = page.locator("#sessions tbody tr")
     expect(rows.filter(has_text="first")).to_have_count(1, timeout=WAIT_MS)
+    first = rows.filter(has_text="first")
+    expect(first.locator("td.errors")).to_have_text("1", timeout=WAIT_MS)  # the `fail` call
+    expect(first.locator("td.calls")).to_have_text("6")  # initialize, tools/list, 4 calls
     expect(page.locator("#live.on")).to_have_count(1, timeout=WAIT_MS)
     record_aside(tmp / "home", url, "appeared-live", [("echo", {"message": "live"})])
     expect(rows.filter(has_text="appeared-live")).to_have_count(1, timeout=WAIT_MS)

@@ -130,13 +130,29 @@ async function sessions() {
     if (before) p.set("before", before);
     return `/api/sessions?${p}`;
   };
-  const row = (s) => el("tr", { class: s.errors || s.faults ? "bad" : "", "data-id": s.id, onclick: () => { location.href = `/sessions/${s.id}`; } },
+  const row = (s) => el("tr", { "data-id": s.id, onclick: () => { location.href = `/sessions/${s.id}`; } },
     el("td", {}, el("a", { href: `/sessions/${s.id}`, text: s.name || s.id.slice(0, 8) })),
     el("td", { text: s.transport || "" }), el("td", { text: s.era || "" }),
     el("td", { text: s.client || "" }), el("td", { text: (s.server || "").slice(0, 40), title: s.command || "" }),
     el("td", { text: when(s.started_ns) }), el("td", { text: s.duration_s == null ? "" : `${s.duration_s}s` }),
-    el("td", { text: String(s.calls) }), el("td", { text: String(s.errors), class: s.errors ? "error" : "" }),
-    el("td", { text: String(s.faults), class: s.faults ? "error" : "" }), el("td", { text: s.outcome || "" }));
+    el("td", { class: "calls" }), el("td", { class: "errors" }), el("td", { class: "faults" }),
+    el("td", { text: s.outcome || "" }));
+  const fillCounts = async (list) => {
+    // The list shows first; counting reads every record of a session, so the counts follow.
+    if (!list.length) return;
+    const p = new URLSearchParams({ ids: list.map((s) => s.id).join(","), sealed: list.filter((s) => s.sealed).map((s) => s.id).join(",") });
+    const counts = await getJSON(`/api/counts?${p}`);
+    for (const [id, c] of Object.entries(counts)) {
+      const tr = tbody.querySelector(`tr[data-id="${id}"]`);
+      if (!tr) continue;
+      for (const k of ["calls", "errors", "faults"]) {
+        const td = tr.querySelector(`td.${k}`);
+        td.textContent = String(c[k]);
+        if (k !== "calls" && c[k]) { td.classList.add("error"); tr.classList.add("bad"); }
+      }
+    }
+    document.body.classList.add("counted");
+  };
   const load = async (before) => {
     const page = await getJSON(query(before));
     if (!before) tbody.replaceChildren();
@@ -144,6 +160,7 @@ async function sessions() {
     next = page.next;
     more.hidden = !next;
     document.body.classList.add("loaded");
+    fillCounts(page.sessions);
   };
   more.addEventListener("click", () => load(next));
   await load(null);
