@@ -105,6 +105,8 @@ def test_list_shows_sessions_and_a_new_one_appears_live(page: Page, served) -> N
     expect(page.locator("#live.on")).to_have_count(1, timeout=WAIT_MS)
     record_aside(tmp / "home", url, "appeared-live", [("echo", {"message": "live"})])
     expect(rows.filter(has_text="appeared-live")).to_have_count(1, timeout=WAIT_MS)
+    live = rows.filter(has_text="appeared-live")
+    expect(live.locator("td.calls")).to_have_text("3", timeout=WAIT_MS)
     shot(page, "sessions")
 
 

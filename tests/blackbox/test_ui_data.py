@@ -97,3 +97,20 @@ def test_checkpoints_are_read_when_the_table_exists(store: EventStore) -> None:
         conn.execute(text("CREATE TABLE checkpoints (tree_size BIGINT, root_hash TEXT)"))
         conn.execute(text("INSERT INTO checkpoints VALUES (3, 'aa'), (9, 'bb'), (5, 'cc')"))
     assert newest_checkpoint(store) == {"tree_size": 9, "root_hash": "bb"}
+
+
+def test_the_pages_assets_are_package_data() -> None:
+    """The script and stylesheet ship in the distribution (no CDN): pyproject's package-data
+    globs name every file under blackbox/ui/static."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["blackbox"]
+    static = sorted((root / "blackbox" / "ui" / "static").iterdir())
+    assert {p.name for p in static} >= {"app.js", "style.css"}
+    for path in static:
+        relative = str(path.relative_to(root / "blackbox"))
+        assert any(fnmatch.fnmatch(relative, g) for g in globs), relative

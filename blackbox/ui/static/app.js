@@ -54,7 +54,7 @@ function barChart(svg, points, label, value, opts = {}) {
   svg.replaceChildren();
   const W = 600, H = 200, L = 40, B = 30, T = 10;
   const max = Math.max(1, ...points.map(value));
-  const w = (W - L - 10) / Math.max(points.length, 1);
+  const w = Math.min(48, (W - L - 10) / Math.max(points.length, 1));
   svg.append(svgEl("line", { x1: L, y1: H - B, x2: W - 10, y2: H - B, class: "axis" }));
   svg.append(svgEl("text", { x: 2, y: T + 10, class: "tick" }, String(Math.round(max))));
   points.forEach((p, i) => {
@@ -68,11 +68,12 @@ function barChart(svg, points, label, value, opts = {}) {
   if (opts.rate) {
     const pts = points.map((p, i) => `${L + i * w + w / 2},${H - B - (H - B - T) * opts.rate(p)}`);
     svg.append(svgEl("polyline", { points: pts.join(" "), class: "rate" }));
+    pts.forEach((xy) => { const [cx, cy] = xy.split(","); svg.append(svgEl("circle", { cx, cy, r: 3, class: "rate-dot" })); });
     svg.append(svgEl("text", { x: W - 110, y: T + 10, class: "tick rate-label" }, "error rate"));
   }
   if (points.length) {
     svg.append(svgEl("text", { x: L, y: H - 8, class: "tick" }, label(points[0])));
-    svg.append(svgEl("text", { x: W - 130, y: H - 8, class: "tick" }, label(points[points.length - 1])));
+    if (points.length > 1) svg.append(svgEl("text", { x: L + (points.length - 1) * w, y: H - 8, class: "tick", "text-anchor": "end" }, label(points[points.length - 1])));
   }
 }
 
