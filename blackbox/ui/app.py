@@ -49,6 +49,8 @@ class Context:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Counts of sealed sessions never change: counted once per process.
     _counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # Set when the server stops: the event streams end on their own instead of being cancelled.
+    stopping: threading.Event = field(default_factory=threading.Event)
 
     def counts(self, ids: list[str], sealed: set[str]) -> dict[str, tuple[int, int, int]]:
         known = {i: self._counts[i] for i in ids if i in self._counts}
@@ -191,7 +193,7 @@ def routes(ctx: Context) -> list[Route | Mount]:
 
         session = request.query_params.get("session") or None
         follower = await run_in_threadpool(Follower, ctx.store, ctx.journal_dir, session)
-        return EventSourceResponse(_live(request, follower), ping=10)
+        return EventSourceResponse(_live(request, follower, ctx.stopping), ping=10)
 
     return [
         Route("/", overview_page),
@@ -211,9 +213,11 @@ def routes(ctx: Context) -> list[Route | Mount]:
     ]
 
 
-async def _live(request: Request, follower: Follower) -> AsyncIterator[dict[str, str]]:
+async def _live(
+    request: Request, follower: Follower, stopping: threading.Event
+) -> AsyncIterator[dict[str, str]]:
     try:
-        while not await request.is_disconnected():
+        while not stopping.is_set() and not await request.is_disconnected():
             batch = await run_in_threadpool(follower.poll)
             if batch:
                 # A burst is summarised by its last records: the page asks for what it shows.

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackbox.ui.app import Context, create_app
+from blackbox.ui.app import LIVE_POLL_S, Context, create_app
 from blackbox.ui.security import is_loopback, new_token
 from recorder.errors import BlackboxError
 from recorder.store import EventStore
@@ -84,7 +84,8 @@ def serve_in_thread(
     token = new_token()
     sock = bind(host, port)
     port = sock.getsockname()[1]
-    server = _server(Context(store, journal_dir, analytics_dir, token), host, port)
+    ctx = Context(store, journal_dir, analytics_dir, token)
+    server = _server(ctx, host, port)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
@@ -93,6 +94,8 @@ def serve_in_thread(
         threading.Event().wait(0.02)
 
     def stop() -> None:
+        ctx.stopping.set()
+        threading.Event().wait(2 * LIVE_POLL_S)  # the event streams see it and end
         server.should_exit = True
         thread.join(10)
         sock.close()
@@ -120,11 +123,13 @@ def run_ui(
     sock = bind(host, port)
     port = sock.getsockname()[1]
     url = url_for(host, port, token)
-    server = _server(Context(store, journal_dir, analytics_dir, token), host, port)
+    ctx = Context(store, journal_dir, analytics_dir, token)
+    server = _server(ctx, host, port)
     say(url)
     if open_browser:
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     try:
         server.run(sockets=[sock])
     finally:
+        ctx.stopping.set()
         sock.close()

@@ -203,3 +203,18 @@ def test_cli_warns_off_loopback_and_prints_the_url(store_url) -> None:  # type: 
             proc.terminate()
             _, err = proc.communicate(timeout=15)
         assert ("not loopback" in err) is warned, err
+
+
+def test_a_bad_listen_address_is_one_line(store_url) -> None:  # type: ignore[no-untyped-def]
+    url, tmp = store_url
+    for listen in ("nonsense", "127.0.0.1:99999", "203.0.113.9:0"):
+        proc = subprocess.run(
+            [peers.BLACKBOX, "ui", "--no-open", "--listen", listen, "--store", url],
+            env=peers.tap_env(tmp / "home"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, (listen, proc.stderr)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("blackbox: ") and "Traceback" not in proc.stderr, proc.stderr
