@@ -192,3 +192,26 @@ def test_no_token_and_a_foreign_host_are_refused(page: Page, served) -> None:  #
     # DNS rebinding: a name the attacker controls resolving to loopback, token and all.
     answer = page.goto(f"http://evil.example:{ui.port}/sessions?token={ui.token}")
     assert answer is not None and answer.status == 421
+
+
+def test_a_long_session_opens_a_page_at_a_time(page: Page, served) -> None:  # type: ignore[no-untyped-def]
+    """3,000 records: the page shows the first 200, `?from=end` the last ones, never all."""
+    from tests.analytics.kit import Session
+
+    _ui, url, _tmp = served
+    s = Session("long")
+    s.handshake()
+    for i in range(1500):
+        s.call("echo", 10 + i, 1, {"i": i})
+    store = open_store(url, create=False)
+    sid = s.save(store)
+    last = store.head(sid)[0]
+    store.close()
+    visit(page, served, f"/sessions/{sid}")
+    rows = page.locator("#timeline tbody tr")
+    expect(page.locator("body.loaded")).to_have_count(1, timeout=WAIT_MS)
+    assert rows.count() == 200
+    expect(page.locator("#count")).to_have_text(f"records 1–200 of {last}")
+    page.goto(f"{base(served)}/sessions/{sid}?from=end", wait_until="load")
+    expect(page.locator(f'#timeline tbody tr[data-seq="{last}"]')).to_have_count(1, timeout=WAIT_MS)
+    assert page.locator('#timeline tbody tr[data-seq="1"]').count() == 0

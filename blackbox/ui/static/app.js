@@ -179,7 +179,17 @@ async function session() {
   const sid = document.body.dataset.session;
   const tbody = $("#timeline tbody");
   const sentinel = $("#sentinel");
-  let lastSeq = 0, total = 0, loading = false, atEnd = false, span = 1;
+  // A window of at most MAX_ROWS rows: past it the page links on (`?from=SEQ`), so the browser
+  // never holds a whole long session and every stretch of it has a URL.
+  const MAX_ROWS = 2000;
+  const from = new URLSearchParams(location.search).get("from");
+  let lastSeq = 0, total = 0, loading = false, atEnd = false, span = 1, t0 = null, capped = false;
+  if (from === "end") {
+    const head = await getJSON(`/api/sessions/${sid}/records?after_seq=0&limit=1`);
+    lastSeq = Math.max(0, head.last_seq - 200);
+  } else if (from && /^\d+$/.test(from)) lastSeq = Math.max(0, Number(from) - 1);
+  $("#count").after(" · ", el("a", { href: `/sessions/${sid}?from=1`, text: "start" }), " · ",
+    el("a", { href: `/sessions/${sid}?from=end`, text: "end" }));
   const bars = [];
   const describe = (r) => {
     if (r.kind !== "frame") return r.kind + (r.method ? ` ${r.method}` : "");
@@ -187,8 +197,9 @@ async function session() {
   };
   const arrow = { c2s: "→", s2c: "←" };
   const rescale = () => bars.forEach(([bar, r]) => {
-    bar.style.marginLeft = `${(100 * r.t_ms) / span}%`;
-    bar.style.width = r.latency_ms != null ? `${Math.max(0.5, (100 * r.latency_ms) / span)}%` : "2px";
+    const width = Math.max(span - t0, 1);
+    bar.style.marginLeft = `${(100 * (r.t_ms - t0)) / width}%`;
+    bar.style.width = r.latency_ms != null ? `${Math.max(0.5, (100 * r.latency_ms) / width)}%` : "2px";
   });
   const add = (r) => {
     const bar = el("div", { class: `wbar ${r.error ? "error" : ""} ${r.type || r.kind}` });
@@ -199,10 +210,16 @@ async function session() {
       el("td", { text: size(r.size) }), el("td", { class: "excerpt", text: r.excerpt }));
     tbody.append(tr);
     bars.push([bar, r]);
+    if (t0 === null) t0 = r.t_ms;
     span = Math.max(span, r.t_ms + (r.latency_ms || 0));
   };
   const more = async () => {
-    if (loading) return;
+    if (loading || capped) return;
+    if (tbody.children.length >= MAX_ROWS) {
+      capped = true;
+      sentinel.replaceChildren(el("a", { href: `/sessions/${sid}?from=${lastSeq + 1}`, text: `continue from seq ${lastSeq + 1} →` }));
+      return;
+    }
     loading = true;
     try {
       const page = await getJSON(`/api/sessions/${sid}/records?after_seq=${lastSeq}`);
@@ -211,8 +228,9 @@ async function session() {
       total = page.last_seq;
       atEnd = lastSeq >= total;
       rescale();
-      $("#count").textContent = `${tbody.children.length} of ${total} records shown`;
-      sentinel.textContent = atEnd ? "" : "loading…";
+      const firstSeq = tbody.firstChild ? tbody.firstChild.dataset.seq : 0;
+      $("#count").textContent = `records ${firstSeq}–${lastSeq} of ${total}`;
+      if (!capped) sentinel.textContent = atEnd ? "" : "loading…";
       document.body.classList.add("loaded");
     } finally {
       loading = false;
