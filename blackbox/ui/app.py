@@ -265,8 +265,12 @@ def _replay(ctx: Context, ref: str, against: str | None) -> dict[str, Any]:
         recorded_seq = page[0].get("response_seq") if page else None
         recorded = data.record_detail(ctx.store, original, recorded_seq) if recorded_seq else None
         replayed = None
-        if result.replay_id and step.replay_seq:
-            replayed = data.record_detail(ctx.store, result.replay_id, step.replay_seq)
+        if result.replay_id and recorded is not None and recorded["rpc_id"] is not None:
+            # The replay sends the recorded ids: its answer is the response with the same id.
+            seq = data.answer_seq(
+                ctx.store, result.replay_id, recorded["rpc_id"], recorded["direction"]
+            )
+            replayed = data.record_detail(ctx.store, result.replay_id, seq) if seq else None
         sides.append(
             {
                 **step.as_dict(),

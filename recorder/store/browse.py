@@ -244,6 +244,24 @@ def _answers(conn, session_id: str, requests: list) -> dict[int, tuple[int, int,
     return out
 
 
+def answer_seq(store: EventStore, session_id: str, rpc_id: str, direction: str) -> int | None:
+    """The seq of the first response (or error) sent in `direction` with this id in a session:
+    where a replay's answer to a recorded request is (a replay sends the recorded ids)."""
+    e = events.c
+    with _engine(store).connect() as conn:
+        return conn.execute(
+            select(e.seq)
+            .where(
+                e.session_id == session_id,
+                e.direction == direction,
+                e.rpc_id == rpc_id,
+                e.msg_type.in_(("response", "error")),
+            )
+            .order_by(e.seq)
+            .limit(1)
+        ).scalar()
+
+
 def newest_checkpoint(store: EventStore) -> dict[str, Any] | None:
     """The newest row of the `checkpoints` table when the store has one (older stores do not)."""
     engine = _engine(store)

@@ -7,6 +7,7 @@ screenshots of docs/ui.md are made)."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -162,6 +163,29 @@ def test_open_session_grows_live_and_a_click_shows_json(page: Page, served) -> N
     expect(page.locator("#detail-json")).to_contain_text('"jsonrpc": "2.0"')
     expect(page.locator("#detail-raw")).to_contain_text('"method":"tools/call"')
     shot(page, "session")
+
+
+def test_replay_from_the_page_shows_the_divergences_side_by_side(page: Page, served) -> None:  # type: ignore[no-untyped-def]
+    """The one write, from the browser itself (token header, own Origin): the `first` session
+    replayed against mcp-server-time, which knows none of its tools."""
+    _ui, url, _tmp = served
+    store = open_store(url, create=False)
+    sid = next(s.session_id for s in store.list_sessions() if s.name == "first")
+    store.close()
+    visit(page, served, f"/sessions/{sid}/replay")
+    # Relative to the working directory where it can be (the screenshot shows it).
+    python = (
+        os.path.relpath(sys.executable)
+        if Path.cwd() in Path(sys.executable).parents
+        else sys.executable
+    )
+    page.fill("input[name=against]", f"{python} -m mcp_server_time --local-timezone UTC")
+    page.click("#replay-form button")
+    expect(page.locator("#verdict")).to_contain_text("diverged", timeout=60_000)
+    expect(page.locator(".diff pre.old").first).to_contain_text('"jsonrpc"')
+    expect(page.locator(".diff pre.new").first).to_contain_text('"mcp-time"')  # its answer
+    expect(page.locator(".diff pre.old").first).to_contain_text('"blackbox-example"')
+    shot(page, "replay")
 
 
 def test_sql_page_shows_a_result_and_refuses_delete(page: Page, served) -> None:  # type: ignore[no-untyped-def]

@@ -181,6 +181,9 @@ def test_replay_from_the_ui_shows_a_side_by_side_diff(guarded, store_url) -> Non
     sides = [s for s in doc["sides"] if s["recorded"] and s["replayed"]]
     assert sides, doc["sides"]
     assert any(s["differences"] for s in sides)
+    first = sides[0]  # initialize: both sides are the answers, each naming its server
+    assert '"result"' in first["recorded"] and '"result"' in first["replayed"]
+    assert "mcp-time" in first["replayed"] and "blackbox-example" in first["recorded"]
 
 
 def test_cli_warns_off_loopback_and_prints_the_url(store_url) -> None:  # type: ignore[no-untyped-def]

@@ -272,7 +272,7 @@ async function replay() {
     const doc = await res.json();
     if (!res.ok) { out.replaceChildren(el("p", { class: "error", text: doc.error })); return; }
     out.replaceChildren(el("p", { class: doc.verdict === "equivalent" ? "ok" : "error", id: "verdict",
-      text: `${doc.verdict}: ${doc.summary}` }));
+      text: `${doc.verdict}: ${Object.entries(doc.summary).filter(([, v]) => v).map(([k, v]) => `${v} ${k.replaceAll("_", " ")}`).join(", ")}` }));
     if (doc.replay) out.append(el("p", {}, el("a", { href: `/sessions/${doc.replay}`, text: "the replay's own timeline" })));
     for (const s of doc.sides) {
       const diffs = el("table", { class: "grid" }, el("tr", {}, el("th", { text: "path" }), el("th", { text: "recorded" }), el("th", { text: "replayed" })));
