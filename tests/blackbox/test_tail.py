@@ -162,6 +162,35 @@ def test_follower_reads_running_taps_journals_before_the_store(recorded: tuple[P
     assert len(keys) == len(set(keys))
 
 
+def test_follower_gives_each_record_once_from_either_source(recorded: tuple[Path, str]) -> None:
+    """Both sources on: a session recorded while following arrives whole (seq 1 to its seal,
+    no gap) and each record once, whichever source had it first."""
+    home, url = recorded
+    store = open_store(url, create=False)
+    follower = Follower(store, home / "journal")
+    got: list = []
+    client = threading.Thread(target=record, args=(home, url, "once", CALLS[:2]))
+    client.start()
+
+    def sealed() -> bool:
+        got.extend(follower.poll())
+        return any(r.kind == "session_sealed" for r in got)
+
+    try:
+        eventually(sealed, timeout=30, message="the new session's seal")
+        time.sleep(1.0)  # let the store side catch up: its copies must be dropped
+        got.extend(follower.poll())
+    finally:
+        client.join(60)
+        follower.close()
+    sid = next(r.session_id for r in got if r.kind == "session_sealed")
+    seqs = [r.seq for r in got if r.session_id == sid]
+    assert sorted(seqs) == list(range(1, store.head(sid)[0] + 1))
+    keys = [(r.session_id, r.seq) for r in got]
+    assert len(keys) == len(set(keys))
+    store.close()
+
+
 def test_request_and_response_on_one_line_filters_and_cut(recorded: tuple[Path, str]) -> None:
     home, url = recorded
     first = first_session(url)
