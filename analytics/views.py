@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import secrets
+import threading
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
@@ -467,6 +468,13 @@ def view_sql(
     ]
 
 
+# DuckDB shares one database instance (settings included) among a process's connections to one
+# file, so two threads opening the view database at once raced: one found it half confined and
+# its `SET` failed ("the configuration has been locked"), or one replaced the file the other was
+# opening. Building, opening and confining are therefore one step per process.
+_CONNECT_LOCK = threading.Lock()
+
+
 def connect(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> duckdb.DuckDBPyConnection:
     """A read-only DuckDB connection with the views over the copy's current files, confined to
     the copy (`confine`).
@@ -475,7 +483,11 @@ def connect(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> duckdb.Duc
     Parquet metadata), so the view database is kept in the copy, named by a hash of its SQL
     (file list and window included), and only rebuilt after a refresh wrote new files.
     """
-    copy = ParquetCopy(copy.root.resolve())  # absolute paths in the views, as `confine` allows
+    with _CONNECT_LOCK:
+        return _connect(ParquetCopy(copy.root.resolve()), window_s)
+
+
+def _connect(copy: ParquetCopy, window_s: float) -> duckdb.DuckDBPyConnection:
     files = view_files(copy)
     statements = view_sql(copy, window_s, files)
     key = hashlib.sha256("\n;".join(statements).encode()).hexdigest()[:16]

@@ -38,6 +38,8 @@ COMMAND_MODULES = {
     "verify-export": "blackbox.cmd_compliance",
     "retention": "blackbox.cmd_compliance",
     "hold": "blackbox.cmd_compliance",
+    "tail": "blackbox.cmd_tail",
+    "ui": "blackbox.cmd_ui",
 }
 
 

@@ -1,0 +1,110 @@
+"""What the web UI shows beyond the store's pages (`recorder.store.browse`): one record whole,
+and the overview's charts from the analytics views.
+
+Why it exists: the routes stay thin; the shapes the page's script reads are made here.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from recorder.store import EventStore
+from recorder.store.browse import (
+    PAGE,
+    TIMELINE_PAGE,
+    SessionQuery,
+    answer_seq,
+    newest_checkpoint,
+    parse_cursor,
+    session_counts,
+    session_page,
+    timeline_page,
+)
+
+__all__ = [
+    "PAGE",
+    "TIMELINE_PAGE",
+    "SessionQuery",
+    "answer_seq",
+    "newest_checkpoint",
+    "overview",
+    "parse_cursor",
+    "record_detail",
+    "session_counts",
+    "session_page",
+    "timeline_page",
+]
+
+
+def record_detail(store: EventStore, session_id: str, seq: int) -> dict[str, Any] | None:
+    """One record whole: its fields, its JSON pretty-printed, and its exact bytes."""
+    for ev in store.read_session(session_id, after_seq=seq - 1):
+        if ev.seq != seq:
+            return None
+        try:
+            pretty = json.dumps(json.loads(ev.raw), indent=2, ensure_ascii=False)
+        except (ValueError, UnicodeDecodeError):
+            pretty = None
+        return {
+            "seq": ev.seq,
+            "position": ev.position,
+            "kind": ev.kind,
+            "direction": ev.direction,
+            "method": ev.method,
+            "tool": ev.tool,
+            "rpc_id": ev.rpc_id,
+            "size": ev.raw_size if ev.raw_size is not None else len(ev.raw),
+            "truncated": ev.raw_size is not None,
+            "pretty": pretty,
+            "raw_text": ev.raw.decode("utf-8", errors="backslashreplace"),
+            "raw_base64": base64.b64encode(ev.raw).decode(),
+            "hash": ev.hash.hex(),
+        }
+    return None
+
+
+def overview(con) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """The overview's charts from the analytics views: sessions per hour, calls and error rate
+    per hour, latency p50/p95/p99 of the busiest tools (over the last 14 days recorded)."""
+
+    def rows(sql: str) -> list[dict[str, Any]]:
+        cursor = con.execute(sql)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+
+    per_hour = rows(
+        """
+        SELECT CAST(date_trunc('hour', started) AS VARCHAR) AS hour, count(*) AS sessions
+        FROM sessions WHERE started IS NOT NULL
+          AND started >= (SELECT max(started) FROM sessions) - INTERVAL 14 DAY
+        GROUP BY 1 ORDER BY 1
+        """
+    )
+    calls = rows(
+        """
+        SELECT CAST(date_trunc('hour', started) AS VARCHAR) AS hour, count(*) AS calls,
+               count(*) FILTER (WHERE outcome <> 'ok') / count(*) AS error_rate
+        FROM calls WHERE started IS NOT NULL
+          AND started >= (SELECT max(started) FROM calls) - INTERVAL 14 DAY
+        GROUP BY 1 ORDER BY 1
+        """
+    )
+    latency = rows(
+        """
+        SELECT coalesce(tool, method) AS tool, count(*) AS calls,
+               quantile_cont(latency_ms, 0.5) AS p50, quantile_cont(latency_ms, 0.95) AS p95,
+               quantile_cont(latency_ms, 0.99) AS p99
+        FROM calls WHERE latency_ms IS NOT NULL
+        GROUP BY 1 ORDER BY calls DESC, 1 LIMIT 12
+        """
+    )
+    totals = rows(
+        """
+        SELECT (SELECT count(*) FROM sessions) AS sessions, (SELECT count(*) FROM calls) AS calls,
+               (SELECT count(*) FROM calls WHERE outcome <> 'ok') AS failed,
+               (SELECT count(*) FROM faults) AS faults
+        """
+    )[0]
+    return {"sessions_per_hour": per_hour, "calls_per_hour": calls, "latency": latency, **totals}
