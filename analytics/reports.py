@@ -19,7 +19,9 @@ from recorder.errors import BlackboxError
 from recorder.store import EventStore
 
 KINDS = ("latency", "errors", "permissions", "sessions")
-GROUPS = ("method", "tool", "server", "session", "day")
+GROUPS = ("method", "tool", "server", "session", "day", "version")
+# `version` (the policy version that decided) groups decisions only: calls have no version.
+ONLY_PERMISSIONS = ("version",)
 DEFAULT_BY = {"latency": "tool", "errors": "tool", "permissions": "tool", "sessions": "server"}
 OUTCOMES = (
     "ok",
@@ -79,6 +81,7 @@ def _call_group(by: str) -> str:
         "server": "coalesce(server, '(unknown)')",
         "session": "session_id",
         "day": "CAST(day AS VARCHAR)",
+        "version": "'(no decision)'",
     }[by]
 
 
@@ -209,6 +212,7 @@ def permissions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> li
         "session": "session_id",
         "day": "CAST(CAST(time AS DATE) AS VARCHAR)",
         "method": "'tools/call'",
+        "version": "coalesce(left(policy_version, 12), '(no policy version)')",
     }[by]
     where, params = _decision_where(filters)
     decided = _rows(
@@ -430,6 +434,8 @@ def run_report(
     by = by or DEFAULT_BY[kind]
     if by not in GROUPS:
         raise ReportError(f"cannot group by {by!r}: choose one of {', '.join(GROUPS)}")
+    if by in ONLY_PERMISSIONS and kind != "permissions":
+        raise ReportError(f"only the permissions report groups by {by}")
     filters = filters or Filters()
     if filters.session is not None:
         filters = replace(filters, session=store.resolve(filters.session))

@@ -143,9 +143,9 @@ def proxy(
         )
     policy = None
     if policy_file is not None:
-        from recorder.policy import Policy  # only paid for when used
+        from recorder.policy_reload import LivePolicy  # only paid for when used
 
-        policy = Policy.load(policy_file)
+        policy = LivePolicy(policy_file, on_notice=_notice)
     # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.
     shown_store = normalise_url(url).render_as_string(hide_password=True)
     report = run_proxy(

@@ -77,9 +77,9 @@ def record(
     """
     policy = None
     if policy_file is not None:
-        from recorder.policy import Policy  # rarely used: no import cost without --policy
+        from recorder.policy_reload import LivePolicy  # no import cost without --policy
 
-        policy = Policy.load(policy_file)
+        policy = LivePolicy(policy_file, on_notice=_notice)
     redactor = None
     if redact_file is not None:
         from recorder.redact import Redactor

@@ -183,6 +183,8 @@ class HttpProxyTap(ResponseRelays):
     async def startup(self) -> None:
         self._upstream_transport()
         self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        if hasattr(self.policy, "watch"):
+            self.policy.watch()
 
     async def shutdown(self) -> None:
         """End every open session (the proxy stops recording them) and close the upstream pool."""
@@ -191,6 +193,8 @@ class HttpProxyTap(ResponseRelays):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         self.end_all("proxy_stopped", "interrupted")
+        if hasattr(self.policy, "stop"):
+            self.policy.stop()
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
@@ -505,6 +509,9 @@ class HttpProxyTap(ResponseRelays):
 
     async def _gate(self, ex: Exchange, body: bytes, send: Send) -> bool:
         """Consult the policy; True when the request was refused (and answered here)."""
+        if hasattr(self.policy, "unrecorded"):  # a live policy: the versions not recorded here yet
+            for doc in self.policy.unrecorded(self._session(ex).session_id):
+                self._record(ex, "policy_loaded", Direction.NONE, doc)
         verdict = self.policy.check(self.settings.server_name, body)
         if verdict is None:
             return False

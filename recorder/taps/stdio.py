@@ -164,6 +164,8 @@ class _Tap:
             **cfg.extra_started,
         )
         self.journal.append(self.sid, Kind.SESSION_STARTED, Direction.NONE, events.encode(started))
+        if hasattr(cfg.policy, "watch"):  # a live policy records each version it puts in force
+            cfg.policy.watch(lambda doc: self._emit(self.sid, doc))  # type: ignore[union-attr]
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
         self.shipper = Shipper(
             self.journal,
@@ -663,6 +665,8 @@ class _Tap:
 
     def _close(self) -> TapResult:
         proc = self.proc
+        if hasattr(self.config.policy, "stop"):
+            self.config.policy.stop()  # type: ignore[union-attr]
         self._release_host_stdout()
         try:
             code = proc.wait(DRAIN_AFTER_EXIT_SECONDS if self.failure is None else 5)
