@@ -23,7 +23,7 @@ import hashlib
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -224,14 +224,17 @@ class LivePolicy:
 # -- reading the history back --------------------------------------------------------------------
 
 
-def _records(store: EventStore, kind: str) -> Iterator[tuple[str, int, bytes]]:
-    """(session id, wall ns, raw) of every record of `kind`, in log order. A scan of the log in
-    plain-tuple batches (the store has no index on kinds; policy loads are rare records)."""
+def records_of_kinds(
+    store: EventStore, kinds: Iterable[str]
+) -> Iterator[tuple[str, str, int, bytes]]:
+    """(session id, kind, wall ns, raw) of every record of these kinds, in log order: a scan of
+    the log in plain-tuple batches (the store has no index on kinds; these records are rare)."""
+    wanted = frozenset(kinds)
     for batch in store.read_log_rows():
         for row in batch:
             # StoredEvent field order: position, session_id, seq, wall_ns, mono_ns, kind, ..., raw
-            if row[5] == kind:
-                yield row[1], row[3], bytes(row[7])
+            if row[5] in wanted:
+                yield row[1], row[5], row[3], bytes(row[7])
 
 
 def policy_history(store: EventStore, server: str | None = None) -> list[dict[str, Any]]:
@@ -240,7 +243,7 @@ def policy_history(store: EventStore, server: str | None = None) -> list[dict[st
     are rows of their own (`ok` false, with the error)."""
     names: dict[str, str | None] = {}
     rows: dict[tuple, dict[str, Any]] = {}
-    for sid, wall_ns, raw in _records(store, events.PolicyLoaded.KIND):
+    for sid, _kind, wall_ns, raw in records_of_kinds(store, [events.PolicyLoaded.KIND]):
         doc = events.decode_as(events.PolicyLoaded, raw)
         if doc is None:
             continue

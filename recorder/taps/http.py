@@ -48,6 +48,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from recorder import events
+from recorder.idle import SessionIdle, check_interval
 from recorder.journal import Journal, JournalError
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, parse
 from recorder.model import Direction, Kind
@@ -146,6 +147,13 @@ class HttpProxyTap(ResponseRelays):
         self.policy = policy
         self.on_notice = on_notice or (lambda _msg: None)
         self.router = SessionRouter(settings.idle_gap_s)
+        self.idle = (
+            SessionIdle(
+                settings.idle_after_s, lambda s, k, raw: self._append(s, k, Direction.NONE, raw)
+            )
+            if settings.idle_after_s
+            else None
+        )
         self.stats = ProxyStats()
         self._transport = transport
         self._upstream: httpx2.AsyncBaseTransport | None = None
@@ -206,8 +214,13 @@ class HttpProxyTap(ResponseRelays):
 
     async def _reap(self) -> None:
         interval = max(0.05, min(30.0, self.settings.idle_gap_s / 4))
+        if self.idle is not None:
+            interval = min(interval, check_interval(self.idle.idle_after_s))
         while True:
             await asyncio.sleep(interval)
+            if self.idle is not None:
+                with contextlib.suppress(JournalError):
+                    self.idle.sweep(self.router.open_sessions(), time.monotonic())
             for session in self.router.expire():
                 self._end(session)
 
@@ -246,6 +259,8 @@ class HttpProxyTap(ResponseRelays):
             return
         reason, outcome = session.closing or ("proxy_stopped", "interrupted")
         self.router.mark_ended(session)
+        if self.idle is not None:
+            self.idle.forget(session)
         doc = events.encode(events.SessionEnded(reason=reason, outcome=outcome))
         with contextlib.suppress(JournalError):
             self._append(session, Kind.SESSION_ENDED, Direction.NONE, doc)
@@ -481,6 +496,8 @@ class HttpProxyTap(ResponseRelays):
             if closed.inflight <= 0:
                 self._end(closed)
         session = routing.session
+        if self.idle is not None:
+            self.idle.resume(session, time.monotonic())
         self.router.enter(session)
         ex.session = session
         if routing.created:
