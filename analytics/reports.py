@@ -324,6 +324,25 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
         """,
         params,
     )
+    # Heartbeats: the gaps between one session's pings in one direction; a ping never answered
+    # is missed (recorder.heartbeat records `unresponsive` as it happens).
+    heartbeats = _rows(
+        con,
+        base
+        + f"""
+        , p AS (
+            SELECT {g} AS {by}, c.outcome,
+                   (c.started_ns - lag(c.started_ns) OVER (
+                       PARTITION BY c.session_id, c.direction ORDER BY c.started_ns)) / 1e9 AS gap_s
+            FROM _calls_joined c JOIN s ON s.session_id = c.session_id
+            WHERE c.method = 'ping'
+        )
+        SELECT {by}, count(*) AS pings, avg(gap_s) AS interval_s, stddev_pop(gap_s) AS jitter_s,
+               count(*) FILTER (WHERE outcome = 'no_response') AS missed_pings
+        FROM p GROUP BY 1 ORDER BY 1
+        """,
+        params,
+    )
     return [
         Section(
             "sessions",
@@ -345,6 +364,12 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
             f"Session outcomes by {by}",
             [by, "outcome", "sessions", "rate"],
             _round(outcomes, 4),
+        ),
+        Section(
+            "heartbeats",
+            f"Heartbeats (pings) by {by}: interval, jitter, missed",
+            [by, "pings", "interval_s", "jitter_s", "missed_pings"],
+            _round(heartbeats),
         ),
     ]
 
