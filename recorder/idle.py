@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from recorder import events
+from recorder.record_scan import records_of_kinds
 from recorder.store import EventStore
 
 DEFAULT_IDLE_AFTER_S = 120 * 60.0
@@ -137,8 +138,6 @@ def idle_summary(store: EventStore) -> dict[str, dict[str, int]]:
     """Sessions that went idle: id -> `idle_periods` and `idle_ns` (each stretch from its last
     frame to the traffic that resumed it; one never resumed counts up to the session's end, or
     now while it is open)."""
-    from recorder.policy_reload import records_of_kinds
-
     out: dict[str, dict[str, int]] = {}
     open_since: dict[str, int] = {}
     kinds = (events.SessionIdle.KIND, events.SessionResumed.KIND)

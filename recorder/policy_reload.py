@@ -23,13 +23,14 @@ import hashlib
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from recorder import events
 from recorder.policy import GateVerdict, Policy
 from recorder.policy_rules import PolicyError, Rule
+from recorder.record_scan import records_of_kinds
 from recorder.store import EventStore
 
 DEFAULT_INTERVAL_S = 1.0
@@ -222,19 +223,6 @@ class LivePolicy:
 
 
 # -- reading the history back --------------------------------------------------------------------
-
-
-def records_of_kinds(
-    store: EventStore, kinds: Iterable[str]
-) -> Iterator[tuple[str, str, int, bytes]]:
-    """(session id, kind, wall ns, raw) of every record of these kinds, in log order: a scan of
-    the log in plain-tuple batches (the store has no index on kinds; these records are rare)."""
-    wanted = frozenset(kinds)
-    for batch in store.read_log_rows():
-        for row in batch:
-            # StoredEvent field order: position, session_id, seq, wall_ns, mono_ns, kind, ..., raw
-            if row[5] in wanted:
-                yield row[1], row[5], row[3], bytes(row[7])
 
 
 def policy_history(store: EventStore, server: str | None = None) -> list[dict[str, Any]]:
