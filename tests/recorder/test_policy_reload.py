@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,8 +25,9 @@ from recorder import events
 from recorder.policy_reload import LivePolicy, policy_history
 from recorder.policy_rules import PolicyError
 from recorder.store import open_store
-from tests.polling import eventually
-from tests.recorder.http_servers.kit import RecordingProxy, doc, of_kind, sdk_server
+from tests.conftest import BLACKBOX
+from tests.polling import eventually, wait_listening
+from tests.recorder.http_servers.kit import RecordingProxy, doc, free_port, of_kind, sdk_server
 from tests.recorder.lifecycle_kit import TapProcess, write_atomically
 
 pytestmark = pytest.mark.timeout(120)
@@ -202,3 +205,63 @@ def test_a_policy_that_does_not_load_at_start_is_an_error(tmp_path: Path) -> Non
         LivePolicy(bad)
     out = CliRunner().invoke(main, ["record", "--policy", str(bad), "--", "true"])
     assert out.exit_code == 2 and "Traceback" not in out.output
+
+
+def test_blackbox_proxy_process_reloads_its_policy(
+    store_url: str, blackbox_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`blackbox proxy --policy` as a user runs it, on both store backends: the rewrite denies
+    the next call with the new version named, the broken one is said on stderr and recorded."""
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text(ALLOW)
+    port = free_port()
+
+    async def calls(url: str) -> list[str]:
+        out = []
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            out.append(await _denied(s, "one"))
+            write_atomically(policy_file, DENY_ECHO)
+            await anyio.sleep(2.5)
+            out.append(await _denied(s, "two"))
+            write_atomically(policy_file, BROKEN)
+            await anyio.sleep(2.5)
+            out.append(await _denied(s, "three"))
+        return out
+
+    with sdk_server() as upstream:
+        proc = subprocess.Popen(
+            [
+                *(BLACKBOX, "proxy", "--upstream", upstream, "--store", store_url),
+                *("--name", "live", "--policy", str(policy_file)),
+                *("--listen", f"127.0.0.1:{port}"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=blackbox_env,
+        )
+        try:
+            wait_listening(port, proc, timeout=20.0)
+            results = anyio.run(calls, f"http://127.0.0.1:{port}/mcp")
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=30)
+    assert results == ["allowed", *["denied by policy rule no-echo: echo is switched off"] * 2]
+    assert "did not load, keeping version " + sha(DENY_ECHO)[:12] in err
+    store = open_store(store_url)
+    try:
+        rows = eventually(
+            lambda: (
+                [r for r in policy_history(store, "live") if not r["ok"]]
+                and policy_history(store, "live")
+            ),
+            timeout=30,
+        )
+    finally:
+        store.close()
+    assert [(r["version"], r["ok"]) for r in rows] == [
+        (sha(ALLOW), True),
+        (sha(DENY_ECHO), True),
+        (sha(BROKEN), False),
+    ]
