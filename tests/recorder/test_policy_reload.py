@@ -265,3 +265,33 @@ def test_blackbox_proxy_process_reloads_its_policy(
         (sha(DENY_ECHO), True),
         (sha(BROKEN), False),
     ]
+
+
+def test_poll_records_changes_only_and_survives_bad_files(tmp_path: Path) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(ALLOW)
+    notices: list[str] = []
+    live = LivePolicy(path, on_notice=notices.append)
+    seen: list[events.PolicyLoaded] = []
+    live.watch(seen.append)
+    try:
+        assert [d.trigger for d in seen] == ["start"]
+        path.write_text(ALLOW)  # the same bytes again (a touch, a redeploy of the same file)
+        assert live.poll() is None
+        path.unlink()
+        gone = live.poll()
+        assert gone is not None and not gone.ok and "cannot read" in str(gone.error)
+        assert live.sha256 == sha(ALLOW)  # still in force
+        assert live.poll() is None  # said once, not every second
+        path.write_bytes(b"x" * (5 * 1024 * 1024))  # a file too large to be a policy
+        big = live.poll()
+        assert big is not None and not big.ok and "larger than" in str(big.error)
+        path.write_bytes(b'default = "deny"\n# \xff\n')  # not UTF-8
+        assert not live.poll().ok  # type: ignore[union-attr]
+        write_atomically(path, DENY_ECHO)
+        loaded = live.poll()
+        assert loaded is not None and loaded.ok and live.sha256 == sha(DENY_ECHO)
+    finally:
+        live.stop()
+    assert [d.ok for d in seen] == [True, False, False, False, True]
+    assert sum("did not load" in n for n in notices) == 3
