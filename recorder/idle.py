@@ -54,6 +54,15 @@ class IdleWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="blackbox-idle", daemon=True)
 
+    @classmethod
+    def started(cls, idle_after_s: float | None, emit: Emit) -> IdleWatch | None:
+        """A running watch, or None when `idle_after_s` is None (idle marking is off)."""
+        if not idle_after_s:
+            return None
+        watch = cls(idle_after_s, emit)
+        watch.start()
+        return watch
+
     def start(self) -> None:
         self._thread.start()
 

@@ -169,13 +169,6 @@ class _Tap:
         self.journal.append(self.sid, Kind.SESSION_STARTED, Direction.NONE, events.encode(started))
         if hasattr(cfg.policy, "watch"):  # a live policy records each version it puts in force
             cfg.policy.watch(lambda doc: self._emit(self.sid, doc))  # type: ignore[union-attr]
-        self.idle = (
-            IdleWatch(cfg.idle_after_s, lambda d: self._emit(self.sid, d))
-            if cfg.idle_after_s
-            else None
-        )
-        if self.idle is not None:
-            self.idle.start()
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
         self.shipper = Shipper(
             self.journal,
@@ -221,6 +214,7 @@ class _Tap:
             self._finish()
             raise TapError(f"cannot start {cfg.command[0]!r}: {why}") from None
         self.proc = proc
+        self.idle = IdleWatch.started(cfg.idle_after_s, lambda d: self._emit(self.sid, d))
         old_handlers = self._install_signals()
         # An in-process shipper thread works in Python (classify, hash, SQL); when it holds the
         # GIL the relay would wait up to the 5 ms default switch interval for it: that was the
