@@ -25,12 +25,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from recorder import events
+from recorder.jsonrpc import id_fields, parse
 
 MISSES_ENV = "BLACKBOX_HEARTBEAT_MISSES"
 DEFAULT_MISSES = 3
 PING = "ping"
 
-Emit = Callable[[str, events.Document], None]  # (session id, document)
+# (session, document): the session as the caller names it (an id, or the proxy's session object).
+Emit = Callable[[Any, events.Document], None]
 
 
 def configured_misses() -> int:
@@ -54,13 +56,13 @@ class HeartbeatWatch:
         self.emit = emit
         self.misses = misses if misses is not None else configured_misses()
         # (session, direction) -> pings sent and not answered yet: [(id, seq, wall_ns)]
-        self._open: dict[tuple[str, str], list[tuple[str | None, int, int]]] = {}
-        self._missed: dict[tuple[str, str], list[str | None]] = {}
-        self._last_answer: dict[tuple[str, str], int] = {}
-        self._down: set[tuple[str, str]] = set()
+        self._open: dict[tuple[Any, str], list[tuple[str | None, int, int]]] = {}
+        self._missed: dict[tuple[Any, str], list[str | None]] = {}
+        self._last_answer: dict[tuple[Any, str], int] = {}
+        self._down: set[tuple[Any, str]] = set()
 
     def ping(
-        self, session_id: str, direction: str, rpc_id: str | None, seq: int, wall_ns: int
+        self, session_id: Any, direction: str, rpc_id: str | None, seq: int, wall_ns: int
     ) -> None:
         """A ping request went out in `direction`: the ones still waiting were missed."""
         key = (session_id, direction)
@@ -69,7 +71,7 @@ class HeartbeatWatch:
         self._miss(key, overdue, seq, wall_ns)
 
     def overtaken(
-        self, session_id: str, direction: str, request_seq: int, seq: int, wall_ns: int
+        self, session_id: Any, direction: str, request_seq: int, seq: int, wall_ns: int
     ) -> None:
         """The peer answered another request sent in `direction` (at `request_seq`): the pings
         sent before it and still waiting were skipped, so missed."""
@@ -84,7 +86,7 @@ class HeartbeatWatch:
 
     def _miss(
         self,
-        key: tuple[str, str],
+        key: tuple[Any, str],
         overdue: list[tuple[str | None, int, int]],
         seq: int,
         wall_ns: int,
@@ -122,7 +124,7 @@ class HeartbeatWatch:
         )
 
     def answered(
-        self, session_id: str, direction: str, rpc_id: str | None, seq: int, wall_ns: int
+        self, session_id: Any, direction: str, rpc_id: str | None, seq: int, wall_ns: int
     ) -> None:
         """The answer to a ping sent in `direction` came back (in the other direction)."""
         key = (session_id, direction)
@@ -144,6 +146,61 @@ class HeartbeatWatch:
                     seq=seq,
                 ),
             )
+
+    def knows(self, session_id: Any, direction: str, rpc_id: str | None) -> bool:
+        """Whether `rpc_id` is a ping sent in `direction` still waiting, or missed."""
+        key = (session_id, direction)
+        return any(p[0] == rpc_id for p in self._open.get(key, ())) or rpc_id in self._missed.get(
+            key, ()
+        )
+
+    def waiting(self, session_id: Any) -> bool:
+        """Whether the session has a ping without its answer, in either direction."""
+        return any(
+            self._open.get((session_id, d)) or self._missed.get((session_id, d))
+            for d in ("c2s", "s2c")
+        )
+
+    def forget(self, session_id: Any) -> None:
+        """The session ended: drop what is kept about it."""
+        for d in ("c2s", "s2c"):
+            for table in (self._open, self._missed, self._last_answer):
+                table.pop((session_id, d), None)
+            self._down.discard((session_id, d))
+
+
+class FrameHeartbeats:
+    """Heartbeats for a tap without a frame observer (the HTTP proxy). It parses a frame only
+    when the frame names `"ping"` or its session has a ping waiting (else one byte search), and
+    applies the next-ping rule only: HTTP requests run concurrently, so an answer to a later
+    request says nothing about a ping. An error whose message starts with `own_prefix` was
+    written by the tap itself (the upstream gave no answer): it is not the peer answering."""
+
+    def __init__(self, emit: Emit, own_prefix: str, misses: int | None = None) -> None:
+        self.watch = HeartbeatWatch(emit, misses)
+        self.own_prefix = own_prefix
+
+    def frame(self, session: Any, direction: str, raw: bytes, seq: int, wall_ns: int) -> None:
+        if b'"ping"' not in raw and not self.watch.waiting(session):
+            return
+        value, problem = parse(raw)
+        if problem is not None:
+            return
+        for msg in value if isinstance(value, list) else [value]:
+            if not isinstance(msg, dict) or "id" not in msg:
+                continue
+            rpc_id = id_fields(msg["id"])[0]
+            if msg.get("method") == PING:
+                self.watch.ping(session, direction, rpc_id, seq, wall_ns)
+            elif "method" not in msg and not self._own(msg):
+                asker = "s2c" if direction == "c2s" else "c2s"
+                if self.watch.knows(session, asker, rpc_id):
+                    self.watch.answered(session, asker, rpc_id, seq, wall_ns)
+
+    def _own(self, msg: dict[str, Any]) -> bool:
+        error = msg.get("error")
+        message = error.get("message") if isinstance(error, dict) else None
+        return isinstance(message, str) and message.startswith(self.own_prefix)
 
 
 # -- statistics ----------------------------------------------------------------------------------

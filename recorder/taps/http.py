@@ -48,6 +48,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from recorder import events
+from recorder.heartbeat import FrameHeartbeats
 from recorder.idle import SessionIdle, check_interval
 from recorder.journal import Journal, JournalError
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, parse
@@ -76,6 +77,9 @@ from recorder.taps.http_sessions import (
     SessionRouter,
     trace_id,
 )
+
+# The start of every error the proxy writes itself (the upstream gave no answer).
+OWN_ERROR_PREFIX = "blackbox proxy:"
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -155,6 +159,12 @@ class HttpProxyTap(ResponseRelays):
             else None
         )
         self.stats = ProxyStats()
+        self.heartbeats = FrameHeartbeats(
+            lambda session, doc: self._append(
+                session, doc.KIND, Direction.NONE, events.encode(doc)
+            ),
+            own_prefix=OWN_ERROR_PREFIX,
+        )
         self._transport = transport
         self._upstream: httpx2.AsyncBaseTransport | None = None
         s = settings
@@ -252,6 +262,10 @@ class HttpProxyTap(ResponseRelays):
             raise
         if kind == Kind.FRAME:
             self.stats.frames += 1
+            if (
+                raw_size is None
+            ):  # pings: `unresponsive` faults and `peer_back` (recorder.heartbeat)
+                self.heartbeats.frame(session, direction, raw, seq, time.time_ns())
         return seq
 
     def _end(self, session: RecordingSession) -> None:
@@ -261,6 +275,7 @@ class HttpProxyTap(ResponseRelays):
         self.router.mark_ended(session)
         if self.idle is not None:
             self.idle.forget(session)
+        self.heartbeats.watch.forget(session)
         doc = events.encode(events.SessionEnded(reason=reason, outcome=outcome))
         with contextlib.suppress(JournalError):
             self._append(session, Kind.SESSION_ENDED, Direction.NONE, doc)
@@ -569,7 +584,7 @@ class HttpProxyTap(ResponseRelays):
         """The proxy's own answer when the upstream gave none: a JSON-RPC error for a request
         (so an SDK client shows the message), plain text otherwise. Recorded as a frame, since it
         is what the client received."""
-        message = f"blackbox proxy: {text}"
+        message = f"{OWN_ERROR_PREFIX} {text}"
         if not ex.single_request:
             await self._reply_plain(send, ex, status, text)
             return

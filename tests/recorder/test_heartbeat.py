@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
 from click.testing import CliRunner
 
@@ -17,6 +18,8 @@ from recorder import events
 from recorder.heartbeat import HeartbeatWatch, heartbeat_stats
 from recorder.store import open_store
 from tests.polling import eventually
+from tests.recorder.http_servers.fault_server import FaultServer
+from tests.recorder.http_servers.kit import RecordingProxy, doc
 from tests.recorder.lifecycle_kit import TapProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -114,3 +117,31 @@ def test_heartbeat_stats() -> None:
         "missed": 1,
     }
     assert heartbeat_stats([]) is None
+
+
+def test_proxy_records_an_upstream_deaf_to_pings(tmp_path: Path) -> None:
+    """Over HTTP: pings POSTed to an upstream path that never answers (the client gives up on
+    each), then the next ping after the third: `unresponsive`; a ping answered: `peer_back`."""
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    meta = {"io.modelcontextprotocol/clientInfo": {"name": "hb-test", "version": "1"}}
+
+    def ping(base: str, path: str, rid: str) -> int | None:
+        body = {"jsonrpc": "2.0", "id": rid, "method": "ping", "params": {"_meta": meta}}
+        try:
+            reply = httpx2.post(f"{base}{path}", json=body, headers=headers, timeout=0.5)
+        except httpx2.TimeoutException:
+            return None
+        return reply.status_code
+
+    with FaultServer() as faulty, RecordingProxy(faulty.url, tmp_path / "j", timeout_s=1.0) as p:
+        assert ping(p.base_url, "/json", "p0") == 200
+        for n in (1, 2, 3):
+            assert ping(p.base_url, "/hang", f"p{n}") is None
+        assert ping(p.base_url, "/hang", "p4") is None  # shows the third one missed
+        assert ping(p.base_url, "/json", "p5") == 200
+    records = next(evs for evs in p.sessions().values() if any(e.kind == "frame" for e in evs))
+    faults = [doc(ev) for ev in records if ev.kind == "fault" and b"unresponsive" in ev.raw]
+    assert len(faults) == 1
+    assert faults[0]["ping_ids"] == ["p1", "p2", "p3"] and faults[0]["stage"] == "transport"
+    back = [doc(ev) for ev in records if ev.kind == "peer_back"]
+    assert len(back) == 1 and back[0]["rpc_id"] == "p5"
