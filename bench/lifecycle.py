@@ -4,7 +4,8 @@ measured in the same run (the machine is noisy: only ratios are compared):
 - the policy gate with live reloading (`LivePolicy.check`, its watcher thread reading and hashing
   the file every `--interval` seconds, a rewrite every second) against the plain `Policy.check`
   of the same policy, over the same tools/call frames;
-- the idle watch's `touch()` per chunk relayed, against the same loop without it.
+- the idle watch's `touch()` per chunk relayed, and the proxy's heartbeat check per recorded
+  frame, against the same loop without them.
 
     python bench/lifecycle.py            # 200,000 frames, watcher every 1 s
     python bench/lifecycle.py --quick    # 20,000 frames
@@ -24,6 +25,7 @@ from pathlib import Path
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from bench.policy import POLICY  # noqa: E402
+from recorder.heartbeat import FrameHeartbeats  # noqa: E402
 from recorder.idle import IdleWatch  # noqa: E402
 from recorder.policy import Policy  # noqa: E402
 from recorder.policy_reload import LivePolicy  # noqa: E402
@@ -75,7 +77,7 @@ def main() -> None:
         try:
             # Interleaved, so drift in machine load hits both alike.
             base, watched = [], []
-            for _ in range(3):
+            for _ in range(5):
                 base.append(per_frame_us(plain.check, batch))
                 watched.append(per_frame_us(live.check, batch))
         finally:
@@ -109,6 +111,20 @@ def main() -> None:
     print(f"idle watch: touch() adds {per:.0f} ns per relayed chunk")
     share = per / (b * 1000)
     print(f"  (one policy check costs {b * 1000:.0f} ns: touch is {share:.3f} of it)")
+
+    heartbeats = FrameHeartbeats(lambda _s, _d: None, own_prefix="blackbox proxy:")
+    raw = batch[0]
+
+    def with_heartbeats() -> float:
+        frame = heartbeats.frame
+        start = time.perf_counter()
+        for i in chunks:
+            frame("session", "c2s", raw, i)
+        return time.perf_counter() - start
+
+    t2 = min(with_heartbeats() for _ in range(3))
+    per_hb = (t2 - t0) / len(chunks) * 1e9
+    print(f"proxy heartbeats: frame() adds {per_hb:.0f} ns per recorded frame that is not a ping")
 
 
 if __name__ == "__main__":

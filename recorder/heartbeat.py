@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -179,10 +180,12 @@ class FrameHeartbeats:
     def __init__(self, emit: Emit, own_prefix: str, misses: int | None = None) -> None:
         self.watch = HeartbeatWatch(emit, misses)
         self.own_prefix = own_prefix
+        self._watching: set[Any] = set()  # sessions with a ping waiting or missed
 
-    def frame(self, session: Any, direction: str, raw: bytes, seq: int, wall_ns: int) -> None:
-        if b'"ping"' not in raw and not self.watch.waiting(session):
+    def frame(self, session: Any, direction: str, raw: bytes, seq: int) -> None:
+        if session not in self._watching and b'"ping"' not in raw:
             return
+        wall_ns = time.time_ns()
         value, problem = parse(raw)
         if problem is not None:
             return
@@ -196,6 +199,15 @@ class FrameHeartbeats:
                 asker = "s2c" if direction == "c2s" else "c2s"
                 if self.watch.knows(session, asker, rpc_id):
                     self.watch.answered(session, asker, rpc_id, seq, wall_ns)
+        if self.watch.waiting(session):
+            self._watching.add(session)
+        else:
+            self._watching.discard(session)
+
+    def forget(self, session: Any) -> None:
+        """The session ended."""
+        self._watching.discard(session)
+        self.watch.forget(session)
 
     def _own(self, msg: dict[str, Any]) -> bool:
         error = msg.get("error")

@@ -265,7 +265,7 @@ class HttpProxyTap(ResponseRelays):
             if (
                 raw_size is None
             ):  # pings: `unresponsive` faults and `peer_back` (recorder.heartbeat)
-                self.heartbeats.frame(session, direction, raw, seq, time.time_ns())
+                self.heartbeats.frame(session, direction, raw, seq)
         return seq
 
     def _end(self, session: RecordingSession) -> None:
@@ -275,7 +275,7 @@ class HttpProxyTap(ResponseRelays):
         self.router.mark_ended(session)
         if self.idle is not None:
             self.idle.forget(session)
-        self.heartbeats.watch.forget(session)
+        self.heartbeats.forget(session)
         doc = events.encode(events.SessionEnded(reason=reason, outcome=outcome))
         with contextlib.suppress(JournalError):
             self._append(session, Kind.SESSION_ENDED, Direction.NONE, doc)
