@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from analytics.calls import CallTracker, as_dict
 from analytics.excerpt import excerpt
 from recorder import events
+from recorder.heartbeat import heartbeat_stats
 from recorder.jsonrpc import parse
 from recorder.model import Kind, StoredEvent
 from recorder.store import EventStore
@@ -51,6 +52,8 @@ FIXES = {
     "upstream_unreachable": "the server could not be reached: is it running at that URL?",
     "stream_cut": "the SSE stream was cut: check proxies and timeouts between host and server",
     "timeout": "the peer did not answer in time: a downstream dependency is slow or hung",
+    "unresponsive": "the peer stopped answering pings: its event loop is blocked or its ping "
+    "handling is broken (the host would freeze the session); check its stderr and load",
 }
 
 
@@ -195,6 +198,7 @@ def diagnose(store: EventStore, session_id: str, slow_s: float = SLOW_S) -> Diag
     walk.finish()
     findings: list[Finding] = []
     findings += _transport(walk)
+    findings += _heartbeats(walk)
     findings += _handshake(walk)
     findings += _discovery(walk)
     findings += _execution(walk, slow_s)
@@ -295,6 +299,33 @@ def _transport(w: _Walk) -> list[Finding]:
                 f.excerpt = " | ".join(line for _, line in last)
                 f.seqs += [s for s, _ in last]
     return out
+
+
+def _heartbeats(w: _Walk) -> list[Finding]:
+    """The session's pings: interval, jitter and missed ones (a note; `unresponsive` and
+    `peer_back` are the recorded events)."""
+    stats = heartbeat_stats(w.calls)
+    if stats is None:
+        return []
+    back = [ev.seq for ev in w.events if ev.kind == events.PeerBack.KIND]
+    interval = f"every {stats['interval_s']} s" if stats["interval_s"] is not None else "once"
+    jitter = f", jitter {stats['jitter_s']} s" if stats["jitter_s"] is not None else ""
+    message = (
+        f"heartbeats: {_plural(stats['pings'], 'ping')} ({stats['direction']}) {interval}"
+        f"{jitter}, {stats['missed']} missed"
+    )
+    if back:
+        message += f"; the peer answered again after being unresponsive ({_span(back)})"
+    return [
+        Finding(
+            "transport",
+            "heartbeats",
+            "info",
+            message,
+            "nothing to fix when none are missed",
+            back,
+        )
+    ]
 
 
 # -- handshake ----------------------------------------------------------------------------------

@@ -19,7 +19,9 @@ from recorder.errors import BlackboxError
 from recorder.store import EventStore
 
 KINDS = ("latency", "errors", "permissions", "sessions")
-GROUPS = ("method", "tool", "server", "session", "day")
+GROUPS = ("method", "tool", "server", "session", "day", "version")
+# `version` (the policy version that decided) groups decisions only: calls have no version.
+ONLY_PERMISSIONS = ("version",)
 DEFAULT_BY = {"latency": "tool", "errors": "tool", "permissions": "tool", "sessions": "server"}
 OUTCOMES = (
     "ok",
@@ -79,6 +81,7 @@ def _call_group(by: str) -> str:
         "server": "coalesce(server, '(unknown)')",
         "session": "session_id",
         "day": "CAST(day AS VARCHAR)",
+        "version": "'(no decision)'",
     }[by]
 
 
@@ -209,6 +212,7 @@ def permissions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> li
         "session": "session_id",
         "day": "CAST(CAST(time AS DATE) AS VARCHAR)",
         "method": "'tools/call'",
+        "version": "coalesce(left(policy_version, 12), '(no policy version)')",
     }[by]
     where, params = _decision_where(filters)
     decided = _rows(
@@ -320,6 +324,25 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
         """,
         params,
     )
+    # Heartbeats: the gaps between one session's pings in one direction; a ping never answered
+    # is missed (recorder.heartbeat records `unresponsive` as it happens).
+    heartbeats = _rows(
+        con,
+        base
+        + f"""
+        , p AS (
+            SELECT {g} AS {by}, c.outcome,
+                   (c.started_ns - lag(c.started_ns) OVER (
+                       PARTITION BY c.session_id, c.direction ORDER BY c.started_ns)) / 1e9 AS gap_s
+            FROM _calls_joined c JOIN s ON s.session_id = c.session_id
+            WHERE c.method = 'ping'
+        )
+        SELECT {by}, count(*) AS pings, avg(gap_s) AS interval_s, stddev_pop(gap_s) AS jitter_s,
+               count(*) FILTER (WHERE outcome = 'no_response') AS missed_pings
+        FROM p GROUP BY 1 ORDER BY 1
+        """,
+        params,
+    )
     return [
         Section(
             "sessions",
@@ -341,6 +364,12 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
             f"Session outcomes by {by}",
             [by, "outcome", "sessions", "rate"],
             _round(outcomes, 4),
+        ),
+        Section(
+            "heartbeats",
+            f"Heartbeats (pings) by {by}: interval, jitter, missed",
+            [by, "pings", "interval_s", "jitter_s", "missed_pings"],
+            _round(heartbeats),
         ),
     ]
 
@@ -430,6 +459,8 @@ def run_report(
     by = by or DEFAULT_BY[kind]
     if by not in GROUPS:
         raise ReportError(f"cannot group by {by!r}: choose one of {', '.join(GROUPS)}")
+    if by in ONLY_PERMISSIONS and kind != "permissions":
+        raise ReportError(f"only the permissions report groups by {by}")
     filters = filters or Filters()
     if filters.session is not None:
         filters = replace(filters, session=store.resolve(filters.session))

@@ -180,6 +180,7 @@ COLUMNS: dict[str, list[str]] = {
         "rpc_id",
         "request_seq",
         "host_session",
+        "policy_version",
         "matched_by",
         "call_session_id",
         "call_request_seq",
@@ -340,7 +341,8 @@ def view_sql(
                doc ->> 'rule' AS rule, doc ->> 'reason' AS reason,
                doc ->> 'rpc_id' AS rpc_id,
                TRY_CAST(doc ->> 'request_seq' AS BIGINT) AS request_seq,
-               doc ->> 'host_session' AS host_session
+               doc ->> 'host_session' AS host_session,
+               doc ->> 'policy_sha256' AS policy_version
         FROM p
         """,
         # A policy deny makes its call `denied`, whatever the wire shows. (Tested with IN rather
@@ -439,7 +441,8 @@ def view_sql(
         SELECT d.position, d.session_id, d.seq, make_timestamp(d.wall_ns // 1000) AS time,
                d.server, d.tool, d.args_fingerprint, d.decision, d.final, d.verdict, d.source,
                d.decided_by, d.rule, d.reason, d.rpc_id, d.request_seq, d.host_session,
-               x.matched_by, x.call_session_id, x.call_request_seq, c.rpc_id AS call_rpc_id,
+               d.policy_version, x.matched_by, x.call_session_id, x.call_request_seq,
+               c.rpc_id AS call_rpc_id,
                c.started AS call_started, c.outcome AS call_outcome,
                (d.wall_ns - c.started_ns) / 1e6 AS call_gap_ms
         FROM _decisions d

@@ -23,6 +23,7 @@ from analytics.retention import (
 )
 from analytics.verify_export import verify_export
 from blackbox import config
+from blackbox.cmd_retention import retention_schedule, retention_status_cmd
 from blackbox.options import (
     format_option,
     moment_ns,
@@ -196,9 +197,10 @@ def retention() -> None:
 @click.option(
     "--older-than",
     "older_than",
-    required=True,
+    default=None,
     metavar="AGE",
-    help="Remove sessions that ended longer ago than this (90d, 12w, ...).",
+    help="Remove sessions that ended longer ago than this (90d, 12w, ...; default: "
+    "BLACKBOX_RETENTION, else 90d).",
 )
 @click.option(
     "--archive",
@@ -207,6 +209,13 @@ def retention() -> None:
     default=None,
     help="New or empty directory for the archive bundle "
     "(default: archive/retention-<time> in the data directory).",
+)
+@click.option(
+    "--archive-root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Archive into a new retention-<time> directory under this one (default: "
+    "BLACKBOX_ARCHIVE, else archive/ in the data directory); what scheduled runs use.",
 )
 @click.option("--dry-run", is_flag=True, help="Only say what would be sealed and removed.")
 @click.option(
@@ -226,8 +235,9 @@ def retention() -> None:
 @store_option
 @format_option(("table", "json"))
 def retention_apply(
-    older_than: str,
+    older_than: str | None,
     archive_dir: Path | None,
+    archive_root: Path | None,
     dry_run: bool,
     idle: str,
     archive_format: str,
@@ -245,11 +255,13 @@ def retention_apply(
       blackbox retention apply --older-than 90d --dry-run
       blackbox retention apply --older-than 90d --archive /backups/blackbox-2026-12
     """
+    older_than = config.retention(older_than)
     age = parse_age(older_than)
     idle_ns = parse_age(idle) if idle else DEFAULT_IDLE_NS
     if archive_dir is None and not dry_run:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        archive_dir = config.data_dir() / "archive" / f"retention-{stamp}"
+        archive_dir = config.archive_dir(str(archive_root) if archive_root else None)
+        archive_dir = archive_dir / f"retention-{stamp}"
     store = open_configured_store(store_url)
     throttled = Throttled()
 
@@ -266,6 +278,10 @@ def retention_apply(
         archive_format=archive_format,
         progress=say,
     )
+    if not dry_run:
+        from analytics.retention_schedule import write_last_run
+
+        write_last_run(config.data_dir(), result, older_than)
     doc = result.as_dict()
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2))
@@ -342,5 +358,8 @@ def hold_list(store_url: str | None, fmt: str) -> None:
     rows = list_holds(open_configured_store(store_url))
     click.echo(render(rows, fmt, ["session_id", "reason", "since"]))
 
+
+retention.add_command(retention_schedule)
+retention.add_command(retention_status_cmd)
 
 COMMANDS = [export_cmd, verify_export_cmd, retention, hold]

@@ -75,6 +75,42 @@ def policy_test(
     )
 
 
+@policy_group.command("history")
+@click.option("--server", default=None, help="Only the versions recorded for this server name.")
+@store_option
+@format_option()
+def policy_history_command(server: str | None, store_url: str | None, fmt: str) -> None:
+    """List the policy versions the taps put in force, oldest first: each version's sha256,
+    when it was first and last recorded, in how many sessions, who loaded it, and the loads
+    that failed (the policy kept in force, and why).
+
+    \b
+    Example:
+      blackbox policy history --server github
+    """
+    from recorder.policy_reload import policy_history  # only paid for when used
+
+    store = open_configured_store(store_url)
+    try:
+        rows = policy_history(store, server)
+    finally:
+        store.close()
+    for row in rows:
+        row["first"] = _iso(row.pop("first_ns"))
+        row["last"] = _iso(row.pop("last_ns"))
+        row["status"] = "loaded" if row.pop("ok") else "failed, kept " + str(row["kept"])[:12]
+        if fmt == "table":
+            row["version"] = str(row["version"])[:12]
+    columns = ["server", "version", "status", "first", "last", "sessions", "rules", "loaded_by"]
+    click.echo(render(rows, fmt, [*columns, "error"] if any(r["error"] for r in rows) else columns))
+
+
+def _iso(ns: int) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ns / 1e9, UTC).isoformat(timespec="seconds")
+
+
 @click.group("hook")
 def hook_group() -> None:
     """Host hooks that record (and can make) permission decisions."""

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from blackbox import config
+from blackbox.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.options import Duration, policy_option, store_option
 from recorder.fingerprint import load_or_create_key, store_key_path
 from recorder.store import normalise_url, open_store
@@ -20,6 +21,7 @@ from recorder.taps.http_server import (
     parse_listen,
     run_proxy,
 )
+from recorder.taps.http_sessions import DEFAULT_IDLE_GAP_S
 
 
 def _notice(message: str) -> None:
@@ -39,12 +41,13 @@ def _notice(message: str) -> None:
 @store_option
 @click.option("--name", default=None, help="Name sessions are recorded under (default: host).")
 @policy_option
+@idle_after_option
 @click.option(
     "--idle-gap",
     type=Duration(),
-    default="30m",
-    show_default=True,
-    help="A client without session id or trace id starts a new session after this much silence.",
+    default=None,
+    help="A client without session id or trace id starts a new session after this much silence "
+    "(default: the --idle-after limit, 120m unless configured).",
 )
 @click.option(
     "--timeout",
@@ -81,7 +84,8 @@ def proxy(
     store_url: str | None,
     name: str | None,
     policy_file: Path | None,
-    idle_gap: float,
+    idle_after: str | None,
+    idle_gap: float | None,
     timeout: float,
     rewrite_host: bool,
     allow_hosts: tuple[str, ...],
@@ -117,10 +121,14 @@ def proxy(
           --allow-host mcp-recorder.internal
     """
     url = config.store_url(store_url)
+    idle_seconds = idle_after_seconds(idle_after)
+    if idle_gap is None:
+        idle_gap = idle_seconds or DEFAULT_IDLE_GAP_S
     settings = ProxySettings(
         upstream=upstream,
         name=name,
         idle_gap_s=idle_gap,
+        idle_after_s=idle_seconds,
         timeout_s=timeout,
         rewrite_host=rewrite_host,
         # Secret headers are kept as HMACs under the store's key (out of the store).
@@ -143,9 +151,9 @@ def proxy(
         )
     policy = None
     if policy_file is not None:
-        from recorder.policy import Policy  # only paid for when used
+        from recorder.policy_reload import LivePolicy  # only paid for when used
 
-        policy = Policy.load(policy_file)
+        policy = LivePolicy(policy_file, on_notice=_notice)
     # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.
     shown_store = normalise_url(url).render_as_string(hide_password=True)
     report = run_proxy(

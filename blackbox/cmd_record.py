@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from blackbox import config
+from blackbox.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.options import policy_option, store_option
 from recorder.leftovers import ship_leftovers
 from recorder.store import open_store
@@ -25,6 +26,7 @@ def _notice(message: str) -> None:
 @store_option
 @click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
 @policy_option
+@idle_after_option
 @click.option(
     "--redact",
     "redact_file",
@@ -57,6 +59,7 @@ def record(
     store_url: str | None,
     name: str | None,
     policy_file: Path | None,
+    idle_after: str | None,
     redact_file: Path | None,
     max_frame: int,
     quarantine_noise: bool,
@@ -75,11 +78,12 @@ def record(
       blackbox record --name time -- python -m mcp_server_time
       blackbox record --store postgresql://me@db/blackbox -- npx -y my-server
     """
+    idle_seconds = idle_after_seconds(idle_after)
     policy = None
     if policy_file is not None:
-        from recorder.policy import Policy  # rarely used: no import cost without --policy
+        from recorder.policy_reload import LivePolicy  # no import cost without --policy
 
-        policy = Policy.load(policy_file)
+        policy = LivePolicy(policy_file, on_notice=_notice)
     redactor = None
     if redact_file is not None:
         from recorder.redact import Redactor
@@ -103,6 +107,7 @@ def record(
         policy=policy,
         redactor=redactor,
         final_ship_seconds=final_ship_seconds,
+        idle_after_s=idle_seconds,
     )
     result = run_tap(tap)
     sys.exit(result.exit_status)

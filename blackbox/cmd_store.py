@@ -21,16 +21,29 @@ from recorder.store import schema_head
 @click.command()
 @store_option
 @click.option("--limit", type=int, default=50, show_default=True, help="At most this many.")
+@click.option(
+    "--idle",
+    "idle_only",
+    is_flag=True,
+    help="Only sessions that went idle (session_idle), with their idle and in-use time.",
+)
 @format_option()
-def sessions(store_url: str | None, limit: int, fmt: str) -> None:
+def sessions(store_url: str | None, limit: int, fmt: str, idle_only: bool = False) -> None:
     """List recorded sessions, newest first.
 
     \b
     Example:
       blackbox sessions --limit 10
       blackbox sessions --format json
+      blackbox sessions --idle
     """
     store = open_configured_store(store_url)
+    if idle_only:
+        from recorder.idle import IDLE_COLUMNS, idle_session_rows
+
+        rows = idle_session_rows(store, list_session_rows(store), limit)
+        click.echo(render(rows, fmt, [*SESSION_COLUMNS, *IDLE_COLUMNS] if fmt == "table" else None))
+        return
     rows = list_session_rows(store, limit=limit)
     click.echo(render(rows, fmt, SESSION_COLUMNS if fmt == "table" else None))
 

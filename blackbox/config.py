@@ -38,3 +38,29 @@ def journal_dir() -> Path:
 def analytics_dir() -> Path:
     """Where the Parquet copy of the log lives."""
     return data_dir() / "analytics"
+
+
+IDLE_AFTER_ENV = "BLACKBOX_IDLE_AFTER"
+DEFAULT_IDLE_AFTER = "120m"
+RETENTION_ENV = "BLACKBOX_RETENTION"
+DEFAULT_RETENTION = "90d"
+ARCHIVE_ENV = "BLACKBOX_ARCHIVE"
+
+
+def idle_after(flag: str | None = None) -> str:
+    """How long without a frame marks a session idle: `--idle-after`, else
+    `BLACKBOX_IDLE_AFTER`, else 120 minutes (`off` or 0: never)."""
+    return flag or os.environ.get(IDLE_AFTER_ENV) or DEFAULT_IDLE_AFTER
+
+
+def retention(flag: str | None = None) -> str:
+    """How old an ended session must be for retention to remove it: the flag, else
+    `BLACKBOX_RETENTION`, else 90 days."""
+    return flag or os.environ.get(RETENTION_ENV) or DEFAULT_RETENTION
+
+
+def archive_dir(flag: str | None = None) -> Path:
+    """Where retention archives what it removes: the flag, else `BLACKBOX_ARCHIVE`, else
+    `archive/` in the data directory."""
+    chosen = flag or os.environ.get(ARCHIVE_ENV)
+    return Path(chosen).expanduser() if chosen else data_dir() / "archive"

@@ -297,6 +297,74 @@ class RetentionApplied(Document):
     extra: Mapping[str, JSON] = extra_field()
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyLoaded(Document):
+    """A tap read its policy file: at start and each time the file changed while it ran. A
+    failed load (the file does not parse) keeps the previous policy in force and says why.
+    Every policy `decision` names the version (`policy_sha256`) that made it."""
+
+    KIND: ClassVar[str] = "policy_loaded"
+
+    ok: bool = doc_field(
+        "Whether the file loaded (false: the previous policy stays in force).", default=True
+    )
+    sha256: str | None = doc_field("sha256 hex of the file's bytes as read.", required=True)
+    path: str | None = doc_field("The policy file.")
+    in_force: str | None = doc_field(
+        "The sha256 of the policy in force after this load (the previous one when it failed)."
+    )
+    previous: str | None = doc_field("The sha256 of the policy in force before, if any.")
+    default: str | None = doc_field("The policy's default decision (allow or deny).")
+    rules: list[JSON] = doc_field(
+        "The rules, in order: id, decision, servers, tools, methods, conditions, reason.",
+        default=[],
+    )
+    error: str | None = doc_field("Why the load failed (FILE:LINE:COL: ...).")
+    user: str | None = doc_field("Who loaded it: the tap's user.")
+    pid: int | None = doc_field("Who loaded it: the tap's process id.")
+    host: str | None = doc_field("Who loaded it: the machine's host name.")
+    trigger: str | None = doc_field("start, or changed (the file changed while the tap ran).")
+    extra: Mapping[str, JSON] = extra_field()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionIdle(Document):
+    """No frame crossed for `--idle-after`: the session is idle from `last_frame_ns` on."""
+
+    KIND: ClassVar[str] = "session_idle"
+
+    idle_after_ns: int | None = doc_field("The idle limit in force, ns.", required=True)
+    last_frame_ns: int | None = doc_field("Wall clock time of the last frame before, ns.")
+    last_frame_seq: int | None = doc_field("The seq of that frame.")
+    extra: Mapping[str, JSON] = extra_field()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResumed(Document):
+    """The first frame after a `session_idle`: the session is in use again."""
+
+    KIND: ClassVar[str] = "session_resumed"
+
+    idle_ns: int | None = doc_field("How long the session was without a frame, ns.", required=True)
+    seq: int | None = doc_field("The seq of the frame that resumed it.")
+    direction: str | None = doc_field("c2s or s2c: who spoke first.")
+    extra: Mapping[str, JSON] = extra_field()
+
+
+@dataclass(frozen=True, slots=True)
+class PeerBack(Document):
+    """A peer that was `unresponsive` (a fault: pings unanswered) answered a ping again."""
+
+    KIND: ClassVar[str] = "peer_back"
+
+    peer: str | None = doc_field("server or client: the side that was silent.", required=True)
+    silent_ns: int | None = doc_field("Since its last answer before, ns.")
+    missed: int | None = doc_field("How many pings went unanswered in a row.")
+    rpc_id: str | None = doc_field("The id of the ping it answered.")
+    seq: int | None = doc_field("The seq of the answer.")
+    extra: Mapping[str, JSON] = extra_field()
+
+
 def started_here(**fields: JSON) -> SessionStarted:
     """A `session_started` document by this process: its version and pid filled in; keys beyond
     the schema (a tap's own settings) are kept as extra."""
@@ -320,6 +388,10 @@ DOCUMENTS: dict[str, type[Document]] = {
         HttpExchange,
         ReplayStep,
         RetentionApplied,
+        PolicyLoaded,
+        SessionIdle,
+        SessionResumed,
+        PeerBack,
     )
 }
 

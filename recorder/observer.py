@@ -11,7 +11,8 @@ the same journal:
 - `fault` events for lines that are not JSON-RPC: `stdout_pollution` from the server,
   `invalid_json` from the client, `invalid_utf8` from either side;
 - the requests still waiting for an answer, which the tap names in an `exit_with_outstanding` fault
-  when the server exits under them.
+  when the server exits under them;
+- pings left unanswered (`recorder.heartbeat`): an `unresponsive` fault, then `peer_back`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from recorder import events
+from recorder.heartbeat import PING, HeartbeatWatch
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, id_fields, parse
 from recorder.model import Direction, Kind, NewEvent
 from recorder.pairing import Pending, request_key, response_key
@@ -40,6 +42,7 @@ class FrameObserver:
         self._discover: dict[str, Any] | None = None
         # Every request of either side waiting for its answer -> what the request was.
         self._pending: Pending[dict[str, Any]] = Pending()
+        self.heartbeats = HeartbeatWatch(emit)  # pings: `unresponsive` faults and `peer_back`
 
     def __call__(self, events: Sequence[NewEvent]) -> None:
         with self._lock:
@@ -116,6 +119,8 @@ class FrameObserver:
                     "seq": ev.seq,
                 }
                 self._pending.open(request_key(direction, rpc_id, id_type), request)
+                if method == PING:
+                    self.heartbeats.ping(ev.session_id, direction, rpc_id, ev.seq, ev.wall_ns)
                 if direction == Direction.CLIENT_TO_SERVER and self.era is None:
                     self._era_from_request(ev, method, (rpc_id, id_type), params)
             return
@@ -123,6 +128,12 @@ class FrameObserver:
             return
         rpc_id, id_type = id_fields(msg.get("id"))
         request = self._pending.close(response_key(direction, rpc_id, id_type))
+        if request is not None:
+            asker = "s2c" if direction == Direction.CLIENT_TO_SERVER else "c2s"
+            if request["method"] == PING:
+                self.heartbeats.answered(ev.session_id, asker, rpc_id, ev.seq, ev.wall_ns)
+            else:
+                self.heartbeats.overtaken(ev.session_id, asker, request["seq"], ev.seq, ev.wall_ns)
         # Only the server's answer to a client's request can tell the era.
         if request is None or self.era is not None or direction != Direction.SERVER_TO_CLIENT:
             return

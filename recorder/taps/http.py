@@ -48,6 +48,8 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2
 
 from recorder import events
+from recorder.heartbeat import FrameHeartbeats
+from recorder.idle import SessionIdle, check_interval
 from recorder.journal import Journal, JournalError
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, parse
 from recorder.model import Direction, Kind
@@ -75,6 +77,9 @@ from recorder.taps.http_sessions import (
     SessionRouter,
     trace_id,
 )
+
+# The start of every error the proxy writes itself (the upstream gave no answer).
+OWN_ERROR_PREFIX = "blackbox proxy:"
 
 
 def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
@@ -146,7 +151,20 @@ class HttpProxyTap(ResponseRelays):
         self.policy = policy
         self.on_notice = on_notice or (lambda _msg: None)
         self.router = SessionRouter(settings.idle_gap_s)
+        self.idle = (
+            SessionIdle(
+                settings.idle_after_s, lambda s, k, raw: self._append(s, k, Direction.NONE, raw)
+            )
+            if settings.idle_after_s
+            else None
+        )
         self.stats = ProxyStats()
+        self.heartbeats = FrameHeartbeats(
+            lambda session, doc: self._append(
+                session, doc.KIND, Direction.NONE, events.encode(doc)
+            ),
+            own_prefix=OWN_ERROR_PREFIX,
+        )
         self._transport = transport
         self._upstream: httpx2.AsyncBaseTransport | None = None
         s = settings
@@ -183,6 +201,8 @@ class HttpProxyTap(ResponseRelays):
     async def startup(self) -> None:
         self._upstream_transport()
         self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        if hasattr(self.policy, "watch"):
+            self.policy.watch()
 
     async def shutdown(self) -> None:
         """End every open session (the proxy stops recording them) and close the upstream pool."""
@@ -191,6 +211,8 @@ class HttpProxyTap(ResponseRelays):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         self.end_all("proxy_stopped", "interrupted")
+        if hasattr(self.policy, "stop"):
+            self.policy.stop()
         if self._upstream is not None:
             await self._upstream.aclose()
             self._upstream = None
@@ -202,8 +224,13 @@ class HttpProxyTap(ResponseRelays):
 
     async def _reap(self) -> None:
         interval = max(0.05, min(30.0, self.settings.idle_gap_s / 4))
+        if self.idle is not None:
+            interval = min(interval, check_interval(self.idle.idle_after_s))
         while True:
             await asyncio.sleep(interval)
+            if self.idle is not None:
+                with contextlib.suppress(JournalError):
+                    self.idle.sweep(self.router.open_sessions(), time.monotonic())
             for session in self.router.expire():
                 self._end(session)
 
@@ -235,6 +262,10 @@ class HttpProxyTap(ResponseRelays):
             raise
         if kind == Kind.FRAME:
             self.stats.frames += 1
+            if (
+                raw_size is None
+            ):  # pings: `unresponsive` faults and `peer_back` (recorder.heartbeat)
+                self.heartbeats.frame(session, direction, raw, seq)
         return seq
 
     def _end(self, session: RecordingSession) -> None:
@@ -242,6 +273,9 @@ class HttpProxyTap(ResponseRelays):
             return
         reason, outcome = session.closing or ("proxy_stopped", "interrupted")
         self.router.mark_ended(session)
+        if self.idle is not None:
+            self.idle.forget(session)
+        self.heartbeats.forget(session)
         doc = events.encode(events.SessionEnded(reason=reason, outcome=outcome))
         with contextlib.suppress(JournalError):
             self._append(session, Kind.SESSION_ENDED, Direction.NONE, doc)
@@ -477,6 +511,8 @@ class HttpProxyTap(ResponseRelays):
             if closed.inflight <= 0:
                 self._end(closed)
         session = routing.session
+        if self.idle is not None:
+            self.idle.resume(session, time.monotonic())
         self.router.enter(session)
         ex.session = session
         if routing.created:
@@ -505,6 +541,9 @@ class HttpProxyTap(ResponseRelays):
 
     async def _gate(self, ex: Exchange, body: bytes, send: Send) -> bool:
         """Consult the policy; True when the request was refused (and answered here)."""
+        if hasattr(self.policy, "unrecorded"):  # a live policy: the versions not recorded here yet
+            for doc in self.policy.unrecorded(self._session(ex).session_id):
+                self._record(ex, "policy_loaded", Direction.NONE, doc)
         verdict = self.policy.check(self.settings.server_name, body)
         if verdict is None:
             return False
@@ -545,7 +584,7 @@ class HttpProxyTap(ResponseRelays):
         """The proxy's own answer when the upstream gave none: a JSON-RPC error for a request
         (so an SDK client shows the message), plain text otherwise. Recorded as a frame, since it
         is what the client received."""
-        message = f"blackbox proxy: {text}"
+        message = f"{OWN_ERROR_PREFIX} {text}"
         if not ex.single_request:
             await self._reply_plain(send, ex, status, text)
             return

@@ -39,6 +39,7 @@ class ProxySettings:
     upstream: str
     name: str | None = None
     idle_gap_s: float = DEFAULT_IDLE_GAP_S
+    idle_after_s: float | None = None  # session_idle after this long without traffic
     timeout_s: float = 300.0
     connect_timeout_s: float = 10.0
     rewrite_host: bool = False

@@ -35,7 +35,7 @@ RULE_SSE = "sse-endpoint"
 RULE_HANDSHAKE = "initialize"  # begun by a handshake, then bound to the id the server assigns
 RULE_TRACE = "traceparent"
 RULE_CLIENT = "client"
-DEFAULT_IDLE_GAP_S = 30 * 60.0
+DEFAULT_IDLE_GAP_S = 120 * 60.0  # the common session timeout (recorder.idle's default too)
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 

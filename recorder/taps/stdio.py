@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from recorder import events
 from recorder.errors import BlackboxError
+from recorder.idle import IdleWatch
 from recorder.journal import Journal, JournalError, StoreMark
 from recorder.leftovers import hand_off_leftovers, ship_leftovers_quietly
 from recorder.model import Direction, Kind, NewEvent, new_session_id
@@ -95,6 +96,8 @@ class TapConfig:
     # When set, store appends run in a child process (no store work in the relay's process);
     # `store_factory` still serves the rare in-process needs (leftovers, closing after a failure).
     store_url: str | None = None
+    # After this long without a frame: a `session_idle` record (recorder.idle); None: never.
+    idle_after_s: float | None = None
 
 
 @dataclass
@@ -164,6 +167,8 @@ class _Tap:
             **cfg.extra_started,
         )
         self.journal.append(self.sid, Kind.SESSION_STARTED, Direction.NONE, events.encode(started))
+        if hasattr(cfg.policy, "watch"):  # a live policy records each version it puts in force
+            cfg.policy.watch(lambda doc: self._emit(self.sid, doc))  # type: ignore[union-attr]
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
         self.shipper = Shipper(
             self.journal,
@@ -209,6 +214,7 @@ class _Tap:
             self._finish()
             raise TapError(f"cannot start {cfg.command[0]!r}: {why}") from None
         self.proc = proc
+        self.idle = IdleWatch.started(cfg.idle_after_s, lambda d: self._emit(self.sid, d))
         old_handlers = self._install_signals()
         # An in-process shipper thread works in Python (classify, hash, SQL); when it holds the
         # GIL the relay would wait up to the 5 ms default switch interval for it: that was the
@@ -348,10 +354,13 @@ class _Tap:
         gated = cfg.policy is not None or cfg.redactor is not None or cfg.quarantine_noise
         max_frame = cfg.max_frame
         C2S, S2C = str(Direction.CLIENT_TO_SERVER), str(Direction.SERVER_TO_CLIENT)
+        touch = self.idle.touch if self.idle is not None else None
 
         def relay(data: bytes, partial: bytearray, direction: str, dest: Any) -> None:
             """Journal each complete frame of `data`, then forward them; keep an incomplete
             tail in `partial` (one function for both directions of the relay)."""
+            if touch is not None:
+                touch(direction)
             if partial:  # a long frame: accumulate, O(n) overall
                 partial += data
                 if b"\n" not in data:
@@ -663,6 +672,10 @@ class _Tap:
 
     def _close(self) -> TapResult:
         proc = self.proc
+        if hasattr(self.config.policy, "stop"):
+            self.config.policy.stop()  # type: ignore[union-attr]
+        if self.idle is not None:
+            self.idle.stop()
         self._release_host_stdout()
         try:
             code = proc.wait(DRAIN_AFTER_EXIT_SECONDS if self.failure is None else 5)

@@ -149,7 +149,8 @@ def test_sessions_report(sqlite_url: str, tmp_path: Path) -> None:
             length += 1
         durations[server].append(length / 1000)
         s.save(store)
-    summary, outcomes = run_report(store, tmp_path / "an", "sessions").sections
+    summary, outcomes, heartbeats = run_report(store, tmp_path / "an", "sessions").sections
+    assert heartbeats.rows == []  # no pings in these sessions
     rows = {r["server"]: r for r in summary.rows}
     assert rows["alpha"]["sessions"] == 3 and rows["beta"]["sessions"] == 1
     assert rows["alpha"]["failed"] == 1 and rows["beta"]["open"] == 1
