@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -86,10 +87,14 @@ def unwrap_args(args: list) -> list:
     return list(args[args.index("--") + 1 :])
 
 
-def wrapped_args(key: str, command: str, args: list, store_url: str | None) -> list[str]:
+def wrapped_args(
+    key: str, command: str, args: list, store_url: str | None, home: str | None = None
+) -> list[str]:
     head = ["record", "--name", key]
     if store_url:
         head += ["--store", store_url]
+    if home:
+        head += ["--home", home]
     return [*head, "--", command, *args]
 
 
@@ -114,8 +119,38 @@ def sidecar_path(config: HostConfig) -> Path:
     return config.real_path.with_name(config.real_path.name + SIDECAR_SUFFIX)
 
 
-def backup_path(config: HostConfig) -> Path:
-    return config.real_path.with_name(config.real_path.name + BACKUP_SUFFIX)
+def attach_dir(data_dir: Path, config_path: Path) -> Path:
+    """Where attach keeps what it knows of one config in the data directory (its backup and the
+    config's path), keyed by the config's real path: never next to the config, where a backup
+    would be committed with a project's `.mcp.json`."""
+    digest = hashlib.sha256(str(config_path).encode("utf-8", "surrogateescape")).hexdigest()
+    return data_dir / "attached" / digest[:20]
+
+
+def backup_path(config: HostConfig, data_dir: Path) -> Path:
+    return attach_dir(data_dir, config.real_path) / (config.real_path.name + BACKUP_SUFFIX)
+
+
+def register(config: HostConfig, data_dir: Path) -> None:
+    """Note the config as attached, for `blackbox where`."""
+    place = attach_dir(data_dir, config.real_path)
+    place.mkdir(parents=True, exist_ok=True)
+    doc = {"config": str(config.real_path), "host": config.format.label}
+    _write_or_fail(place / "config.json", json.dumps(doc).encode("utf-8"), 0o600, "attach index")
+
+
+def attached_configs(data_dir: Path) -> list[tuple[str, str, bool]]:
+    """(config path, host, still attached) of every config attached from this data directory."""
+    found = []
+    for index in sorted((data_dir / "attached").glob("*/config.json")):
+        try:
+            doc = json.loads(index.read_text("utf-8"))
+            path = Path(doc["config"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
+        found.append((str(path), str(doc.get("host", "")), sidecar.exists()))
+    return found
 
 
 def read_sidecar(path: Path) -> dict:
@@ -241,10 +276,19 @@ def attach(
     dry_run: bool = False,
     port_base: int = DEFAULT_PORT_BASE,
     service_dir: str | os.PathLike[str] | None = None,
+    home: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> Report:
     """Wrap every stdio server of a host config in `blackbox record` and point every HTTP server
     at a local `blackbox proxy`; idempotent; `dry_run` computes the same report and writes
-    nothing."""
+    nothing. `store_url` and `home` are written into every wrapped command (hosts start servers
+    with a minimal environment); the backup goes into `data_dir` (default: the data directory
+    of this environment)."""
+    if data_dir is None:
+        from blackbox.config import data_dir as default_data_dir
+
+        data_dir = default_data_dir()
+    data_dir = Path(data_dir)
     if not 1 <= port_base <= 65535 - PORT_WINDOW:
         raise AttachError(f"--proxy-port-base must be between 1 and {65535 - PORT_WINDOW}")
     config = load_config(path)
@@ -285,7 +329,7 @@ def attach(
             if is_wrapped(entry):
                 changes.append(EntryChange(key, "attached", "already runs under blackbox record"))
                 continue
-            new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url)
+            new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url, home)
             args_node = node.get("args")
             entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(wrapper))]
             entry_edits += set_member_edits(
@@ -376,7 +420,8 @@ def attach(
 
     if edits:
         _check_unchanged(config)
-        backup = backup_path(config)
+        backup = backup_path(config, data_dir)
+        backup.parent.mkdir(parents=True, exist_ok=True)
         # The backup holds the config as it was before blackbox first touched it: keep it while
         # entries are attached, refresh it when attaching a config that has nothing attached.
         if not backup.exists() or not records:
@@ -396,6 +441,7 @@ def attach(
         report.sidecar = str(state_path)
         _write_or_fail(config.real_path, after.encode("utf-8"), config.mode, "config")
         report.written = True
+        register(config, data_dir)
     elif units_to_write:
         for change in units_to_write:
             if change.key in records:

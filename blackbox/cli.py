@@ -25,6 +25,7 @@ COMMAND_MODULES = {
     "ship": "blackbox.cmd_record",
     "attach": "blackbox.cmd_attach",
     "detach": "blackbox.cmd_attach",
+    "where": "blackbox.cmd_attach",
     "proxy": "blackbox.cmd_proxy",
     "replay": "blackbox.cmd_replay",
     "serve": "blackbox.cmd_replay",
@@ -84,7 +85,9 @@ def main() -> None:
       blackbox sessions                           # what happened, newest first
       blackbox show last                          # one session's timeline
       blackbox verify                             # is the record intact?
+      blackbox where                              # where recordings go
 
-    The store is SQLite in $XDG_DATA_HOME/mcp-blackbox unless --store or BLACKBOX_STORE says
-    otherwise (postgresql://USER@HOST/DB for a shared store).
+    The store is SQLite in the data directory unless --store or BLACKBOX_STORE says otherwise
+    (postgresql://USER@HOST/DB for a shared store). The data directory (store, journals) is
+    BLACKBOX_HOME, else $XDG_DATA_HOME/mcp-blackbox. `blackbox where` shows both.
     """

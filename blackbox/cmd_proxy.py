@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from blackbox import config
-from blackbox.options import Duration, policy_option, store_option
+from blackbox.options import Duration, home_option, policy_option, store_option
 from recorder.fingerprint import load_or_create_key, store_key_path
 from recorder.store import normalise_url, open_store
 from recorder.taps.http_exchange import ProxySettings
@@ -37,6 +37,7 @@ def _notice(message: str) -> None:
     help="Where to accept connections (loopback unless you say otherwise).",
 )
 @store_option
+@home_option
 @click.option("--name", default=None, help="Name sessions are recorded under (default: host).")
 @policy_option
 @click.option(

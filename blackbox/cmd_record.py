@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from blackbox import config
-from blackbox.options import policy_option, store_option
+from blackbox.options import home_option, policy_option, store_option
 from recorder.leftovers import ship_leftovers
 from recorder.store import open_store
 from recorder.taps.stdio import DEFAULT_MAX_FRAME, FINAL_SHIP_SECONDS, TapConfig, run_tap
@@ -23,6 +23,7 @@ def _notice(message: str) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @store_option
+@home_option
 @click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
 @policy_option
 @click.option(

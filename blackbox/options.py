@@ -23,6 +23,27 @@ store_option = click.option(
 )
 
 
+def _set_home(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    # Eager and applied at once: every later default (store, journal directory, keys) reads it.
+    if value:
+        import os
+
+        os.environ[config.HOME_ENV] = str(Path(value).expanduser())
+    return value
+
+
+home_option = click.option(
+    "--home",
+    metavar="DIR",
+    default=None,
+    is_eager=True,
+    expose_value=False,
+    callback=_set_home,
+    help="Data directory (journals, default store), as BLACKBOX_HOME would set it; attach "
+    "writes it into the config because hosts start servers with a minimal environment.",
+)
+
+
 policy_option = click.option(
     "--policy",
     "policy_file",

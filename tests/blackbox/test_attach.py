@@ -72,15 +72,16 @@ def test_attach_then_detach_round_trips_byte_for_byte(tmp_path: Path, host: str)
 
     attached = lib.attach(config, wrapper=WRAPPER, store_url="sqlite:///x.db")
     assert attached.written and config.read_bytes() != original
-    backup = Path(str(config) + lib.BACKUP_SUFFIX)
+    backup = lib.backup_path(lib.load_config(config), tmp_path / "bbhome")
     assert backup.read_bytes() == original
 
     detached = lib.detach(config)
     assert detached.written
     assert config.read_bytes() == original
     assert all(c.exact for c in detached.changes if c.action == "restored")
-    # Only the backup remains besides the config: the attach state is gone with the last entry.
-    assert sorted(p.name for p in config.parent.iterdir()) == sorted([config.name, backup.name])
+    # Nothing remains besides the config (the backup lives in the data directory, where it is
+    # never committed with a project): the attach state is gone with the last entry.
+    assert sorted(p.name for p in config.parent.iterdir()) == [config.name]
 
 
 @pytest.mark.parametrize("host", sorted(HOSTS))
@@ -207,7 +208,7 @@ def test_backup_is_the_pre_attach_file_even_after_a_second_attach(tmp_path: Path
     config.write_text(data)
     report = lib.attach(config, wrapper=WRAPPER)
     assert [c.key for c in report.by_action("wrapped")] == ["new"]
-    assert Path(str(config) + lib.BACKUP_SUFFIX).read_bytes() == original
+    assert lib.backup_path(lib.load_config(config), tmp_path / "bbhome").read_bytes() == original
 
 
 # --- the wrapper ------------------------------------------------------------------------------
@@ -301,10 +302,12 @@ def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
     text = (units / "blackbox-proxy-docs.service").read_text()
     port = json.loads(config.read_text())["mcpServers"]["docs"]["url"].split(":")[2][:4]
     exec_line = next(line for line in text.splitlines() if line.startswith("ExecStart="))
-    assert exec_line.endswith(
+    assert (
         f"proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:{port} --name docs "
-        "--store sqlite:///a%%b.db"  # systemd expands %: escaped
+        "--store sqlite:///" in exec_line
     )
+    # The relative SQLite path is pinned as an absolute one; systemd expands %: escaped.
+    assert exec_line.endswith("/a%%b.db")
     assert "[Install]\nWantedBy=default.target" in text
     assert "Description=mcp-blackbox recording proxy for MCP server 'docs'" in text
     assert (
