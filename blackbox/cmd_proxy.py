@@ -43,7 +43,7 @@ def _notice(message: str) -> None:
 @click.option(
     "--idle-gap",
     type=Duration(),
-    default="30m",
+    default="30min",
     show_default=True,
     help="A client without session id or trace id starts a new session after this much silence.",
 )

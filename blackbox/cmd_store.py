@@ -7,32 +7,67 @@ import sys
 
 import click
 
-from blackbox.options import format_option, open_configured_store, store_option
+from blackbox.options import format_option, moment_ns, open_configured_store, store_option
 from blackbox.output import (
-    SESSION_COLUMNS,
     TIMELINE_COLUMNS,
-    list_session_rows,
     render,
     timeline,
 )
-from recorder.store import schema_head
+from recorder.store import listing, schema_head
 
 
 @click.command()
 @store_option
 @click.option("--limit", type=int, default=50, show_default=True, help="At most this many.")
+@click.option("--name", default=None, help="Only sessions of this name (the server key).")
+@click.option("--server", default=None, help="Only sessions whose server command/URL has this.")
+@click.option("--since", metavar="WHEN", help="Started at/after: an age (7d, 30min) or a date.")
+@click.option("--until", metavar="WHEN", help="Started before: an age or a date.")
+@click.option("--outcome", type=click.Choice(listing.OUTCOMES), help="Only this outcome.")
+@click.option("--errors", "only_errors", is_flag=True, help="Only sessions with error replies.")
+@click.option("--faults", "only_faults", is_flag=True, help="Only sessions with faults.")
+@click.option("--replays", is_flag=True, help="Also list replay sessions (hidden by default).")
 @format_option()
-def sessions(store_url: str | None, limit: int, fmt: str) -> None:
-    """List recorded sessions, newest first.
+def sessions(
+    store_url: str | None,
+    limit: int,
+    name: str | None,
+    server: str | None,
+    since: str | None,
+    until: str | None,
+    outcome: str | None,
+    only_errors: bool,
+    only_faults: bool,
+    replays: bool,
+    fmt: str,
+) -> None:
+    """List recorded sessions, newest first, with their requests (calls), error replies
+    (JSON-RPC errors and tool results with isError), transport faults, and an outcome that
+    reflects them (ok, errors, faults, crashed, interrupted, recovered, open).
+
+    HANDLE is short and unique in the store: every command taking a SESSION accepts it, as
+    well as a full id, a unique prefix, or 'last' (the last recorded session, not a replay).
 
     \b
     Example:
       blackbox sessions --limit 10
-      blackbox sessions --format json
+      blackbox sessions --errors --since 7d
+      blackbox sessions --name time --outcome faults --format json
     """
     store = open_configured_store(store_url)
-    rows = list_session_rows(store, limit=limit)
-    click.echo(render(rows, fmt, SESSION_COLUMNS if fmt == "table" else None))
+    filt = listing.SessionFilter(
+        name=name,
+        server=server,
+        since_ns=moment_ns(since) if since else None,
+        until_ns=moment_ns(until) if until else None,
+        outcome=outcome,
+        errors=only_errors,
+        faults=only_faults,
+        replays=replays,
+        limit=limit,
+    )
+    rows = [summary.row() for summary in listing.list_summaries(store, filt)]
+    click.echo(render(rows, fmt, listing.COLUMNS if fmt == "table" else None))
 
 
 @click.command()

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import click
 
 from analytics.excerpt import excerpt
-from recorder.model import SessionInfo, StoredEvent
-from recorder.store import EventStore
+from recorder.model import StoredEvent
+from recorder.store import EventStore, listing
 
 if TYPE_CHECKING:
     from analytics.reports import Report
@@ -177,30 +177,13 @@ def _iso(ns: int | None) -> str | None:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="milliseconds")
 
 
-def session_row(info: SessionInfo) -> dict:
-    duration = None
-    if info.started_ns is not None and info.ended_ns is not None:
-        duration = round((info.ended_ns - info.started_ns) / 1e9, 3)
-    return {
-        "id": info.session_id,
-        "name": info.name,
-        "server": info.command,
-        "transport": info.transport,
-        "era": info.era,
-        "started": _iso(info.started_ns),
-        "duration_s": duration,
-        "frames": info.frames,
-        "outcome": info.outcome or ("open" if not info.sealed else None),
-        "replay_of": info.replay_of,
-    }
-
-
-SESSION_COLUMNS = ["id", "name", "server", "started", "duration_s", "frames", "outcome"]
+# The sessions listing lives in recorder/store/listing.py (counts, outcome, handles, filters).
+SESSION_COLUMNS = listing.COLUMNS
 
 
 def list_session_rows(store: EventStore, limit: int | None = None) -> list[dict]:
-    """Sessions newest first, as rows."""
-    return [session_row(info) for info in store.list_sessions(limit=limit)]
+    """Sessions newest first, as rows (replays hidden)."""
+    return [s.row() for s in listing.list_summaries(store, listing.SessionFilter(limit=limit))]
 
 
 def event_row(ev: StoredEvent, started_mono_ns: int = 0) -> dict:
