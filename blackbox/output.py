@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from analytics.excerpt import excerpt
-from recorder.model import StoredEvent
+from analytics.timeline import COLUMNS as timeline_columns
+from analytics.timeline import timeline_rows
 from recorder.store import EventStore, listing
 
 if TYPE_CHECKING:
@@ -186,33 +186,12 @@ def list_session_rows(store: EventStore, limit: int | None = None) -> list[dict]
     return [s.row() for s in listing.list_summaries(store, listing.SessionFilter(limit=limit))]
 
 
-def event_row(ev: StoredEvent, started_mono_ns: int = 0) -> dict:
-    return {
-        "seq": ev.seq,
-        "offset_ms": round((ev.mono_ns - started_mono_ns) / 1e6, 3),
-        "direction": ev.direction,
-        "kind": ev.kind,
-        "type": ev.msg_type,
-        "method": ev.method,
-        "id": ev.rpc_id,
-        "tool": ev.tool,
-        "bytes": ev.raw_size if ev.raw_size is not None else len(ev.raw),
-        "excerpt": excerpt(ev.raw),
-    }
-
-
-TIMELINE_COLUMNS = ["seq", "offset_ms", "direction", "kind", "method", "id", "excerpt"]
+TIMELINE_COLUMNS = timeline_columns
 
 
 def timeline(store: EventStore, session_id: str) -> list[dict]:
-    """One session's records as rows, offsets relative to its first record."""
-    rows: list[dict] = []
-    first_mono: int | None = None
-    for ev in store.read_session(session_id):
-        if first_mono is None:
-            first_mono = ev.mono_ns
-        rows.append(event_row(ev, first_mono))
-    return rows
+    """One session's records as rows (analytics/timeline.py), offsets relative to its first."""
+    return list(timeline_rows(store.read_session(session_id)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -69,7 +69,10 @@ def test_show_by_prefix_and_last(filled):
     shown = json.loads(run("show", "0a", "--store", url, "--format", "json").stdout)
     assert [r["seq"] for r in shown] == list(range(1, len(a) + 2))
     assert shown[1]["method"] == "initialize" and shown[1]["direction"] == "c2s"
-    assert shown[3]["id"] == "1" and "tools/call" in shown[3]["excerpt"]
+    assert shown[3]["id"] == "1" and "tools/call" in shown[3]["payload"]
+    # The answer names its request, carries its tool, and took the recorded time.
+    assert shown[4]["re"] == shown[3]["seq"] and shown[4]["tool"] == "get_current_time"
+    assert shown[4]["latency_ms"] is not None and shown[4]["error"] is None
     last = run("show", "last", "--store", url, "--format", "jsonl").stdout.splitlines()
     assert len(last) == len(b) + 1
 
