@@ -103,9 +103,7 @@ def show(
     store = open_configured_store(store_url)
     sid = store.resolve(session)
     if frame_seq is not None or full:
-        records = [
-            ev for ev in store.read_session(sid) if frame_seq is None or ev.seq == frame_seq
-        ]
+        records = [ev for ev in store.read_session(sid) if frame_seq is None or ev.seq == frame_seq]
         if not records:
             raise BlackboxError(f"session {sid} has no record with seq {frame_seq}")
         out = click.get_binary_stream("stdout")

@@ -39,7 +39,7 @@ def test_a_4_mib_frame_is_printed_byte_exact(tmp_path: Path) -> None:
     call = (
         '{"jsonrpc": "2.0",  "id":2, "method":"tools/call", "params":{"name":"echo",'
         f'"arguments":{{"message":"{message}"}}}}}}'
-    ).encode("utf-8")
+    ).encode()
     assert len(call) > 4 * 1024 * 1024
     env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=url)
     tap = subprocess.Popen(
