@@ -93,7 +93,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
     env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=url)
     clean = _cli(url, "--name", "clean", "--format", "json")[0]["id"]
     replay = subprocess.run(
-        [peers.BLACKBOX, "replay", clean, "--against", " ".join(time_server), "--store", url],
+        [peers.BLACKBOX, "replay", clean, "--against", " ".join(time_server), "--store", url]
+        + ["--allow-writes"],
         capture_output=True,
         text=True,
         env=env,
