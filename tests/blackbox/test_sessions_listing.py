@@ -92,9 +92,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
         store.close()
     env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=url)
     clean = _cli(url, "--name", "clean", "--format", "json")[0]["id"]
+    against = " ".join(time_server)
     replay = subprocess.run(
-        [peers.BLACKBOX, "replay", clean, "--against", " ".join(time_server), "--store", url]
-        + ["--allow-writes"],
+        [peers.BLACKBOX, "replay", clean, "--allow-writes", "--store", url, "--against", against],
         capture_output=True,
         text=True,
         env=env,
