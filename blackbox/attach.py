@@ -35,6 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackbox.attach_bridge import (
+    bridge_plan,
+    bridged_entry_text,
+    is_bridged,
+    unbridged_entry_text,
+)
 from blackbox.host_config import (
     AttachError,
     ConfigChanged,
@@ -278,12 +284,17 @@ def attach(
     service_dir: str | os.PathLike[str] | None = None,
     home: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
+    http: str = "bridge",
 ) -> Report:
     """Wrap every stdio server of a host config in `blackbox record` and point every HTTP server
     at a local `blackbox proxy`; idempotent; `dry_run` computes the same report and writes
     nothing. `store_url` and `home` are written into every wrapped command (hosts start servers
     with a minimal environment); the backup goes into `data_dir` (default: the data directory
-    of this environment)."""
+    of this environment). `http="bridge"` (default) turns a Streamable HTTP entry into a stdio
+    `blackbox bridge URL` entry that works with no further step, and skips a legacy SSE one
+    (saying why); `http="proxy"` points both at a local `blackbox proxy` the user runs."""
+    if http not in ("bridge", "proxy"):
+        raise AttachError(f"--http must be bridge or proxy, not {http!r}")
     if data_dir is None:
         from blackbox.config import data_dir as default_data_dir
 
@@ -302,8 +313,10 @@ def attach(
     expected: dict[str, Any] = {}  # what each rewritten entry must parse back to
 
     members = config.servers.members
-    if not members:
+    project_skips = per_project_servers(config)
+    if not members and not project_skips:
         raise NoServers(f'{config.path}: "{config.format.section}" is empty: nothing to attach')
+    changes += project_skips
     # Ports already promised to attached servers stay theirs; new servers probe from their hash.
     taken = {r["port"] for r in records.values() if r.get("port") is not None}
     last_of = {m.key: m for m in members}  # with duplicate keys the host reads the last one
@@ -328,6 +341,9 @@ def attach(
         if kind == "stdio":
             if is_wrapped(entry):
                 changes.append(EntryChange(key, "attached", "already runs under blackbox record"))
+                continue
+            if is_bridged(entry):
+                changes.append(EntryChange(key, "attached", "already runs through blackbox bridge"))
                 continue
             new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url, home)
             args_node = node.get("args")
@@ -368,6 +384,21 @@ def attach(
                     key, "skipped", "the URL uses host variables (${...}) the proxy cannot see"
                 )
             )
+            continue
+        if http == "bridge":
+            change = _bridge_entry(key, entry, kind, wrapper, store_url, home)
+            changes.append(change)
+            if change.action == "bridged":
+                new_text = bridged_entry_text(text, node, wrapper, change.proxy_argv or [])
+                edits.append(Edit(node.start, node.end, new_text))
+                expected[key] = _parse_fragment(new_text)
+                new_records[key] = {
+                    "kind": "bridge",
+                    "original": entry_text,
+                    "wrapped": new_text,
+                    "upstream": url,
+                }
+                change.proxy_argv = None
             continue
         if record and record.get("port") is not None:
             taken.discard(record["port"])  # a stale record of this key: its port is free again
@@ -460,6 +491,40 @@ def attach(
     return report
 
 
+def per_project_servers(config: HostConfig) -> list[EntryChange]:
+    """Claude Code's ~/.claude.json also holds servers per project (`projects.<dir>.mcpServers`):
+    they are not attached (the host rewrites that file constantly), but named, with what to do."""
+    projects = config.root.get("projects") if config.root.kind == "object" else None
+    if projects is None or projects.kind != "object":
+        return []
+    skipped = []
+    for project in projects.members:
+        servers = project.value.get("mcpServers") if project.value.kind == "object" else None
+        for member in servers.members if servers is not None and servers.kind == "object" else []:
+            skipped.append(
+                EntryChange(
+                    f"{project.key}: {member.key}",
+                    "skipped",
+                    "a per-project server of ~/.claude.json: not attached; add it to the "
+                    "project's .mcp.json and attach that file (or `claude mcp add` it there)",
+                )
+            )
+    return skipped
+
+
+def _bridge_entry(
+    key: str, entry: dict, kind: str, wrapper: str, store_url: str | None, home: str | None
+) -> EntryChange:
+    """The change that makes an HTTP entry a stdio bridge entry, or why it cannot be one (the
+    bridge's argv rides in `proxy_argv` until the caller has rewritten the entry)."""
+    args, why = bridge_plan(key, entry, kind, store_url, home)
+    if args is None:
+        return EntryChange(key, "skipped", why)
+    change = EntryChange(key, "bridged", f"{entry['url']} -> stdio bridge", upstream=entry["url"])
+    change.proxy_argv = args
+    return change
+
+
 def _unit_bytes(change: EntryChange) -> bytes:
     return unit_text(change.key, change.upstream or "", change.proxy_argv or []).encode("utf-8")
 
@@ -543,6 +608,20 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             done.add(key)
             changes.append(EntryChange(key, "restored", shlex.join(inner), exact=False))
             continue
+        if record and record.get("kind") == "bridge" and kind == "stdio" and is_bridged(entry):
+            # The host reformatted the entry since attach: it is still ours, put the original back.
+            edits.append(Edit(node.start, node.end, record["original"]))
+            expected[key] = _parse_fragment(record["original"])
+            done.add(key)
+            changes.append(_restored(key, record, exact=False))
+            continue
+        if not record and kind == "stdio" and is_bridged(entry) and len(entry["args"]) > 1:
+            new_text = unbridged_entry_text(text, node, entry)
+            edits.append(Edit(node.start, node.end, new_text))
+            expected[key] = _parse_fragment(new_text)
+            done.add(key)
+            changes.append(EntryChange(key, "restored", f"-> {entry['args'][-1]}", exact=False))
+            continue
         if kind in ("http", "sse") and record and record.get("local_url") == entry.get("url"):
             url_node = node.get("url")
             edits.append(Edit(url_node.start, url_node.end, dump(record["upstream"])))
@@ -587,6 +666,10 @@ def _still_present(config: HostConfig, key: str) -> bool:
 
 
 def _restored(key: str, record: dict, exact: bool) -> EntryChange:
+    if record.get("kind") == "bridge":
+        return EntryChange(
+            key, "restored", f"stdio bridge -> {record.get('upstream')}", exact=exact
+        )
     if record.get("kind") in ("http", "sse"):
         return EntryChange(
             key,

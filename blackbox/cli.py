@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "db": "blackbox.cmd_store",
     "record": "blackbox.cmd_record",
     "ship": "blackbox.cmd_record",
+    "bridge": "blackbox.cmd_record",
     "attach": "blackbox.cmd_attach",
     "detach": "blackbox.cmd_attach",
     "where": "blackbox.cmd_attach",

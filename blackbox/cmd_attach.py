@@ -81,6 +81,15 @@ def _echo_changes(report: lib.Report) -> None:
     help="HTTP servers get a local proxy port in [N, N+1000), stable per server key.",
 )
 @click.option(
+    "--http",
+    type=click.Choice(["bridge", "proxy"]),
+    default="bridge",
+    show_default=True,
+    help="bridge: run each Streamable HTTP server through a stdio `blackbox bridge` the host "
+    "starts itself (works at once); proxy: point HTTP entries at a local `blackbox proxy` you "
+    "run (printed), for legacy HTTP+SSE servers.",
+)
+@click.option(
     "--install-service",
     "service_dir",
     metavar="DIR",
@@ -88,14 +97,22 @@ def _echo_changes(report: lib.Report) -> None:
     help="Write a systemd user unit per HTTP proxy into DIR (e.g. ~/.config/systemd/user).",
 )
 def attach_command(
-    config: str, store_url: str | None, dry_run: bool, proxy_port_base: int, service_dir: str | None
+    config: str,
+    store_url: str | None,
+    dry_run: bool,
+    proxy_port_base: int,
+    http: str,
+    service_dir: str | None,
 ) -> None:
     """Record every server of an MCP host config.
 
     Rewrites CONFIG (Claude Desktop claude_desktop_config.json, Claude Code .mcp.json, Cursor
     mcp.json, VS Code .vscode/mcp.json) so each stdio server runs under
-    `blackbox record --name KEY -- COMMAND ARGS...`, and each HTTP server is pointed at a local
-    `blackbox proxy` (the commands to start them are printed). Only those values change: env,
+    `blackbox record --name KEY -- COMMAND ARGS...`, and each Streamable HTTP server becomes a
+    stdio entry running `blackbox bridge URL` (headers passed on), which the host starts like any
+    other: nothing else to run. A legacy HTTP+SSE server is skipped, saying why, unless
+    --http proxy points HTTP entries at a local `blackbox proxy` you run. Only those entries
+    change: env,
     cwd, comments, unknown keys and indentation stay as they were. Attaching twice changes
     nothing; a backup of CONFIG is written into the data directory first (`blackbox where` lists
     the attached configs); the originals are kept in CONFIG.blackbox-attach.json for
@@ -118,6 +135,7 @@ def attach_command(
         port_base=proxy_port_base,
         service_dir=service_dir,
         home=home,
+        http=http,
     )
     if dry_run:
         click.echo(report.diff(), nl=False)

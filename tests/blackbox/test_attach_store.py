@@ -60,8 +60,13 @@ def test_a_server_started_with_an_empty_environment_records_into_the_attached_st
     )
     lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"}]
     lines.append({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-    out, err = server.communicate("".join(json.dumps(m) + "\n" for m in lines).encode(), timeout=60)
-    assert b'"get_current_time"' in out, err.decode()
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write("".join(json.dumps(m) + "\n" for m in lines).encode())
+    server.stdin.flush()
+    replies = [server.stdout.readline() for _ in range(2)]  # initialize, tools/list
+    server.stdin.close()  # then the host closes stdin, as hosts do at shutdown
+    server.wait(60)
+    assert b'"get_current_time"' in replies[1], replies
 
     store = open_store(f"sqlite:///{store_path}", create=False)
     try:
