@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import hashlib
 import json
 import os
 import re
@@ -40,6 +39,13 @@ from blackbox.attach_bridge import (
     bridged_entry_text,
     is_bridged,
     unbridged_entry_text,
+)
+from blackbox.attach_index import (  # noqa: F401 - re-exported for the CLI and callers
+    BACKUP_SUFFIX,
+    SIDECAR_SUFFIX,
+    attach_dir,
+    attached_configs,
+    backup_path,
 )
 from blackbox.host_config import (
     AttachError,
@@ -70,8 +76,6 @@ from blackbox.proxy_service import (
     unit_text,
 )
 
-BACKUP_SUFFIX = ".blackbox-backup"
-SIDECAR_SUFFIX = ".blackbox-attach.json"
 SIDECAR_FORMAT = "mcp-blackbox attach state"
 
 
@@ -125,38 +129,12 @@ def sidecar_path(config: HostConfig) -> Path:
     return config.real_path.with_name(config.real_path.name + SIDECAR_SUFFIX)
 
 
-def attach_dir(data_dir: Path, config_path: Path) -> Path:
-    """Where attach keeps what it knows of one config in the data directory (its backup and the
-    config's path), keyed by the config's real path: never next to the config, where a backup
-    would be committed with a project's `.mcp.json`."""
-    digest = hashlib.sha256(str(config_path).encode("utf-8", "surrogateescape")).hexdigest()
-    return data_dir / "attached" / digest[:20]
-
-
-def backup_path(config: HostConfig, data_dir: Path) -> Path:
-    return attach_dir(data_dir, config.real_path) / (config.real_path.name + BACKUP_SUFFIX)
-
-
 def register(config: HostConfig, data_dir: Path) -> None:
     """Note the config as attached, for `blackbox where`."""
     place = attach_dir(data_dir, config.real_path)
     place.mkdir(parents=True, exist_ok=True)
     doc = {"config": str(config.real_path), "host": config.format.label}
     _write_or_fail(place / "config.json", json.dumps(doc).encode("utf-8"), 0o600, "attach index")
-
-
-def attached_configs(data_dir: Path) -> list[tuple[str, str, bool]]:
-    """(config path, host, still attached) of every config attached from this data directory."""
-    found = []
-    for index in sorted((data_dir / "attached").glob("*/config.json")):
-        try:
-            doc = json.loads(index.read_text("utf-8"))
-            path = Path(doc["config"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-        found.append((str(path), str(doc.get("host", "")), sidecar.exists()))
-    return found
 
 
 def read_sidecar(path: Path) -> dict:
