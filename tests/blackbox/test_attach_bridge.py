@@ -122,3 +122,66 @@ def test_per_project_servers_of_claude_json_are_named_as_skipped(tmp_path: Path)
     assert data["numStartups"] == 42
     lib.detach(config)
     assert config.read_bytes() == original
+
+
+async def _whoami(params: StdioServerParameters) -> str:
+    async with Client(params, mode="legacy", read_timeout_seconds=30) as client:
+        result = await client.call_tool("whoami", {})
+    return result.content[0].text
+
+
+@pytest.mark.timeout(120)
+def test_the_bridge_passes_the_entry_headers_and_never_records_them(tmp_path: Path) -> None:
+    """A VS Code entry with an Authorization header, bridged: the SDK server sees both headers
+    on the request, and no record of the session holds the token."""
+    import sys
+
+    port = _free_port()
+    script = Path(__file__).parent / "servers" / "headers_server.py"
+    server = subprocess.Popen(
+        [sys.executable, str(script), str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    home = tmp_path / "user-home"
+    config = tmp_path / ".vscode" / "mcp.json"
+    config.parent.mkdir()
+    entry = {
+        "type": "http",
+        "url": f"http://127.0.0.1:{port}/mcp",
+        "headers": {"X-Team": "blackbox", "Authorization": "Bearer s3cret-t0ken"},
+    }
+    config.write_text(json.dumps({"servers": {"who": entry}}, indent=2) + "\n")
+    try:
+        wait_listening(port, server, timeout=30.0)
+        env = {**os.environ, "BLACKBOX_HOME": str(home)}
+        proc = subprocess.run(
+            [BLACKBOX, "attach", str(config)], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        bridged = json.loads(config.read_text())["servers"]["who"]
+        params = StdioServerParameters(command=bridged["command"], args=bridged["args"])
+        assert anyio.run(_whoami, params) == "team=blackbox auth=Bearer s3cret-t0ken"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(15)
+    store = open_store(f"sqlite:///{home / 'blackbox.db'}", create=False)
+    try:
+        records = eventually(
+            lambda: [
+                e.raw
+                for s in store.list_sessions()
+                if s.name == "who" and s.sealed
+                for e in store.read_session(s.session_id)
+            ],
+            timeout=60,
+            interval=0.2,
+            message="the bridged session",
+        )
+    finally:
+        store.close()
+    # The tool's answer quotes the token (the server chose to say it); nothing else may.
+    leaks = [r for r in records if b"s3cret-t0ken" in r and b"team=blackbox" not in r]
+    assert leaks == []
