@@ -1,6 +1,6 @@
 """An SDK server over Streamable HTTP that tells a client which headers reached it.
 
-    python headers_server.py PORT
+python headers_server.py PORT
 """
 
 from __future__ import annotations
