@@ -140,7 +140,12 @@ class ReplayResult:
     @property
     def unanswered(self) -> bool:
         """Every request that had an answer in the recording went without one here."""
-        expected = [s for s in self.steps if s.status in ("ok", "diverged", "missing")]
+        # A step that had a recorded answer is `missing`, or ok/diverged with a replayed one.
+        expected = [
+            s
+            for s in self.steps
+            if s.status == "missing" or (s.status in ("ok", "diverged") and s.replay_seq)
+        ]
         return bool(expected) and all(s.status == "missing" for s in expected)
 
     @property

@@ -66,13 +66,14 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]
         env=env,
     )
     assert tap.stdin is not None and tap.stdout is not None
-    tap.stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode())
-    tap.stdin.flush()
-    waiting = {2, 3, 4, 5, 6, 1}
-    while waiting:
-        line = tap.stdout.readline()
-        assert line
-        waiting.discard(json.loads(line).get("id"))
+    for message in msgs:  # one at a time: the server runs requests concurrently
+        tap.stdin.write(json.dumps(message).encode() + b"\n")
+        tap.stdin.flush()
+        while "id" in message:
+            line = tap.stdout.readline()
+            assert line
+            if json.loads(line).get("id") == message["id"]:
+                break
     tap.stdin.close()
     tap.wait(60)
     store = open_store(url)
@@ -179,3 +180,20 @@ def test_a_url_that_accepts_but_never_answers_fails_within_5_s(recorded) -> None
         proc = _replay(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
         assert time.monotonic() - began < 5
     assert proc.returncode == 2 and "cannot reach" in proc.stderr
+
+
+def test_a_replay_nobody_answered_is_not_ok(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, _, tmp = recorded
+    silent = f"{sys.executable} -c 'import sys; sys.stdin.read()'"
+    proc = _replay(url, tmp, "--against", silent, "--timeout", "1", "--allow-writes")
+    assert proc.returncode == 1, proc.stderr
+    assert "the server answered none of the requests" in proc.stdout
+    assert proc.stdout.strip().endswith("verdict: unanswered")
+    listed = subprocess.run(
+        [peers.BLACKBOX, "sessions", "--replays", "--store", url, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    newest = json.loads(listed.stdout)[0]
+    assert newest["replay_of"] and newest["outcome"] == "diverged"
