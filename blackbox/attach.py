@@ -290,18 +290,18 @@ def attach(
     new_records: dict[str, dict] = {}
     expected: dict[str, Any] = {}  # what each rewritten entry must parse back to
 
-    members = config.servers.members
-    project_skips = per_project_servers(config)
-    if not members and not project_skips:
+    found = server_members(config)
+    if not found:
         raise NoServers(f'{config.path}: "{config.format.section}" is empty: nothing to attach')
-    changes += project_skips
     # Ports already promised to attached servers stay theirs; new servers probe from their hash.
     taken = {r["port"] for r in records.values() if r.get("port") is not None}
-    last_of = {m.key: m for m in members}  # with duplicate keys the host reads the last one
+    where: dict[str, tuple[tuple[str, ...], str]] = {}
 
-    for member in members:
-        key, node = member.key, member.value
-        if last_of[key] is not member:
+    for section, member, last in found:
+        name, node = member.key, member.value
+        key = scoped_key(section, name)
+        where[key] = (section, name)
+        if not last:
             changes.append(
                 EntryChange(key, "skipped", "duplicate key: the host reads the last one")
             )
@@ -323,7 +323,7 @@ def attach(
             if is_bridged(entry):
                 changes.append(EntryChange(key, "attached", "already runs through blackbox bridge"))
                 continue
-            new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url, home)
+            new_args = wrapped_args(name, entry["command"], entry.get("args", []), store_url, home)
             args_node = node.get("args")
             entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(wrapper))]
             entry_edits += set_member_edits(
@@ -364,7 +364,8 @@ def attach(
             )
             continue
         if http == "bridge":
-            change = _bridge_entry(key, entry, kind, wrapper, store_url, home)
+            change = _bridge_entry(name, entry, kind, wrapper, store_url, home)
+            change.key = key
             changes.append(change)
             if change.action == "bridged":
                 new_text = bridged_entry_text(text, node, wrapper, change.proxy_argv or [])
@@ -404,7 +405,7 @@ def attach(
         )
 
     after = apply_edits(text, edits)
-    verify_rewrite(config, after, expected)
+    verify_rewrite(config, after, expected, where)
     report = Report(str(config.path), config.format.label, changes, text, after, dry_run)
     if service_dir is not None:
         unit_dir = Path(service_dir)
@@ -469,25 +470,28 @@ def attach(
     return report
 
 
-def per_project_servers(config: HostConfig) -> list[EntryChange]:
-    """Claude Code's ~/.claude.json also holds servers per project (`projects.<dir>.mcpServers`):
-    they are not attached (the host rewrites that file constantly), but named, with what to do."""
+def server_members(config: HostConfig) -> list[tuple[tuple[str, ...], Any, bool]]:
+    """(where the section is, member, whether the host reads it) for every server entry: the
+    format's own section, then, in Claude Code's ~/.claude.json, each project's `mcpServers`
+    (`projects.<dir>.mcpServers`). With duplicate keys the host reads the last one."""
+    sections: list[tuple[tuple[str, ...], Any]] = [((config.format.section,), config.servers)]
     projects = config.root.get("projects") if config.root.kind == "object" else None
-    if projects is None or projects.kind != "object":
-        return []
-    skipped = []
-    for project in projects.members:
-        servers = project.value.get("mcpServers") if project.value.kind == "object" else None
-        for member in servers.members if servers is not None and servers.kind == "object" else []:
-            skipped.append(
-                EntryChange(
-                    f"{project.key}: {member.key}",
-                    "skipped",
-                    "a per-project server of ~/.claude.json: not attached; add it to the "
-                    "project's .mcp.json and attach that file (or `claude mcp add` it there)",
-                )
-            )
-    return skipped
+    if projects is not None and projects.kind == "object":
+        for project in projects.members:
+            servers = project.value.get("mcpServers") if project.value.kind == "object" else None
+            if servers is not None and servers.kind == "object":
+                sections.append((("projects", project.key, "mcpServers"), servers))
+    found = []
+    for section, node in sections:
+        last_of = {m.key: m for m in node.members}
+        found += [(section, m, last_of[m.key] is m) for m in node.members]
+    return found
+
+
+def scoped_key(section: tuple[str, ...], name: str) -> str:
+    """How attach names an entry (and keeps its state): the server key, prefixed with its
+    project's directory for a per-project server of ~/.claude.json."""
+    return name if len(section) == 1 else f"{section[1]}: {name}"
 
 
 def _bridge_entry(
@@ -507,11 +511,22 @@ def _unit_bytes(change: EntryChange) -> bytes:
     return unit_text(change.key, change.upstream or "", change.proxy_argv or []).encode("utf-8")
 
 
-def verify_rewrite(config: HostConfig, after: str, expected: dict[str, Any]) -> None:
+def verify_rewrite(
+    config: HostConfig,
+    after: str,
+    expected: dict[str, Any],
+    where: dict[str, tuple[tuple[str, ...], str]] | None = None,
+) -> None:
     """Parse the rewritten text and check it means exactly the config with `expected` entries
-    swapped in: a last guard, before anything is written, that a text edit never loses data."""
+    swapped in (`where` places a key outside the format's section): a last guard, before
+    anything is written, that a text edit never loses data."""
     want = config.root.to_python()
-    want[config.format.section] = {**want[config.format.section], **expected}
+    for key, value in expected.items():
+        section, name = (where or {}).get(key, ((config.format.section,), key))
+        place = want
+        for step in section:
+            place = place[step]
+        place[name] = value
     try:
         got = _loads(after, config.format.jsonc)
     except MalformedConfig:
@@ -544,12 +559,14 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
     changes: list[EntryChange] = []
     done: set[str] = set()
     expected: dict[str, Any] = {}
-    last_of = {m.key: m for m in config.servers.members}
+    where: dict[str, tuple[tuple[str, ...], str]] = {}
 
-    for member in config.servers.members:
-        key, node = member.key, member.value
+    for section, member, last in server_members(config):
+        name, node = member.key, member.value
+        key = scoped_key(section, name)
+        where[key] = (section, name)
         record = records.get(key)
-        if node.kind != "object" or last_of[key] is not member:
+        if node.kind != "object" or not last:
             continue
         entry_text = text[node.start : node.end]
         if record and entry_text == record.get("wrapped"):
@@ -617,7 +634,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             )
 
     after = apply_edits(text, edits)
-    verify_rewrite(config, after, expected)
+    verify_rewrite(config, after, expected, where)
     report = Report(
         str(config.path), config.format.label, changes, text, after, dry_run, operation="detached"
     )
@@ -640,7 +657,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
 
 
 def _still_present(config: HostConfig, key: str) -> bool:
-    return config.servers.get(key) is not None
+    return any(scoped_key(sec, m.key) == key for sec, m, _ in server_members(config))
 
 
 def _restored(key: str, record: dict, exact: bool) -> EntryChange:
