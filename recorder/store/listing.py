@@ -44,7 +44,7 @@ COUNTS: dict[str, Any] = {
 # Stored outcomes that say the session ended normally: a derived one may replace them.
 NORMAL_ENDINGS = (None, "ok", "server_exited")
 OUTCOMES = ("ok", "errors", "faults", "open", "crashed", "interrupted", "recovered")
-OUTCOMES += ("server_exited",)
+OUTCOMES += ("server_exited", "diverged")  # diverged: a replay that did not go as recorded
 
 HANDLE_MIN = 6
 _BATCH = 200
