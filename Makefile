@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 BB := $(VENV)/bin/blackbox
 PY_STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 NODE_STAMP := node_modules/.installed
 
 .PHONY: demo test lint format bench setup services clean
@@ -12,6 +13,13 @@ $(PY_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(DEMO_STAMP) $@
+
+# The demo needs the package alone (its server and client come with the `mcp` dependency): no
+# test tools, no npm, no browser.
+$(DEMO_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	touch $@
 
 $(NODE_STAMP): package.json
@@ -32,7 +40,7 @@ services:
 	  pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | head -n 1) main start && \
 	  sleep 2; } || true
 
-demo: $(PY_STAMP)
+demo: $(DEMO_STAMP)
 	$(PY) examples/demo.py
 
 lint: $(PY_STAMP)

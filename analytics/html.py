@@ -5,6 +5,7 @@ tool, error rate over time, decisions by tool."""
 from __future__ import annotations
 
 import html
+import math
 from datetime import UTC, datetime
 
 from analytics.reports import Report
@@ -28,7 +29,30 @@ th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}
 th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg.chart{display:block;margin:.5rem 0 1rem;background:#fafafa;border:1px solid #eee}
 svg text{font-size:11px;fill:#333}.muted{color:#777;font-size:.85rem}
+.scroll{overflow-x:auto}
 """
+
+# Text is sized from its length (11 px system-ui measured 5.4 px a character in Chromium; 6.2
+# leaves room for wider fonts), so a label column is as wide as its longest name: a long tool
+# name is never cut by the SVG's edge. The plot gives up width to it, down to MIN_PLOT_W, so
+# the chart fits the page's 960 px.
+CHAR_W = 6.2
+PLOT_W = 540
+MIN_PLOT_W = 360
+PAGE_W = 920
+
+
+def _text_w(text: str) -> float:
+    return CHAR_W * len(text)
+
+
+def _label_w(names: list[str]) -> int:
+    return int(max(150.0, max((_text_w(n) for n in names), default=0) + 16))
+
+
+def _step(slot_w: float, label_w: float) -> int:
+    """Every how many slots an axis label fits without running into the next one."""
+    return max(1, math.ceil((label_w + 8) / max(slot_w, 0.1)))
 
 
 def _e(value: object) -> str:
@@ -44,22 +68,31 @@ def _ms_label(bucket: int) -> str:
     return f"{value * 1000:g}µs"
 
 
-def latency_chart(hist: dict[str, dict[int, int]]) -> str:
-    """Small multiples: one histogram row per tool over shared log2 latency buckets."""
+def latency_chart(hist: dict[str, dict[int, int]], total_tools: int | None = None) -> str:
+    """Small multiples: one histogram row per tool over shared log2 latency buckets; when only
+    the busiest tools are drawn, a line says how many of how many."""
     if not hist:
         return _empty("latency", "no answered tool calls")
     buckets = sorted({b for counts in hist.values() for b in counts})
     lo, hi = buckets[0], buckets[-1]
     span = list(range(lo, hi + 1))
-    label_w, row_h, top = 150, 46, 10
-    plot_w = W - label_w - 20
+    label_w, top = _label_w(list(hist)), 10
+    row_h = 46 if len(hist) <= 10 else 26
+    plot_w = max(MIN_PLOT_W, min(PLOT_W, PAGE_W - label_w - 20))
+    width = label_w + plot_w + 20
     bar_w = plot_w / len(span)
     height = top + row_h * len(hist) + 24
-    parts = [
-        f'<svg class="chart" id="chart-latency" data-chart="latency" width="{W}" '
-        f'height="{height}" viewBox="0 0 {W} {height}" role="img" '
+    parts = []
+    if total_tools is not None and total_tools > len(hist):
+        parts.append(
+            f'<p class="muted" id="latency-cut">the {len(hist)} busiest of {total_tools} tools '
+            "are drawn; the table below has every tool</p>"
+        )
+    parts.append(
+        f'<div class="scroll"><svg class="chart" id="chart-latency" data-chart="latency" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="latency distribution per tool">'
-    ]
+    )
     for row, (tool, counts) in enumerate(hist.items()):
         y0 = top + row * row_h
         peak = max(counts.values())
@@ -79,12 +112,13 @@ def latency_chart(hist: dict[str, dict[int, int]]) -> str:
                 f"{_ms_label(bucket + 1)})</title></rect>"
             )
     axis_y = top + row_h * len(hist) + 14
-    step = max(1, len(span) // 8)
-    for i in range(0, len(span), step):
+    widest = max(_text_w(_ms_label(b)) for b in span)
+    for i in range(0, len(span), _step(bar_w, widest)):
         parts.append(
-            f'<text x="{label_w + i * bar_w:.1f}" y="{axis_y}">{_ms_label(span[i])}</text>'
+            f'<text class="axis" x="{label_w + i * bar_w:.1f}" y="{axis_y}">'
+            f"{_ms_label(span[i])}</text>"
         )
-    parts.append("</svg>")
+    parts.append("</svg></div>")
     return "".join(parts)
 
 
@@ -103,7 +137,7 @@ def error_rate_chart(daily: list[dict]) -> str:
         f'<text x="4" y="{top + 8}">{peak:.0%}</text>',
         f'<text x="4" y="{top + plot_h}">0%</text>',
     ]
-    step = max(1, len(daily) // 10)
+    step = _step(bar_w, max(_text_w(str(row["day"])) for row in daily))
     for i, row in enumerate(daily):
         rate = row["error_rate"] or 0
         h = plot_h * rate / peak
@@ -114,7 +148,11 @@ def error_rate_chart(daily: list[dict]) -> str:
             f"<title>{_e(row['day'])}: {rate:.1%} of {row['calls']} calls failed</title></rect>"
         )
         if i % step == 0:
-            parts.append(f'<text x="{x + 1:.1f}" y="{height - 10}">{_e(row["day"])}</text>')
+            # The last labels end at the chart's edge rather than run past it.
+            tx = min(x + 1, W - 4 - _text_w(str(row["day"])))
+            parts.append(
+                f'<text class="axis" x="{tx:.1f}" y="{height - 10}">{_e(row["day"])}</text>'
+            )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -125,21 +163,23 @@ def decisions_chart(decisions: dict[str, dict[str, int]]) -> str:
         return _empty("decisions", "no permission decisions recorded")
     verdicts = sorted({v for counts in decisions.values() for v in counts})
     colours = {v: PALETTE.get(v, OTHER[i % len(OTHER)]) for i, v in enumerate(verdicts)}
-    label_w, row_h, top = 150, 22, 28
-    plot_w = W - label_w - 60
+    label_w, row_h, top = _label_w(list(decisions)), 22, 28
+    plot_w = max(MIN_PLOT_W, min(PLOT_W, PAGE_W - label_w - 60))
+    width = label_w + plot_w + 60
     peak = max(sum(c.values()) for c in decisions.values())
     height = top + row_h * len(decisions) + 10
     parts = [
-        f'<svg class="chart" id="chart-decisions" data-chart="decisions" width="{W}" '
-        f'height="{height}" viewBox="0 0 {W} {height}" role="img" '
+        f'<div class="scroll"><svg class="chart" id="chart-decisions" data-chart="decisions" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="decisions by tool">'
     ]
-    for i, verdict in enumerate(verdicts):
-        x = label_w + i * 90
+    x_legend = float(label_w)
+    for verdict in verdicts:
         parts.append(
-            f'<rect x="{x}" y="6" width="10" height="10" fill="{colours[verdict]}"/>'
-            f'<text x="{x + 14}" y="15">{_e(verdict)}</text>'
+            f'<rect x="{x_legend:.1f}" y="6" width="10" height="10" fill="{colours[verdict]}"/>'
+            f'<text class="legend" x="{x_legend + 14:.1f}" y="15">{_e(verdict)}</text>'
         )
+        x_legend += 14 + _text_w(verdict) + 16
     for row, (tool, counts) in enumerate(decisions.items()):
         y = top + row * row_h
         parts.append(f'<text x="{label_w - 8}" y="{y + 14}" text-anchor="end">{_e(tool)}</text>')
@@ -155,7 +195,7 @@ def decisions_chart(decisions: dict[str, dict[str, int]]) -> str:
             )
             x += w
         parts.append(f'<text x="{x + 4:.1f}" y="{y + 14}">{sum(counts.values())}</text>')
-    parts.append("</svg>")
+    parts.append("</svg></div>")
     return "".join(parts)
 
 
@@ -208,7 +248,7 @@ def render(report: Report, store_label: str = "") -> str:
         f'<p class="muted">{_e(store_label)} · generated {generated}'
         f"{' · ' + _e(', '.join(scope)) if scope else ''}</p>"
         "<h2>Latency distribution per tool</h2>"
-        + latency_chart(charts.get("latency_hist", {}))
+        + latency_chart(charts.get("latency_hist", {}), charts.get("latency_tools"))
         + "<h2>Error rate over time</h2>"
         + error_rate_chart(charts.get("error_rate", []))
         + "<h2>Decisions by tool</h2>"

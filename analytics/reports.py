@@ -382,10 +382,17 @@ BUILDERS: dict[str, Callable[[duckdb.DuckDBPyConnection, str, Filters], list[Sec
 }
 
 
-def chart_data(con: duckdb.DuckDBPyConnection, filters: Filters, top: int = 8) -> dict:
-    """What the HTML page draws: latency histograms of the busiest tools (log2 buckets in ms),
-    the error rate per day, and decisions per tool and verdict."""
+def chart_data(con: duckdb.DuckDBPyConnection, filters: Filters, top: int = 40) -> dict:
+    """What the HTML page draws: latency histograms of the busiest tools (log2 buckets in ms;
+    `latency_tools` counts every tool, so the page can say what it left out), the error rate per
+    day, and decisions per tool and verdict."""
     where, params = _call_where(filters, "tool")
+    total = _rows(
+        con,
+        f"""SELECT count(DISTINCT tool) AS n FROM _calls_joined {where}
+            {"AND" if where else "WHERE"} latency_ms IS NOT NULL""",
+        params,
+    )
     hist_rows = _rows(
         con,
         f"""
@@ -423,7 +430,12 @@ def chart_data(con: duckdb.DuckDBPyConnection, filters: Filters, top: int = 8) -
     decisions: dict[str, dict[str, int]] = {}
     for row in decided:
         decisions.setdefault(row["tool"], {})[row["verdict"] or "?"] = row["decisions"]
-    return {"latency_hist": latency_hist, "error_rate": daily, "decisions": decisions}
+    return {
+        "latency_hist": latency_hist,
+        "latency_tools": total[0]["n"] if total else len(latency_hist),
+        "error_rate": daily,
+        "decisions": decisions,
+    }
 
 
 def open_copy(store: EventStore, base_dir: Path) -> ParquetCopy:

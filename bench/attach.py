@@ -1,11 +1,12 @@
 """How long `blackbox attach` / `detach` take on a big host config, against plain json load+dump.
 
 A config of 200 servers (150 stdio, 50 HTTP, Claude-Code shape, 2-space indentation) is written to
-a temporary directory; each round attaches it (parse, plan, self-check, backup, state file, atomic
-write) and detaches it again (byte-exact restore), and the baseline round loads and dumps the same
-file with the json module (read, parse, serialise, write; no fsync). "parse only" is reading the
-config into the position-keeping tree, the cost of never re-serialising the user's file. All
-measured in one run, alternating.
+a temporary directory; each round attaches it (parse, plan, self-check, backup into the data
+directory, state file, atomic write; HTTP entries become stdio bridge entries) and detaches it
+again (byte-exact restore), and the baseline round loads and dumps the same file with the json
+module (read, parse, serialise, write; no fsync). "parse only" is reading the config into the
+position-keeping tree, the cost of never re-serialising the user's file. All measured in one
+run, alternating.
 
     python bench/attach.py            # 30 rounds
     python bench/attach.py --quick    # 5 rounds
@@ -75,7 +76,9 @@ def main() -> None:
             t0 = time.perf_counter()
             baseline(plain)
             t1 = time.perf_counter()
-            report = lib.attach(config, wrapper=WRAPPER, store_url="sqlite:///bench.db")
+            report = lib.attach(
+                config, wrapper=WRAPPER, store_url="sqlite:///bench.db", data_dir=Path(tmp)
+            )
             t2 = time.perf_counter()
             lib.detach(config)
             t3 = time.perf_counter()
@@ -86,11 +89,11 @@ def main() -> None:
             times["parse only"].append(time.perf_counter() - t3)
             assert config.read_bytes() == original, "round trip is not byte-exact"
         wrapped = len(report.by_action("wrapped"))
-        proxied = len(report.by_action("proxied"))
+        bridged = len(report.by_action("bridged"))
 
     base = statistics.median(times["json load+dump"])
     print(
-        f"config: {opts.servers} servers ({wrapped} stdio wrapped, {proxied} HTTP proxied), "
+        f"config: {opts.servers} servers ({wrapped} stdio wrapped, {bridged} HTTP bridged), "
         f"{len(text)} bytes, {rounds} rounds, byte-exact round trip checked each round"
     )
     print(f"{'operation':<16} {'median ms':>10} {'p90 ms':>8} {'x baseline':>11}")

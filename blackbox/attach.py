@@ -34,6 +34,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackbox.attach_bridge import (
+    bridge_plan,
+    bridged_entry_text,
+    is_bridged,
+    unbridged_entry_text,
+)
+from blackbox.attach_index import (  # noqa: F401 - re-exported for the CLI and callers
+    BACKUP_SUFFIX,
+    SIDECAR_SUFFIX,
+    attach_dir,
+    attached_configs,
+    backup_path,
+)
 from blackbox.host_config import (
     AttachError,
     ConfigChanged,
@@ -63,8 +76,6 @@ from blackbox.proxy_service import (
     unit_text,
 )
 
-BACKUP_SUFFIX = ".blackbox-backup"
-SIDECAR_SUFFIX = ".blackbox-attach.json"
 SIDECAR_FORMAT = "mcp-blackbox attach state"
 
 
@@ -86,10 +97,14 @@ def unwrap_args(args: list) -> list:
     return list(args[args.index("--") + 1 :])
 
 
-def wrapped_args(key: str, command: str, args: list, store_url: str | None) -> list[str]:
+def wrapped_args(
+    key: str, command: str, args: list, store_url: str | None, home: str | None = None
+) -> list[str]:
     head = ["record", "--name", key]
     if store_url:
         head += ["--store", store_url]
+    if home:
+        head += ["--home", home]
     return [*head, "--", command, *args]
 
 
@@ -114,8 +129,12 @@ def sidecar_path(config: HostConfig) -> Path:
     return config.real_path.with_name(config.real_path.name + SIDECAR_SUFFIX)
 
 
-def backup_path(config: HostConfig) -> Path:
-    return config.real_path.with_name(config.real_path.name + BACKUP_SUFFIX)
+def register(config: HostConfig, data_dir: Path) -> None:
+    """Note the config as attached, for `blackbox where`."""
+    place = attach_dir(data_dir, config.real_path)
+    place.mkdir(parents=True, exist_ok=True)
+    doc = {"config": str(config.real_path), "host": config.format.label}
+    _write_or_fail(place / "config.json", json.dumps(doc).encode("utf-8"), 0o600, "attach index")
 
 
 def read_sidecar(path: Path) -> dict:
@@ -241,10 +260,24 @@ def attach(
     dry_run: bool = False,
     port_base: int = DEFAULT_PORT_BASE,
     service_dir: str | os.PathLike[str] | None = None,
+    home: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    http: str = "bridge",
 ) -> Report:
     """Wrap every stdio server of a host config in `blackbox record` and point every HTTP server
     at a local `blackbox proxy`; idempotent; `dry_run` computes the same report and writes
-    nothing."""
+    nothing. `store_url` and `home` are written into every wrapped command (hosts start servers
+    with a minimal environment); the backup goes into `data_dir` (default: the data directory
+    of this environment). `http="bridge"` (default) turns a Streamable HTTP entry into a stdio
+    `blackbox bridge URL` entry that works with no further step, and skips a legacy SSE one
+    (saying why); `http="proxy"` points both at a local `blackbox proxy` the user runs."""
+    if http not in ("bridge", "proxy"):
+        raise AttachError(f"--http must be bridge or proxy, not {http!r}")
+    if data_dir is None:
+        from blackbox.config import data_dir as default_data_dir
+
+        data_dir = default_data_dir()
+    data_dir = Path(data_dir)
     if not 1 <= port_base <= 65535 - PORT_WINDOW:
         raise AttachError(f"--proxy-port-base must be between 1 and {65535 - PORT_WINDOW}")
     config = load_config(path)
@@ -257,16 +290,18 @@ def attach(
     new_records: dict[str, dict] = {}
     expected: dict[str, Any] = {}  # what each rewritten entry must parse back to
 
-    members = config.servers.members
-    if not members:
+    found = server_members(config)
+    if not found:
         raise NoServers(f'{config.path}: "{config.format.section}" is empty: nothing to attach')
     # Ports already promised to attached servers stay theirs; new servers probe from their hash.
     taken = {r["port"] for r in records.values() if r.get("port") is not None}
-    last_of = {m.key: m for m in members}  # with duplicate keys the host reads the last one
+    where: dict[str, tuple[tuple[str, ...], str]] = {}
 
-    for member in members:
-        key, node = member.key, member.value
-        if last_of[key] is not member:
+    for section, member, last in found:
+        name, node = member.key, member.value
+        key = scoped_key(section, name)
+        where[key] = (section, name)
+        if not last:
             changes.append(
                 EntryChange(key, "skipped", "duplicate key: the host reads the last one")
             )
@@ -285,7 +320,10 @@ def attach(
             if is_wrapped(entry):
                 changes.append(EntryChange(key, "attached", "already runs under blackbox record"))
                 continue
-            new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url)
+            if is_bridged(entry):
+                changes.append(EntryChange(key, "attached", "already runs through blackbox bridge"))
+                continue
+            new_args = wrapped_args(name, entry["command"], entry.get("args", []), store_url, home)
             args_node = node.get("args")
             entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(wrapper))]
             entry_edits += set_member_edits(
@@ -325,6 +363,22 @@ def attach(
                 )
             )
             continue
+        if http == "bridge":
+            change = _bridge_entry(name, entry, kind, wrapper, store_url, home)
+            change.key = key
+            changes.append(change)
+            if change.action == "bridged":
+                new_text = bridged_entry_text(text, node, wrapper, change.proxy_argv or [])
+                edits.append(Edit(node.start, node.end, new_text))
+                expected[key] = _parse_fragment(new_text)
+                new_records[key] = {
+                    "kind": "bridge",
+                    "original": entry_text,
+                    "wrapped": new_text,
+                    "upstream": url,
+                }
+                change.proxy_argv = None
+            continue
         if record and record.get("port") is not None:
             taken.discard(record["port"])  # a stale record of this key: its port is free again
         port = free_port(key, port_base, taken)
@@ -351,7 +405,7 @@ def attach(
         )
 
     after = apply_edits(text, edits)
-    verify_rewrite(config, after, expected)
+    verify_rewrite(config, after, expected, where)
     report = Report(str(config.path), config.format.label, changes, text, after, dry_run)
     if service_dir is not None:
         unit_dir = Path(service_dir)
@@ -376,7 +430,8 @@ def attach(
 
     if edits:
         _check_unchanged(config)
-        backup = backup_path(config)
+        backup = backup_path(config, data_dir)
+        backup.parent.mkdir(parents=True, exist_ok=True)
         # The backup holds the config as it was before blackbox first touched it: keep it while
         # entries are attached, refresh it when attaching a config that has nothing attached.
         if not backup.exists() or not records:
@@ -396,6 +451,7 @@ def attach(
         report.sidecar = str(state_path)
         _write_or_fail(config.real_path, after.encode("utf-8"), config.mode, "config")
         report.written = True
+        register(config, data_dir)
     elif units_to_write:
         for change in units_to_write:
             if change.key in records:
@@ -414,15 +470,63 @@ def attach(
     return report
 
 
+def server_members(config: HostConfig) -> list[tuple[tuple[str, ...], Any, bool]]:
+    """(where the section is, member, whether the host reads it) for every server entry: the
+    format's own section, then, in Claude Code's ~/.claude.json, each project's `mcpServers`
+    (`projects.<dir>.mcpServers`). With duplicate keys the host reads the last one."""
+    sections: list[tuple[tuple[str, ...], Any]] = [((config.format.section,), config.servers)]
+    projects = config.root.get("projects") if config.root.kind == "object" else None
+    if projects is not None and projects.kind == "object":
+        for project in projects.members:
+            servers = project.value.get("mcpServers") if project.value.kind == "object" else None
+            if servers is not None and servers.kind == "object":
+                sections.append((("projects", project.key, "mcpServers"), servers))
+    found = []
+    for section, node in sections:
+        last_of = {m.key: m for m in node.members}
+        found += [(section, m, last_of[m.key] is m) for m in node.members]
+    return found
+
+
+def scoped_key(section: tuple[str, ...], name: str) -> str:
+    """How attach names an entry (and keeps its state): the server key, prefixed with its
+    project's directory for a per-project server of ~/.claude.json."""
+    return name if len(section) == 1 else f"{section[1]}: {name}"
+
+
+def _bridge_entry(
+    key: str, entry: dict, kind: str, wrapper: str, store_url: str | None, home: str | None
+) -> EntryChange:
+    """The change that makes an HTTP entry a stdio bridge entry, or why it cannot be one (the
+    bridge's argv rides in `proxy_argv` until the caller has rewritten the entry)."""
+    args, why = bridge_plan(key, entry, kind, store_url, home)
+    if args is None:
+        return EntryChange(key, "skipped", why)
+    change = EntryChange(key, "bridged", f"{entry['url']} -> stdio bridge", upstream=entry["url"])
+    change.proxy_argv = args
+    return change
+
+
 def _unit_bytes(change: EntryChange) -> bytes:
     return unit_text(change.key, change.upstream or "", change.proxy_argv or []).encode("utf-8")
 
 
-def verify_rewrite(config: HostConfig, after: str, expected: dict[str, Any]) -> None:
+def verify_rewrite(
+    config: HostConfig,
+    after: str,
+    expected: dict[str, Any],
+    where: dict[str, tuple[tuple[str, ...], str]] | None = None,
+) -> None:
     """Parse the rewritten text and check it means exactly the config with `expected` entries
-    swapped in: a last guard, before anything is written, that a text edit never loses data."""
+    swapped in (`where` places a key outside the format's section): a last guard, before
+    anything is written, that a text edit never loses data."""
     want = config.root.to_python()
-    want[config.format.section] = {**want[config.format.section], **expected}
+    for key, value in expected.items():
+        section, name = (where or {}).get(key, ((config.format.section,), key))
+        place = want
+        for step in section:
+            place = place[step]
+        place[name] = value
     try:
         got = _loads(after, config.format.jsonc)
     except MalformedConfig:
@@ -455,12 +559,14 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
     changes: list[EntryChange] = []
     done: set[str] = set()
     expected: dict[str, Any] = {}
-    last_of = {m.key: m for m in config.servers.members}
+    where: dict[str, tuple[tuple[str, ...], str]] = {}
 
-    for member in config.servers.members:
-        key, node = member.key, member.value
+    for section, member, last in server_members(config):
+        name, node = member.key, member.value
+        key = scoped_key(section, name)
+        where[key] = (section, name)
         record = records.get(key)
-        if node.kind != "object" or last_of[key] is not member:
+        if node.kind != "object" or not last:
             continue
         entry_text = text[node.start : node.end]
         if record and entry_text == record.get("wrapped"):
@@ -497,6 +603,20 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             done.add(key)
             changes.append(EntryChange(key, "restored", shlex.join(inner), exact=False))
             continue
+        if record and record.get("kind") == "bridge" and kind == "stdio" and is_bridged(entry):
+            # The host reformatted the entry since attach: it is still ours, put the original back.
+            edits.append(Edit(node.start, node.end, record["original"]))
+            expected[key] = _parse_fragment(record["original"])
+            done.add(key)
+            changes.append(_restored(key, record, exact=False))
+            continue
+        if not record and kind == "stdio" and is_bridged(entry) and len(entry["args"]) > 1:
+            new_text = unbridged_entry_text(text, node, entry)
+            edits.append(Edit(node.start, node.end, new_text))
+            expected[key] = _parse_fragment(new_text)
+            done.add(key)
+            changes.append(EntryChange(key, "restored", f"-> {entry['args'][-1]}", exact=False))
+            continue
         if kind in ("http", "sse") and record and record.get("local_url") == entry.get("url"):
             url_node = node.get("url")
             edits.append(Edit(url_node.start, url_node.end, dump(record["upstream"])))
@@ -514,7 +634,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             )
 
     after = apply_edits(text, edits)
-    verify_rewrite(config, after, expected)
+    verify_rewrite(config, after, expected, where)
     report = Report(
         str(config.path), config.format.label, changes, text, after, dry_run, operation="detached"
     )
@@ -537,10 +657,14 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
 
 
 def _still_present(config: HostConfig, key: str) -> bool:
-    return config.servers.get(key) is not None
+    return any(scoped_key(sec, m.key) == key for sec, m, _ in server_members(config))
 
 
 def _restored(key: str, record: dict, exact: bool) -> EntryChange:
+    if record.get("kind") == "bridge":
+        return EntryChange(
+            key, "restored", f"stdio bridge -> {record.get('upstream')}", exact=exact
+        )
     if record.get("kind") in ("http", "sse"):
         return EntryChange(
             key,

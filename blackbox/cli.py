@@ -23,8 +23,10 @@ COMMAND_MODULES = {
     "db": "blackbox.cmd_store",
     "record": "blackbox.cmd_record",
     "ship": "blackbox.cmd_record",
+    "bridge": "blackbox.cmd_record",
     "attach": "blackbox.cmd_attach",
     "detach": "blackbox.cmd_attach",
+    "where": "blackbox.cmd_attach",
     "proxy": "blackbox.cmd_proxy",
     "replay": "blackbox.cmd_replay",
     "serve": "blackbox.cmd_replay",
@@ -86,7 +88,9 @@ def main() -> None:
       blackbox sessions                           # what happened, newest first
       blackbox show last                          # one session's timeline
       blackbox verify                             # is the record intact?
+      blackbox where                              # where recordings go
 
-    The store is SQLite in $XDG_DATA_HOME/mcp-blackbox unless --store or BLACKBOX_STORE says
-    otherwise (postgresql://USER@HOST/DB for a shared store).
+    The store is SQLite in the data directory unless --store or BLACKBOX_STORE says otherwise
+    (postgresql://USER@HOST/DB for a shared store). The data directory (store, journals) is
+    BLACKBOX_HOME, else $XDG_DATA_HOME/mcp-blackbox. `blackbox where` shows both.
     """

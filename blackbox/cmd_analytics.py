@@ -35,7 +35,7 @@ TABLES_QUERY = (
 @click.option(
     "--by", type=click.Choice(GROUPS), help="Group by (default: tool; server for sessions)."
 )
-@click.option("--since", metavar="WHEN", help="From this time: 7d, 12h, 30m, 2w or an ISO date.")
+@click.option("--since", metavar="WHEN", help="From this time: 7d, 30min, 6mo or an ISO date.")
 @click.option("--until", metavar="WHEN", help="Before this time (same forms as --since).")
 @click.option("--session", metavar="ID", help="Only this session (id, unique prefix or 'last').")
 @click.option("--server", metavar="NAME", help="Only sessions of this server name.")
@@ -160,7 +160,7 @@ def _interactive(store: EventStore, fmt: str, timeout_s: float | None) -> None:
     "timeout_s",
     type=Duration(),
     metavar="DURATION",
-    help="Stop a query that runs longer than this (30s, 2m, 500ms; a plain number is seconds).",
+    help="Stop a query that runs longer than this (30s, 2min, 500ms; a plain number is seconds).",
 )
 @store_option
 @format_option(("table", "csv", "json", "jsonl", "markdown"))

@@ -14,6 +14,7 @@ import click
 
 from blackbox import attach as lib
 from blackbox import config as bbconfig
+from recorder.errors import BlackboxError
 
 
 def blackbox_executable() -> str:
@@ -33,6 +34,26 @@ def blackbox_executable() -> str:
     )
 
 
+def pinned_store(flag: str | None) -> str:
+    """The store written into the config: the flag, else this shell's store, spelled so that it
+    means the same from any working directory (an absolute SQLite path)."""
+    url = bbconfig.store_url(flag)
+    if url.startswith("sqlite:"):
+        from recorder.store import public_url
+
+        return public_url(url)
+    return url
+
+
+def public_or_raw(url: str) -> str:
+    from recorder.store import public_url
+
+    try:
+        return public_url(url)
+    except BlackboxError:
+        return url
+
+
 def _echo_changes(report: lib.Report) -> None:
     width = max((len(c.key) for c in report.changes), default=0)
     for change in report.changes:
@@ -47,8 +68,9 @@ def _echo_changes(report: lib.Report) -> None:
     "store_url",
     metavar="URL",
     default=None,
-    help="Store the servers record into, written into the config (default: none written; each "
-    "server then uses BLACKBOX_STORE or the default store of the host's environment).",
+    help="Store the servers record into (default: the store of this shell, BLACKBOX_STORE or "
+    "the one in the data directory). Written into the config with the data directory, because "
+    "hosts start servers with a minimal environment.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
 @click.option(
@@ -59,6 +81,15 @@ def _echo_changes(report: lib.Report) -> None:
     help="HTTP servers get a local proxy port in [N, N+1000), stable per server key.",
 )
 @click.option(
+    "--http",
+    type=click.Choice(["bridge", "proxy"]),
+    default="bridge",
+    show_default=True,
+    help="bridge: run each Streamable HTTP server through a stdio `blackbox bridge` the host "
+    "starts itself (works at once); proxy: point HTTP entries at a local `blackbox proxy` you "
+    "run (printed), for legacy HTTP+SSE servers.",
+)
+@click.option(
     "--install-service",
     "service_dir",
     metavar="DIR",
@@ -66,30 +97,45 @@ def _echo_changes(report: lib.Report) -> None:
     help="Write a systemd user unit per HTTP proxy into DIR (e.g. ~/.config/systemd/user).",
 )
 def attach_command(
-    config: str, store_url: str | None, dry_run: bool, proxy_port_base: int, service_dir: str | None
+    config: str,
+    store_url: str | None,
+    dry_run: bool,
+    proxy_port_base: int,
+    http: str,
+    service_dir: str | None,
 ) -> None:
     """Record every server of an MCP host config.
 
     Rewrites CONFIG (Claude Desktop claude_desktop_config.json, Claude Code .mcp.json, Cursor
     mcp.json, VS Code .vscode/mcp.json) so each stdio server runs under
-    `blackbox record --name KEY -- COMMAND ARGS...`, and each HTTP server is pointed at a local
-    `blackbox proxy` (the commands to start them are printed). Only those values change: env,
+    `blackbox record --name KEY -- COMMAND ARGS...`, and each Streamable HTTP server becomes a
+    stdio entry running `blackbox bridge URL` (headers passed on), which the host starts like any
+    other: nothing else to run. A legacy HTTP+SSE server is skipped, saying why, unless
+    --http proxy points HTTP entries at a local `blackbox proxy` you run. Only those entries
+    change: env,
     cwd, comments, unknown keys and indentation stay as they were. Attaching twice changes
-    nothing; a backup CONFIG.blackbox-backup is written first; the originals are kept in
-    CONFIG.blackbox-attach.json for `blackbox detach`. Restart the host afterwards.
+    nothing; a backup of CONFIG is written into the data directory first (`blackbox where` lists
+    the attached configs); the originals are kept in CONFIG.blackbox-attach.json for
+    `blackbox detach`. The store and the data directory are written into each wrapped command,
+    so recordings land where `blackbox sessions` in this shell looks. Restart the host
+    afterwards.
 
     \b
     Example:
       blackbox attach ~/.config/Claude/claude_desktop_config.json --dry-run
       blackbox attach .mcp.json --store postgresql://me@db/blackbox
     """
+    pinned = pinned_store(store_url)
+    home = str(bbconfig.data_dir().resolve())
     report = lib.attach(
         config,
         wrapper=blackbox_executable(),
-        store_url=store_url,
+        store_url=pinned,
         dry_run=dry_run,
         port_base=proxy_port_base,
         service_dir=service_dir,
+        home=home,
+        http=http,
     )
     if dry_run:
         click.echo(report.diff(), nl=False)
@@ -119,15 +165,18 @@ def attach_command(
         click.echo("run a recording proxy for each HTTP server (or use --install-service DIR):")
         for change in proxies:
             click.echo(f"  {shlex.join(change.proxy_argv or [])}")
+    click.echo(f"recordings go to: {public_or_raw(pinned)} (journals in {home})")
     if report.written:
         click.echo("restart the host so it starts the servers through blackbox")
-    if store_url is None and bbconfig.store_url(None) != bbconfig.default_store_url():
-        # BLACKBOX_STORE is set in this shell; a host started from the desktop may not see it.
-        click.echo(
-            "note: BLACKBOX_STORE is set here, but hosts started outside this shell may not "
-            "see it; pass --store URL to write the store into the config",
-            err=True,
-        )
+    for name in (bbconfig.STORE_ENV, bbconfig.HOME_ENV):
+        if os.environ.get(name) and not (name == bbconfig.STORE_ENV and store_url):
+            # A host started from the desktop does not see this shell's variables: say that the
+            # value was written into the config instead.
+            click.echo(
+                f"note: {name} is set here, but hosts started outside this shell may not see "
+                "it; it was written into the wrapped commands instead",
+                err=True,
+            )
 
 
 @click.command("detach")
@@ -161,4 +210,49 @@ def detach_command(config: str, dry_run: bool) -> None:
         click.echo("restart the host so it starts the servers directly again")
 
 
-COMMANDS = [attach_command, detach_command]
+def journals_waiting(directory: Path) -> int:
+    """How many taps' journals are in `directory` (records not yet in a store, or a tap running)."""
+    from recorder.journal import parse_segment_name
+
+    if not directory.is_dir():
+        return 0
+    taps = {parsed[0] for p in directory.iterdir() if (parsed := parse_segment_name(p))}
+    return len(taps)
+
+
+@click.command("where")
+@click.option("--store", "store_url", metavar="URL", default=None, help="Store URL to show.")
+def where_command(store_url: str | None) -> None:
+    """Say where recordings go: the store, the data directory, journals waiting to be shipped,
+    and the host configs attached from here.
+
+    \b
+    Example:
+      blackbox where
+      BLACKBOX_HOME=~/bb blackbox where
+    """
+    data = bbconfig.data_dir()
+    url = bbconfig.store_url(store_url)
+    source = (
+        "--store"
+        if store_url
+        else bbconfig.STORE_ENV
+        if os.environ.get(bbconfig.STORE_ENV)
+        else "default"
+    )
+    click.echo(f"store:     {public_or_raw(url)} ({source})")
+    home_source = bbconfig.HOME_ENV if os.environ.get(bbconfig.HOME_ENV) else "default"
+    click.echo(f"data dir:  {data} ({home_source})")
+    waiting = journals_waiting(bbconfig.journal_dir())
+    hint = " (`blackbox ship` stores those of stopped taps)" if waiting else ""
+    click.echo(f"journals:  {waiting} waiting in {bbconfig.journal_dir()}{hint}")
+    configs = lib.attached_configs(data)
+    if not configs:
+        click.echo("attached:  none (blackbox attach CONFIG)")
+    for n, (path, host, attached) in enumerate(configs):
+        label = "attached:  " if n == 0 else "           "
+        state = "" if attached else " (detached)"
+        click.echo(f"{label}{path} [{host}]{state}")
+
+
+COMMANDS = [attach_command, detach_command, where_command]

@@ -37,7 +37,7 @@ from recorder.redact import Redactor
 
 
 def parse_age(text: str) -> int:
-    """`90d`, `12h`, `30m`, `2w`, `45s` -> nanoseconds."""
+    """`90d`, `12h`, `30min`, `2w`, `6mo`, `1y`, `45s` -> nanoseconds."""
     return int(span_seconds(text) * 1_000_000_000)
 
 
@@ -199,7 +199,7 @@ def retention() -> None:
     "older_than",
     default=None,
     metavar="AGE",
-    help="Remove sessions that ended longer ago than this (90d, 12w, ...; default: "
+    help="Remove sessions that ended longer ago than this (90d, 12w, 6mo, 1y, P1Y; default: "
     "BLACKBOX_RETENTION, else 90d).",
 )
 @click.option(

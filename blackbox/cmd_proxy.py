@@ -10,7 +10,7 @@ import click
 
 from blackbox import config
 from blackbox.lifecycle_options import idle_after_option, idle_after_seconds
-from blackbox.options import Duration, policy_option, store_option
+from blackbox.options import Duration, home_option, policy_option, store_option
 from recorder.fingerprint import load_or_create_key, store_key_path
 from recorder.store import normalise_url, open_store
 from recorder.taps.http_exchange import ProxySettings
@@ -39,6 +39,7 @@ def _notice(message: str) -> None:
     help="Where to accept connections (loopback unless you say otherwise).",
 )
 @store_option
+@home_option
 @click.option("--name", default=None, help="Name sessions are recorded under (default: host).")
 @policy_option
 @idle_after_option
@@ -47,7 +48,7 @@ def _notice(message: str) -> None:
     type=Duration(),
     default=None,
     help="A client without session id or trace id starts a new session after this much silence "
-    "(default: the --idle-after limit, 120m unless configured).",
+    "(default: the --idle-after limit, 120min unless configured).",
 )
 @click.option(
     "--timeout",

@@ -1,4 +1,5 @@
-"""Commands of the record area: `blackbox record` (the stdio tap) and `blackbox ship`."""
+"""Commands of the record area: `blackbox record` (the stdio tap), `blackbox bridge` (an HTTP
+server through the stdio tap) and `blackbox ship`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import click
 
 from blackbox import config
 from blackbox.lifecycle_options import idle_after_option, idle_after_seconds
-from blackbox.options import policy_option, store_option
+from blackbox.options import home_option, policy_option, store_option
 from recorder.leftovers import ship_leftovers
 from recorder.store import open_store
 from recorder.taps.stdio import DEFAULT_MAX_FRAME, FINAL_SHIP_SECONDS, TapConfig, run_tap
@@ -24,6 +25,7 @@ def _notice(message: str) -> None:
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @store_option
+@home_option
 @click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
 @policy_option
 @idle_after_option
@@ -144,4 +146,68 @@ def ship(store_url: str | None) -> None:
         )
 
 
-COMMANDS = [record, ship]
+@click.command()
+@click.argument("url")
+@store_option
+@home_option
+@click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="Send this header to the server with every request (repeatable).",
+)
+@click.option(
+    "--final-ship-seconds",
+    type=click.FloatRange(min=0),
+    default=FINAL_SHIP_SECONDS,
+    show_default=True,
+    help="How long the bridge ships at exit before a detached shipper takes over the rest.",
+)
+def bridge(
+    url: str,
+    store_url: str | None,
+    name: str | None,
+    headers: tuple[str, ...],
+    final_ship_seconds: float,
+) -> None:
+    """Record a Streamable HTTP server as a stdio one: speak stdio to the host and HTTP to URL.
+
+    What `blackbox attach` puts in place of an HTTP entry, so the host starts it like any stdio
+    server and nothing else has to run. Every message is recorded as `blackbox record` records
+    a stdio server; headers (credentials too) are passed to the server and never recorded.
+
+    \b
+    Example:
+      blackbox bridge https://mcp.example.com/mcp --name docs --header 'Authorization: Bearer T'
+    """
+    import json
+
+    from recorder.store import normalise_url
+    from recorder.taps.bridge import HEADERS_ENV, parse_header
+
+    if not url.startswith(("http://", "https://")):
+        raise click.ClickException(f"{url!r} is not an http(s) URL")
+    try:
+        pairs = dict(parse_header(h) for h in headers)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    os.environ[HEADERS_ENV] = json.dumps(pairs)  # the relay's environment: never recorded
+    store = config.store_url(store_url)
+    normalise_url(store)
+    tap = TapConfig(
+        command=[sys.executable, "-m", "recorder.taps.bridge", url],
+        journal_dir=config.journal_dir(),
+        store_factory=lambda: open_store(store),
+        store_url=store,
+        on_notice=_notice,
+        name=name,
+        cwd=os.getcwd(),
+        env_names=sorted(os.environ),
+        final_ship_seconds=final_ship_seconds,
+    )
+    sys.exit(run_tap(tap).exit_status)
+
+
+COMMANDS = [record, ship, bridge]

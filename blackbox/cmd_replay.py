@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import click
 
 from blackbox.options import open_configured_store, store_option
 from replay.inject import parse_injection
 from replay.mock_server import serve_session
+from replay.recording import Recording
 from replay.replayer import ReplayOptions, replay_session
 from replay.report import render_json, render_text
+from replay.safety import check_replay_safety, decide
 
 
 @click.command()
@@ -66,6 +69,12 @@ from replay.report import render_json, render_text
     show_default=True,
     help="Report format.",
 )
+@click.option(
+    "--allow-writes", is_flag=True, help="Send calls that may change something without asking."
+)
+@click.option(
+    "--read-only", is_flag=True, help="Skip calls that may change something (see docs/replay.md)."
+)
 @store_option
 def replay(
     session: str,
@@ -79,6 +88,8 @@ def replay(
     expect_fault: bool,
     timeout_s: float,
     fmt: str,
+    allow_writes: bool,
+    read_only: bool,
     store_url: str | None,
 ) -> None:
     """Re-drive a recorded session against a server and explain every divergence.
@@ -89,11 +100,15 @@ def replay(
     Exit status: 0 equivalent, 1 diverged (or a fault not reproduced under --expect-fault),
     2 could not run.
 
-    SESSION is a full id, a unique prefix of one, or 'last'.
+    Calls to tools the recorded tools/list did not mark read-only may change something on
+    the server (a file written again): they are listed first, then a terminal is asked;
+    elsewhere the replay needs --allow-writes, or --read-only to skip them.
+
+    SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last'.
 
     \b
     Example:
-      blackbox replay last
+      blackbox replay last --read-only
       blackbox replay 01a2 --against "python server_v2.py" --ignore '$..datetime'
       blackbox replay 01a2 --learn --format json
       blackbox replay 01a2 --expect-fault --inject cut@5
@@ -115,9 +130,34 @@ def replay(
         url=url,
         options=options,
         progress=lambda msg: click.echo(msg, err=True),
+        guard=safety_guard(allow_writes, read_only),
     )
     click.echo(render_json(result) if fmt == "json" else render_text(result))
     sys.exit(result.exit_code)
+
+
+def safety_guard(allow_writes: bool, read_only: bool) -> Callable[[Recording], frozenset[int]]:
+    """The check every replay command runs before sending anything: list the calls that may
+    change something (stderr), then allow, skip, ask a terminal, or refuse (exit 2)."""
+    if allow_writes and read_only:
+        raise click.UsageError("--allow-writes and --read-only contradict each other")
+
+    def guard(rec: Recording) -> frozenset[int]:
+        risky = check_replay_safety(rec)
+        if risky and not allow_writes:
+            click.echo(f"{len(risky)} call(s) may change something on the server:", err=True)
+            for call in risky:
+                click.echo(f"  {call.describe()}", err=True)
+        interactive = sys.stdin.isatty() and sys.stderr.isatty()
+        ask = (
+            (lambda: click.confirm("send them?", default=False, err=True)) if interactive else None
+        )
+        skip = decide(risky, allow_writes=allow_writes, read_only=read_only, confirm=ask)
+        if skip:
+            click.echo(f"skipping {len(skip)} call(s) (--read-only)", err=True)
+        return skip
+
+    return guard
 
 
 @click.command()

@@ -7,64 +7,145 @@ import sys
 
 import click
 
-from blackbox.options import format_option, open_configured_store, store_option
-from blackbox.output import (
-    SESSION_COLUMNS,
-    TIMELINE_COLUMNS,
-    list_session_rows,
-    render,
-    timeline,
-)
-from recorder.store import schema_head
+from analytics.timeline import COLUMNS as TIMELINE_COLUMNS
+from analytics.timeline import timeline_rows
+from blackbox.options import format_option, moment_ns, open_configured_store, store_option
+from blackbox.output import render
+from recorder.errors import BlackboxError
+from recorder.model import StoredEvent
+from recorder.store import listing, schema_head
 
 
 @click.command()
 @store_option
 @click.option("--limit", type=int, default=50, show_default=True, help="At most this many.")
+@click.option("--name", default=None, help="Only sessions of this name (the server key).")
+@click.option("--server", default=None, help="Only sessions whose server command/URL has this.")
+@click.option("--since", metavar="WHEN", help="Started at/after: an age (7d, 30min) or a date.")
+@click.option("--until", metavar="WHEN", help="Started before: an age or a date.")
+@click.option("--outcome", type=click.Choice(listing.OUTCOMES), help="Only this outcome.")
+@click.option("--errors", "only_errors", is_flag=True, help="Only sessions with error replies.")
+@click.option("--faults", "only_faults", is_flag=True, help="Only sessions with faults.")
 @click.option(
     "--idle",
     "idle_only",
     is_flag=True,
     help="Only sessions that went idle (session_idle), with their idle and in-use time.",
 )
+@click.option("--replays", is_flag=True, help="Also list replay sessions (hidden by default).")
 @format_option()
-def sessions(store_url: str | None, limit: int, fmt: str, idle_only: bool = False) -> None:
-    """List recorded sessions, newest first.
+def sessions(
+    store_url: str | None,
+    limit: int,
+    name: str | None,
+    server: str | None,
+    since: str | None,
+    until: str | None,
+    outcome: str | None,
+    only_errors: bool,
+    only_faults: bool,
+    replays: bool,
+    fmt: str,
+    idle_only: bool = False,
+) -> None:
+    """List recorded sessions, newest first, with their requests (calls), error replies
+    (JSON-RPC errors and tool results with isError), transport faults, and an outcome that
+    reflects them (ok, errors, faults, crashed, interrupted, recovered, open).
+
+    HANDLE is short and unique in the store: every command taking a SESSION accepts it, as
+    well as a full id, a unique prefix, or 'last' (the last recorded session, not a replay).
 
     \b
     Example:
       blackbox sessions --limit 10
-      blackbox sessions --format json
+      blackbox sessions --errors --since 7d
+      blackbox sessions --name time --outcome faults --format json
       blackbox sessions --idle
     """
     store = open_configured_store(store_url)
+    filt = listing.SessionFilter(
+        name=name,
+        server=server,
+        since_ns=moment_ns(since) if since else None,
+        until_ns=moment_ns(until) if until else None,
+        outcome=outcome,
+        errors=only_errors,
+        faults=only_faults,
+        replays=replays,
+        limit=None if idle_only else limit,
+    )
+    rows = [summary.row() for summary in listing.list_summaries(store, filt)]
+    columns = listing.COLUMNS
     if idle_only:
         from recorder.idle import IDLE_COLUMNS, idle_session_rows
 
-        rows = idle_session_rows(store, list_session_rows(store), limit)
-        click.echo(render(rows, fmt, [*SESSION_COLUMNS, *IDLE_COLUMNS] if fmt == "table" else None))
-        return
-    rows = list_session_rows(store, limit=limit)
-    click.echo(render(rows, fmt, SESSION_COLUMNS if fmt == "table" else None))
+        rows = idle_session_rows(store, rows, limit)
+        columns = [*listing.COLUMNS, *IDLE_COLUMNS]
+    click.echo(render(rows, fmt, columns if fmt == "table" else None))
 
 
 @click.command()
 @click.argument("session")
+@click.option("--frame", "frame_seq", type=int, metavar="SEQ", help="Print one record whole.")
+@click.option("--full", is_flag=True, help="Print every record whole (raw bytes, then JSON).")
+@click.option("--raw", is_flag=True, help="With --frame: only the exact raw bytes.")
 @store_option
 @format_option()
-def show(session: str, store_url: str | None, fmt: str) -> None:
-    """Show one session's timeline: seq, offset, direction, kind, method, id, excerpt.
+def show(
+    session: str,
+    frame_seq: int | None,
+    full: bool,
+    raw: bool,
+    store_url: str | None,
+    fmt: str,
+) -> None:
+    """Show one session's timeline: seq, offset, direction, kind, method, tool, id, the request
+    a response answers (re), its error (isError or the JSON-RPC code), latency, an excerpt.
 
-    SESSION is a full id, a unique prefix of one, or 'last'.
+    SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last'. The
+    table cuts payloads to an excerpt; --format json/jsonl carry each whole (`payload`, or
+    `payload_b64` when it is not UTF-8); --frame SEQ prints one record's exact raw bytes and
+    its pretty JSON (--raw: the bytes alone, e.g. to a file).
 
     \b
     Example:
       blackbox show last
-      blackbox show 01a2 --format jsonl
+      blackbox show 4f2a9c --format jsonl
+      blackbox show 4f2a9c --frame 7
+      blackbox show 4f2a9c --frame 7 --raw > frame.json
     """
     store = open_configured_store(store_url)
-    rows = timeline(store, store.resolve(session))
-    click.echo(render(rows, fmt, TIMELINE_COLUMNS if fmt == "table" else None))
+    sid = store.resolve(session)
+    if frame_seq is not None or full:
+        records = [ev for ev in store.read_session(sid) if frame_seq is None or ev.seq == frame_seq]
+        if not records:
+            raise BlackboxError(f"session {sid} has no record with seq {frame_seq}")
+        out = click.get_binary_stream("stdout")
+        for ev in records:
+            out.write(ev.raw if raw else whole_record(ev))
+        out.flush()
+        return
+    rows = list(timeline_rows(store.read_session(sid)))
+    if fmt == "table":
+        click.echo(render(rows, fmt, TIMELINE_COLUMNS))
+        return
+    click.echo(render([{k: v for k, v in r.items() if k != "excerpt"} for r in rows], fmt))
+
+
+def whole_record(ev: StoredEvent) -> bytes:
+    """A record as --frame prints it: a header line, the raw bytes exactly, then pretty JSON."""
+    stored = len(ev.raw)
+    size = ev.raw_size if ev.raw_size is not None else stored
+    head = f"--- seq {ev.seq} {ev.direction} {ev.kind} {ev.method or ''} ({size} bytes"
+    head += f"; stored {stored}: cut by --max-frame)" if size != stored else ")"
+    parts = [head.encode() + b"\n--- raw\n", ev.raw]
+    try:
+        pretty = json.dumps(json.loads(ev.raw), indent=2, ensure_ascii=False)
+        parts += [b"\n--- json\n", pretty.encode("utf-8")]
+    except ValueError:
+        parts.append(b"\n--- json: not JSON")
+    parts.append(b"\n")
+    return b"".join(parts)
 
 
 @click.command()

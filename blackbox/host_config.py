@@ -105,7 +105,7 @@ def detect_format(path: Path, root: Node) -> HostFormat:
     name, parent = path.name, path.parent.name
     if name == "claude_desktop_config.json":
         return CLAUDE_DESKTOP
-    if name == ".mcp.json":
+    if name in (".mcp.json", ".claude.json"):
         return CLAUDE_CODE
     if name == "mcp.json" and parent == ".vscode":
         return VSCODE

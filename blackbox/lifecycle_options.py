@@ -13,7 +13,7 @@ idle_after_option = click.option(
     metavar="DURATION",
     default=None,
     help="Record session_idle after this long without a frame, session_resumed when traffic "
-    "comes back (default: BLACKBOX_IDLE_AFTER, else 120m; off: never).",
+    "comes back (default: BLACKBOX_IDLE_AFTER, else 120min; off: never).",
 )
 
 

@@ -27,7 +27,14 @@ def proxy_command(
     argv += ["--name", key]
     if store_url:
         argv += ["--store", store_url]
+    if (urlsplit(upstream).hostname or "") not in LOOPBACK:
+        # A remote server is virtual-hosted as a rule: it must see its own name in Host, not
+        # the proxy's 127.0.0.1:PORT (`blackbox proxy --help`, --rewrite-host).
+        argv.append("--rewrite-host")
     return argv
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def proxy_url(port: int, upstream: str) -> str:

@@ -75,6 +75,18 @@ def main() -> None:
         print(f"$ blackbox {' '.join(args)}")
         subprocess.run([BLACKBOX, *args], check=True)
         print()
+    print(next_steps(BLACKBOX))
+
+
+def next_steps(blackbox: str) -> str:
+    """How to get `blackbox` on PATH: the demo installed it into its own virtual environment."""
+    venv_bin = Path(blackbox).parent
+    return (
+        f"blackbox is installed in {venv_bin}, not on your PATH. To use the commands above:\n"
+        f"  source {venv_bin / 'activate'}      # this shell only\n"
+        "  pipx install .   or   uv tool install .      # for your user, from this checkout\n"
+        "then: blackbox attach <your host's config>, blackbox where, blackbox sessions"
+    )
 
 
 if __name__ == "__main__":

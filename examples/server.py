@@ -18,7 +18,7 @@ import warnings
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import InputRequiredResult, ListRootsRequest
+from mcp_types import InputRequiredResult, ListRootsRequest, ToolAnnotations
 
 MODERN_ERA = "2026-07-28"
 
@@ -28,40 +28,44 @@ _WIRE = os.dup(1)
 
 server = MCPServer("blackbox-example", instructions="Example server for mcp-blackbox.")
 
+# No tool here changes anything outside the process: saying so lets `blackbox replay` run them
+# again without asking (a tool without annotations may change something, by the MCP defaults).
+READ_ONLY = ToolAnnotations(read_only_hint=True)
 
-@server.tool()
+
+@server.tool(annotations=READ_ONLY)
 def echo(message: str) -> str:
     """Return the message unchanged."""
     return message
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def sleep(seconds: float) -> str:
     """Wait, then say how long (a slow call)."""
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def fail(reason: str = "asked to fail") -> str:
     """Return a tool error (a result with isError: true)."""
     raise ToolError(reason)
 
 
-@server.tool(name="raise")
+@server.tool(name="raise", annotations=READ_ONLY)
 def raise_(message: str = "boom") -> str:
     """Raise an unexpected exception inside the tool."""
     raise RuntimeError(message)
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def print_stdout(text: str = "debug: this line should have gone to stderr") -> str:
     """Write a non-JSON line to stdout (the most common stdio fault), then answer normally."""
     os.write(_WIRE, (text + "\n").encode())
     return "printed"
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 def crash(code: int = 3) -> str:
     """Exit the process in the middle of the call, without answering."""
     sys.stderr.write(f"example server: crashing with exit code {code}\n")
@@ -69,7 +73,7 @@ def crash(code: int = 3) -> str:
     os._exit(code)
 
 
-@server.tool()
+@server.tool(annotations=READ_ONLY)
 async def ask(ctx: Context) -> str | InputRequiredResult:
     """Ask the client for its roots: a server-to-client `roots/list` request in the legacy era,
     an `InputRequiredResult` round trip in the 2026-07-28 era."""

@@ -193,6 +193,27 @@ class StdioDriver:
         return ExitInfo(code, None, stopped)
 
 
+CONNECT_TIMEOUT_S = 3.0
+
+
+async def reachable(url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail at once, as a bad `--against` command does, when nothing answers HTTP at `url`
+    (instead of waiting out every step's response timeout and calling the run diverged). Any
+    HTTP status is an answer; only the headers are read (a GET may open an SSE stream)."""
+    import httpx2
+
+    if not url.startswith(("http://", "https://")):
+        raise ReplayError(f"--url {url!r} is not an http(s) URL")
+    try:
+        async with (
+            httpx2.AsyncClient(timeout=timeout_s) as client,
+            client.stream("GET", url, headers={"accept": "text/event-stream"}),
+        ):
+            pass
+    except httpx2.HTTPError as exc:
+        raise ReplayError(f"cannot reach {url}: {exc or type(exc).__name__}") from None
+
+
 class HttpDriver:
     """POSTs each client frame to a Streamable HTTP endpoint and reads JSON or SSE replies.
 
@@ -222,6 +243,7 @@ class HttpDriver:
     async def start(self) -> None:
         import httpx2
 
+        await reachable(self.url)
         self._client = httpx2.AsyncClient(timeout=self.timeout_s)
 
     def _headers(self, raw: bytes) -> dict[str, str]:

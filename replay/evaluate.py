@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from replay.compare import Masks, compare_messages, diff, parse_pattern, strip_id, summarize
 from replay.matchers import params_of
 from replay.recording import Frame, Recording, exit_description
-from replay.results import FaultResult, Run, StepResult
+from replay.results import SKIPPED, FaultResult, Run, StepResult
 
 
 def _step_masks(base: Masks, learned: dict[int, list[tuple]], number: int) -> Masks:
@@ -42,7 +42,9 @@ def evaluate(
         replayed = run.responses.get(step.number)
         res.replay_seq = replayed.seq if replayed is not None else None
         recorded = step.response
-        if step.number in run.not_sent:
+        if run.not_sent.get(step.number) == SKIPPED:
+            res.status, res.note = "skipped", SKIPPED
+        elif step.number in run.not_sent:
             if recorded is not None or f.kind == "request":
                 res.status = "not_sent"
                 res.note = run.not_sent[step.number]

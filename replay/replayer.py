@@ -33,7 +33,7 @@ from replay.evaluate import describe_gone, evaluate, learn_masks
 from replay.inject import Injection
 from replay.matchers import matches, nearest
 from replay.recording import Frame, Recording, ReplayError, frame_from_raw, load_recording
-from replay.results import ReplayResult, Run
+from replay.results import SKIPPED, ReplayResult, Run
 
 TAP_VERSION = "replay-1"
 # The second learning run starts this long after the first one ended, so any answer of the second
@@ -93,6 +93,7 @@ class ReplayOptions:
     response_timeout_s: float = 10.0
     server_request_wait_s: float = 2.0
     default_masks: bool = True
+    skip_steps: frozenset[int] = frozenset()  # steps not sent (replay/safety.py, --read-only)
 
     def check(self) -> None:
         if self.timing not in ("none", "original"):
@@ -352,6 +353,11 @@ class _Driving:
             if self.gone or self.input_closed:
                 run.not_sent[n] = "server gone" if self.gone else "input closed by --inject"
                 continue
+            if n in opt.skip_steps:
+                run.not_sent[n] = SKIPPED
+                if n in self.arrived:
+                    self.arrived[n].set()
+                continue
             await self._wait_deps(step.deps)
             if opt.timing == "original":
                 gap = (step.frame.mono_ns - step.anchor_mono_ns) / opt.speed
@@ -466,9 +472,12 @@ def replay_session(
     options: ReplayOptions | None = None,
     progress: Callable[[str], None] | None = None,
     record: bool = True,
+    guard: Callable[[Recording], frozenset[int]] | None = None,
 ) -> ReplayResult:
     """Replay a recorded session against a target; store the replay as a new session.
 
+    `guard` sees the recording before anything is sent and returns the steps to skip, or
+    raises to refuse the replay (replay/safety.py: calls that may change something).
     Raises ReplayError (or another BlackboxError) when the replay cannot run at all.
     """
     options = options or ReplayOptions()
@@ -479,6 +488,8 @@ def replay_session(
     original_id = store.resolve(session_ref)
     rec = load_recording(store, original_id)
     target = default_target(rec, against, url)
+    if guard is not None:
+        options.skip_steps = options.skip_steps | guard(rec)
     base = Masks([*(DEFAULT_MASKS if options.default_masks else ()), *options.ignore])
     learned: dict[int, list[tuple]] = {}
     learned_paths: list[str] = []
@@ -574,7 +585,9 @@ def _session_events(
         outcome = "crashed" if failed else "server_exited"
         reason = "server_exited"
     else:
-        outcome, reason = "ok", "client_closed"
+        # A replay that diverged (every answer missing, say) did not go well: not `ok`.
+        outcome = "ok" if result.verdict == "equivalent" else "diverged"
+        reason = "client_closed"
     add(
         events.SessionEnded(
             reason=reason,

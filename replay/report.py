@@ -91,6 +91,7 @@ def render_text(result: ReplayResult) -> str:
     lines.append(
         f"{s['steps']} steps: {s['equivalent']} equivalent, {s['diverged']} diverged, "
         f"{s['missing']} missing, {s['unexpected']} unexpected, {s['not_sent']} not sent"
+        + (f", {s['skipped']} skipped (may change something)" if s["skipped"] else "")
         + (
             f"; faults {s['faults_reproduced']}/{s['faults_recorded']} reproduced"
             if s["faults_recorded"]
@@ -99,5 +100,7 @@ def render_text(result: ReplayResult) -> str:
     )
     if result.replay_id:
         lines.append(f"replay stored as session {result.replay_id}")
+    if result.unanswered:
+        lines.append("the server answered none of the requests the recording has answers to")
     lines.append(f"verdict: {result.verdict}")
     return "\n".join(lines)

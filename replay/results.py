@@ -40,6 +40,10 @@ class Run:
     finished_mono: int = 0
 
 
+# Why a step was not sent when replay/safety.py had it skipped (`--read-only`).
+SKIPPED = "skipped: may change something (--read-only)"
+
+
 @dataclass
 class StepResult:
     number: int
@@ -47,7 +51,7 @@ class StepResult:
     label: str
     method: str | None
     tool: str | None
-    status: str  # ok | diverged | missing | unexpected | not_sent | fault_not_reproduced
+    status: str  # ok | diverged | missing | unexpected | not_sent | skipped | fault_not_reproduced
     differences: list[Difference] = field(default_factory=list)
     note: str | None = None
     replay_seq: int | None = None
@@ -134,7 +138,20 @@ class ReplayResult:
         return 0
 
     @property
+    def unanswered(self) -> bool:
+        """Every request that had an answer in the recording went without one here."""
+        # A step that had a recorded answer is `missing`, or ok/diverged with a replayed one.
+        expected = [
+            s
+            for s in self.steps
+            if s.status == "missing" or (s.status in ("ok", "diverged") and s.replay_seq)
+        ]
+        return bool(expected) and all(s.status == "missing" for s in expected)
+
+    @property
     def verdict(self) -> str:
+        if self.unanswered:
+            return "unanswered"
         if self.divergences:
             return "diverged"
         if self.expect_fault and (not self.faults or self.faults_not_reproduced):
@@ -152,6 +169,7 @@ class ReplayResult:
             "missing": counts.get("missing", 0),
             "unexpected": counts.get("unexpected", 0) + len(self.extras),
             "not_sent": counts.get("not_sent", 0),
+            "skipped": counts.get("skipped", 0),
             "fault_not_reproduced": counts.get("fault_not_reproduced", 0),
             "faults_recorded": len(self.faults),
             "faults_reproduced": len(self.faults) - self.faults_not_reproduced,

@@ -37,7 +37,7 @@ def run(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.Complet
 
 
 def sessions(env: dict[str, str]) -> dict[str, dict]:
-    out = run(env, "sessions", "--format", "json")
+    out = run(env, "sessions", "--replays", "--format", "json")
     assert out.returncode == 0, out.stderr
     return {row["name"]: row for row in json.loads(out.stdout)}
 
@@ -62,7 +62,8 @@ def test_old_log_lists_and_verifies(legacy: tuple[str, dict[str, str]]) -> None:
     _url, env = legacy
     rows = sessions(env)
     assert set(rows) == {"retention", "demo", "gated", "remote", "cursor:abc", "replay of demo"}
-    assert rows["demo"]["outcome"] == "ok"
+    # It ended normally, but its server polluted stdout: the listing says so.
+    assert rows["demo"]["ended"] == "ok" and rows["demo"]["outcome"] == "faults"
     assert rows["demo"]["frames"] == 16
     assert rows["remote"]["frames"] == 7
     verified = run(env, "verify")
@@ -74,7 +75,11 @@ def test_old_log_replays_equivalent(legacy: tuple[str, dict[str, str]]) -> None:
     _url, env = legacy
     demo = sessions(env)["demo"]["id"]
     server = f"{sys.executable} examples/server.py"
-    out = run(env, "replay", demo, "--against", server)
+    # Recorded before the example server annotated its tools: its calls may change something,
+    # and the annotations are all that differs.
+    out = run(
+        env, "replay", demo, "--against", server, "--allow-writes", "--ignore", "$..annotations"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "verdict: equivalent" in out.stdout
 

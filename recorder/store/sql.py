@@ -311,6 +311,7 @@ class SqlEventStore(ABC):
             if ref == "last":
                 row = conn.execute(
                     select(sessions.c.session_id)
+                    .where(sessions.c.replay_of.is_(None))  # the last recorded, not replayed
                     .order_by(sessions.c.started_ns.desc(), sessions.c.session_id.desc())
                     .limit(1)
                 ).first()
@@ -327,6 +328,17 @@ class SqlEventStore(ABC):
                     .limit(6)
                 )
             ]
+            if ref not in found and 6 <= len(ref) <= 12 and "-" not in ref:
+                # A short handle (`sessions` shows it): the tail of the id's random part.
+                found += [
+                    row.session_id
+                    for row in conn.execute(
+                        select(sessions.c.session_id)
+                        .where(sessions.c.session_id.like("%" + escaped, escape="\\"))
+                        .limit(6)
+                    )
+                    if row.session_id not in found
+                ]
         if ref in found:
             return ref
         if not found:

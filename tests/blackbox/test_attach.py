@@ -72,15 +72,16 @@ def test_attach_then_detach_round_trips_byte_for_byte(tmp_path: Path, host: str)
 
     attached = lib.attach(config, wrapper=WRAPPER, store_url="sqlite:///x.db")
     assert attached.written and config.read_bytes() != original
-    backup = Path(str(config) + lib.BACKUP_SUFFIX)
+    backup = lib.backup_path(lib.load_config(config), tmp_path / "bbhome")
     assert backup.read_bytes() == original
 
     detached = lib.detach(config)
     assert detached.written
     assert config.read_bytes() == original
     assert all(c.exact for c in detached.changes if c.action == "restored")
-    # Only the backup remains besides the config: the attach state is gone with the last entry.
-    assert sorted(p.name for p in config.parent.iterdir()) == sorted([config.name, backup.name])
+    # Nothing remains besides the config (the backup lives in the data directory, where it is
+    # never committed with a project): the attach state is gone with the last entry.
+    assert sorted(p.name for p in config.parent.iterdir()) == [config.name]
 
 
 @pytest.mark.parametrize("host", sorted(HOSTS))
@@ -113,11 +114,18 @@ def test_attach_wraps_stdio_and_keeps_everything_else(tmp_path: Path, host: str)
             rest_old = {k: v for k, v in old.items() if k not in ("command", "args")}
             rest_new = {k: v for k, v in new.items() if k not in ("command", "args")}
             assert rest_new == rest_old  # env, cwd, envFile, type, dev, unknown keys
-        elif "${" not in old["url"]:
-            assert new["url"].startswith("http://127.0.0.1:")
-            assert {k: v for k, v in new.items() if k != "url"} == {
-                k: v for k, v in old.items() if k != "url"
-            }
+        elif "${" not in old["url"] and old.get("type") != "sse":
+            # A Streamable HTTP server becomes a stdio entry running the bridge, headers passed.
+            assert new["command"] == WRAPPER and new["args"][:3] == ["bridge", "--name", key]
+            assert new["args"][-1] == old["url"]
+            passed = [a for i, a in enumerate(new["args"]) if new["args"][i - 1] == "--header"]
+            assert passed == [f"{k}: {v}" for k, v in old.get("headers", {}).items()]
+            assert new.get("type", "stdio") == "stdio"
+            rest_old = {k: v for k, v in old.items() if k not in ("url", "headers", "type")}
+            rest_new = {k: v for k, v in new.items() if k not in ("command", "args", "type")}
+            assert rest_new == rest_old
+        else:
+            assert new == old  # legacy SSE and host variables: skipped, said why
 
 
 def test_attach_keeps_indentation_comments_and_line_endings(tmp_path: Path) -> None:
@@ -207,7 +215,7 @@ def test_backup_is_the_pre_attach_file_even_after_a_second_attach(tmp_path: Path
     config.write_text(data)
     report = lib.attach(config, wrapper=WRAPPER)
     assert [c.key for c in report.by_action("wrapped")] == ["new"]
-    assert Path(str(config) + lib.BACKUP_SUFFIX).read_bytes() == original
+    assert lib.backup_path(lib.load_config(config), tmp_path / "bbhome").read_bytes() == original
 
 
 # --- the wrapper ------------------------------------------------------------------------------
@@ -246,7 +254,9 @@ def test_http_entries_point_at_a_proxy_on_stable_ports(tmp_path: Path) -> None:
         "beta": {"type": "sse", "url": "https://b.example/sse"},
     }
     config.write_text(json.dumps({"mcpServers": servers}, indent=2) + "\n")
-    first = lib.attach(config, wrapper=WRAPPER, port_base=9000, store_url="sqlite:///s.db")
+    first = lib.attach(
+        config, wrapper=WRAPPER, port_base=9000, store_url="sqlite:///s.db", http="proxy"
+    )
     ports = {c.key: c.port for c in first.changes}
     assert all(9000 <= p < 9000 + proxy_service.PORT_WINDOW for p in ports.values())
     assert len(set(ports.values())) == 2
@@ -266,13 +276,14 @@ def test_http_entries_point_at_a_proxy_on_stable_ports(tmp_path: Path) -> None:
         "alpha",
         "--store",
         "sqlite:///s.db",
+        "--rewrite-host",  # a remote server sees its own name
     ]
 
     # Detach, add servers, attach again: the old keys keep their ports.
     lib.detach(config)
     more = {f"s{i}": {"url": f"https://s{i}.example/mcp"} for i in range(40)}
     config.write_text(json.dumps({"mcpServers": {**more, **servers}}, indent=2) + "\n")
-    second = lib.attach(config, wrapper=WRAPPER, port_base=9000)
+    second = lib.attach(config, wrapper=WRAPPER, port_base=9000, http="proxy")
     again = {c.key: c.port for c in second.changes}
     assert again["alpha"] == ports["alpha"] and again["beta"] == ports["beta"]
     assert len(set(again.values())) == len(again)  # collisions probed away
@@ -280,7 +291,7 @@ def test_http_entries_point_at_a_proxy_on_stable_ports(tmp_path: Path) -> None:
 
 def test_cli_prints_the_proxy_command_for_each_http_server(tmp_path: Path) -> None:
     config = place(tmp_path, "claude-code")
-    code, out = run_cli("attach", str(config))
+    code, out = run_cli("attach", str(config), "--http", "proxy")
     assert code == 0, out
     data = json.loads(config.read_text())["mcpServers"]
     port = data["docs"]["url"].split(":")[2].split("/")[0]
@@ -293,7 +304,14 @@ def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
     config = place(tmp_path, "claude-code")
     units = tmp_path / "systemd" / "user"
     code, out = run_cli(
-        "attach", str(config), "--install-service", str(units), "--store", "sqlite:///a%b.db"
+        "attach",
+        str(config),
+        "--http",
+        "proxy",
+        "--install-service",
+        str(units),
+        "--store",
+        "sqlite:///a%b.db",
     )
     assert code == 0, out
     names = sorted(p.name for p in units.iterdir())
@@ -301,10 +319,12 @@ def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
     text = (units / "blackbox-proxy-docs.service").read_text()
     port = json.loads(config.read_text())["mcpServers"]["docs"]["url"].split(":")[2][:4]
     exec_line = next(line for line in text.splitlines() if line.startswith("ExecStart="))
-    assert exec_line.endswith(
+    assert (
         f"proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:{port} --name docs "
-        "--store sqlite:///a%%b.db"  # systemd expands %: escaped
+        "--store sqlite:///" in exec_line
     )
+    # The relative SQLite path is pinned as an absolute one; systemd expands %: escaped.
+    assert exec_line.endswith("/a%%b.db --rewrite-host")
     assert "[Install]\nWantedBy=default.target" in text
     assert "Description=mcp-blackbox recording proxy for MCP server 'docs'" in text
     assert (
@@ -368,9 +388,9 @@ def test_detach_without_the_attach_state_unwraps_stdio_entries(tmp_path: Path) -
     after = parse(config, "claude-code")["mcpServers"]
     assert after["git"] == before["mcpServers"]["git"]
     assert after["everything"] == before["mcpServers"]["everything"]
-    # The proxied URL cannot be known without the state file: said, and left as it is.
-    assert after["docs"]["url"].startswith("http://127.0.0.1:")
-    assert {c.key: c.action for c in report.changes}["docs"] == "kept"
+    # A bridged entry names its URL and headers: rebuilt from them (not byte-exact).
+    assert after["docs"] == before["mcpServers"]["docs"]
+    assert {c.key: (c.action, c.exact) for c in report.changes}["docs"] == ("restored", False)
 
 
 def test_detach_keeps_an_entry_the_user_changed_since(tmp_path: Path) -> None:
@@ -649,7 +669,14 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
         hashed = proxy_service.preferred_port("everything", 0)
         base = _free_port() - hashed
         code, out = run_cli(
-            "attach", str(config), "--store", sqlite_url, "--proxy-port-base", str(base)
+            "attach",
+            str(config),
+            "--store",
+            sqlite_url,
+            "--proxy-port-base",
+            str(base),
+            "--http",
+            "proxy",
         )
         assert code == 0, out
         attached_url = json.loads(config.read_text())["mcpServers"]["everything"]["url"]

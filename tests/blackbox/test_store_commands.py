@@ -47,9 +47,13 @@ def test_sessions_in_every_format(filled):
     table = run("sessions", "--store", url)
     assert table.returncode == 0
     lines = table.stdout.splitlines()
-    assert lines[0].split()[:2] == ["id", "name"]
-    assert lines[2].startswith(b[0].session_id) and lines[3].startswith(a[0].session_id)
+    assert lines[0].split() == [
+        *["handle", "name", "server", "started", "duration_s"],
+        *["calls", "errors", "faults", "outcome"],
+    ]
     rows = json.loads(run("sessions", "--store", url, "--format", "json").stdout)
+    assert lines[2].startswith(rows[0]["handle"]) and lines[3].startswith(rows[1]["handle"])
+    assert [r["handle"] for r in rows] == ["00000b", "00000a"]
     assert [r["id"] for r in rows] == [b[0].session_id, a[0].session_id]
     assert rows[0]["frames"] == 8 and rows[0]["outcome"] == "client_closed"
     jsonl = run("sessions", "--store", url, "--format", "jsonl").stdout.splitlines()
@@ -65,7 +69,10 @@ def test_show_by_prefix_and_last(filled):
     shown = json.loads(run("show", "0a", "--store", url, "--format", "json").stdout)
     assert [r["seq"] for r in shown] == list(range(1, len(a) + 2))
     assert shown[1]["method"] == "initialize" and shown[1]["direction"] == "c2s"
-    assert shown[3]["id"] == "1" and "tools/call" in shown[3]["excerpt"]
+    assert shown[3]["id"] == "1" and "tools/call" in shown[3]["payload"]
+    # The answer names its request, carries its tool, and took the recorded time.
+    assert shown[4]["re"] == shown[3]["seq"] and shown[4]["tool"] == "get_current_time"
+    assert shown[4]["latency_ms"] is not None and shown[4]["error"] is None
     last = run("show", "last", "--store", url, "--format", "jsonl").stdout.splitlines()
     assert len(last) == len(b) + 1
 

@@ -122,7 +122,7 @@ def test_proxy_session_idle_then_resumed(tmp_path: Path) -> None:
 def test_idle_after_reads_flag_then_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BLACKBOX_IDLE_AFTER", raising=False)
     assert idle_after_seconds(None) == 7200.0
-    monkeypatch.setenv("BLACKBOX_IDLE_AFTER", "30m")
+    monkeypatch.setenv("BLACKBOX_IDLE_AFTER", "30min")
     assert idle_after_seconds(None) == 1800.0
     assert idle_after_seconds("2s") == 2.0 and idle_after_seconds("off") is None
     out = CliRunner().invoke(main, ["record", "--idle-after", "soon", "--", "true"])

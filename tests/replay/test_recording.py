@@ -148,11 +148,25 @@ def test_cli_could_not_run_is_one_line_and_exit_2(sqlite_url: str) -> None:
     sid = crash_session(store)
     store.close()
     runner = CliRunner()
+    # The synthetic session lists no tools: its calls may change something, so every replay
+    # case allows them, to reach the error under test.
     cases = [
-        (["replay", sid, "--inject", "explode@3"], "blackbox: bad --inject 'explode@3'"),
-        (["replay", sid, "--ignore", "$.a["], "blackbox: cannot parse path '$.a['"),
-        (["replay", sid, "--against", "/nonexistent/server"], "blackbox: cannot start"),
-        (["replay", sid, "--against", "x", "--url", "http://h/mcp"], "blackbox: give --against"),
+        (
+            ["replay", sid, "--allow-writes", "--inject", "explode@3"],
+            "blackbox: bad --inject 'explode@3'",
+        ),
+        (
+            ["replay", sid, "--allow-writes", "--ignore", "$.a["],
+            "blackbox: cannot parse path '$.a['",
+        ),
+        (
+            ["replay", sid, "--allow-writes", "--against", "/nonexistent/server"],
+            "blackbox: cannot start",
+        ),
+        (
+            ["replay", sid, "--allow-writes", "--against", "x", "--url", "http://h/mcp"],
+            "blackbox: give --against",
+        ),
         (["serve", "0000"], "blackbox: no session matches '0000'"),
     ]
     for args, message in cases:

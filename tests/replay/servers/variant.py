@@ -12,6 +12,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from mcp_types import ToolAnnotations
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "server.py"
 
 
@@ -29,7 +31,7 @@ def build(kind: str):  # type: ignore[no-untyped-def]
         server.remove_tool("echo")
         server.remove_tool("sleep")
 
-        @server.tool()
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True))
         def echo(message: str) -> str:
             """Return the message unchanged."""
             return message + "!"
@@ -37,7 +39,7 @@ def build(kind: str):  # type: ignore[no-untyped-def]
     elif kind == "fixed":
         server.remove_tool("crash")
 
-        @server.tool()
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True))
         def crash(code: int = 3) -> str:
             """Exit the process in the middle of the call, without answering."""
             return f"no longer crashing (code {code})"

@@ -1,0 +1,147 @@
+"""`attach` never leaves a server broken: a Streamable HTTP entry (server-everything from npm in
+streamableHttp mode) is rewritten into a stdio `blackbox bridge` entry, and the official SDK client
+started the way a host starts the entry gets its answers with no further step (no proxy to run),
+while the session lands in the store attach named."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from blackbox import attach as lib
+from recorder.store import open_store
+from tests.conftest import BLACKBOX
+from tests.peers import NODE_BIN
+from tests.polling import eventually, wait_listening
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _echo(params: StdioServerParameters) -> str:
+    async with Client(params, mode="legacy", read_timeout_seconds=30) as client:
+        result = await client.call_tool("echo", {"message": "through the bridge"})
+    return result.content[0].text
+
+
+@pytest.mark.timeout(120)
+def test_an_attached_http_entry_answers_an_sdk_client_with_no_further_step(
+    tmp_path: Path,
+) -> None:
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(NODE_BIN / "mcp-server-everything"), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    home = tmp_path / "user-home"
+    config = tmp_path / ".vscode" / "mcp.json"
+    config.parent.mkdir()
+    url = f"http://127.0.0.1:{port}/mcp"
+    config.write_text(
+        '{\n  // the team\'s servers\n  "servers": {\n    "everything": {\n'
+        f'      "type": "http",\n      "url": "{url}",\n'
+        '      "headers": {"X-Team": "blackbox"}\n    },\n  },\n}\n'
+    )
+    original = config.read_bytes()
+    try:
+        wait_listening(port, server, timeout=30.0)
+        env = {**os.environ, "BLACKBOX_HOME": str(home)}
+        proc = subprocess.run(
+            [BLACKBOX, "attach", str(config)], capture_output=True, text=True, env=env, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "bridged   everything" in proc.stdout
+        assert "proxy --upstream" not in proc.stdout  # nothing to run by hand
+        entry = lib.parse_json_text(config.read_text(), jsonc=True).to_python()["servers"]
+        entry = entry["everything"]
+        assert entry["type"] == "stdio" and entry["args"][-1] == url
+        assert "X-Team: blackbox" in entry["args"]
+        # The host starts the entry as it is: the SDK's minimal environment, nothing added.
+        params = StdioServerParameters(command=entry["command"], args=entry["args"])
+        assert anyio.run(_echo, params) == "Echo: through the bridge"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(15)
+
+    store = open_store(f"sqlite:///{home / 'blackbox.db'}", create=False)
+    try:
+        calls = eventually(
+            lambda: [
+                (e.direction, e.tool)
+                for s in store.list_sessions()
+                if s.name == "everything" and s.sealed
+                for e in store.read_session(s.session_id)
+                if e.kind == "frame" and e.method == "tools/call"
+            ],
+            timeout=60,
+            interval=0.2,
+            message="the bridged tools/call in the store attach named",
+        )
+    finally:
+        store.close()
+    assert calls == [("c2s", "echo")]
+    lib.detach(config)
+    assert config.read_bytes() == original
+
+
+def test_a_legacy_sse_entry_is_skipped_saying_why(tmp_path: Path) -> None:
+    config = tmp_path / ".mcp.json"
+    entry = {"type": "sse", "url": "https://old.example/sse"}
+    config.write_text(json.dumps({"mcpServers": {"old": entry}}))
+    report = lib.attach(config, wrapper=BLACKBOX)
+    (change,) = report.changes
+    assert change.action == "skipped" and "--http proxy" in change.detail
+    assert json.loads(config.read_text())["mcpServers"]["old"] == entry
+
+
+def test_per_project_servers_of_claude_json_are_attached_too(tmp_path: Path) -> None:
+    fixture = Path(__file__).parent / "host_configs" / "claude_code" / ".claude.json"
+    config = tmp_path / ".claude.json"
+    config.write_bytes(fixture.read_bytes())
+    original = config.read_bytes()
+    report = lib.attach(config, wrapper=BLACKBOX)
+    actions = {c.key: c.action for c in report.changes}
+    assert actions == {"time": "wrapped", "/home/dev/src/webapp: db": "wrapped"}
+    data = json.loads(config.read_text())
+    db = data["projects"]["/home/dev/src/webapp"]["mcpServers"]["db"]
+    assert db["command"] == BLACKBOX
+    assert db["args"][:3] == ["record", "--name", "db"]
+    assert db["args"][-4:] == [
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-postgres",
+        "postgresql://localhost/app",
+    ]
+    assert data["numStartups"] == 42 and data["projects"]["/home/dev/src/empty"]["mcpServers"] == {}
+    assert not lib.attach(config, wrapper=BLACKBOX).written  # attaching twice changes nothing
+    detached = lib.detach(config)
+    assert {c.key for c in detached.changes} == {"time", "/home/dev/src/webapp: db"}
+    assert config.read_bytes() == original
+
+
+def test_a_per_project_entry_the_host_reformatted_is_still_detached(tmp_path: Path) -> None:
+    fixture = Path(__file__).parent / "host_configs" / "claude_code" / ".claude.json"
+    config = tmp_path / ".claude.json"
+    config.write_bytes(fixture.read_bytes())
+    lib.attach(config, wrapper=BLACKBOX)
+    # Claude Code rewrites ~/.claude.json from what it parsed: no trace of the original layout.
+    config.write_text(json.dumps(json.loads(config.read_text()), indent=4))
+    lib.detach(config)
+    data = json.loads(config.read_text())
+    want = json.loads(fixture.read_text())
+    assert data == want

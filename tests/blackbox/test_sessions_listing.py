@@ -1,0 +1,183 @@
+"""`sessions` shows what went wrong: sessions recorded through `blackbox record` from real
+processes (mcp-server-time from PyPI, and a server that pollutes its stdout), one for each kind of
+problem, then listed with counts, outcomes, filters, handles, and a replay hidden by default."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recorder.store import listing, open_store
+from tests import peers
+from tests.polling import eventually
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def _call(rpc_id: int, timezone: str) -> dict:
+    params = {"name": "get_current_time", "arguments": {"timezone": timezone}}
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
+
+
+NOISY = [
+    sys.executable,
+    "-c",
+    "import sys; print('booting...', flush=True); sys.stdin.read()",
+]
+
+
+def _record(tmp_path: Path, store_url: str, name: str, server: list[str], msgs: list) -> None:
+    """Send `msgs` through `blackbox record`, wait for the answer to each request (or for the
+    server's first line), then close stdin the way a host does."""
+    env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=store_url)
+    proc = subprocess.Popen(
+        peers.record_command(server, name),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(m) + "\n" for m in msgs).encode())
+    proc.stdin.flush()
+    waiting = {m["id"] for m in msgs if "id" in m}
+    while waiting:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        try:
+            waiting.discard(json.loads(line).get("id"))
+        except ValueError:
+            break  # the noisy server: its first line is not JSON
+    proc.stdin.close()
+    proc.stdout.read()
+    assert proc.wait(60) in (0, 1)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
+    tmp_path = tmp_path_factory.mktemp("sessions")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    open_store(url).close()
+    time_server = peers.TIME_SERVER
+    hello = [INIT, INITIALIZED]
+    _record(tmp_path, url, "clean", time_server, [*hello, _call(2, "UTC")])
+    _record(tmp_path, url, "tool-error", time_server, [*hello, _call(2, "Not/AZone")])
+    unknown = {"jsonrpc": "2.0", "id": 2, "method": "nope/method"}
+    _record(tmp_path, url, "rpc-error", time_server, [*hello, unknown])
+    _record(tmp_path, url, "noisy", NOISY, [INIT])
+    store = open_store(url)
+    try:
+        eventually(
+            lambda: sum(s.sealed for s in store.list_sessions()) == 4,
+            timeout=60,
+            message="four sealed sessions",
+        )
+    finally:
+        store.close()
+    env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=url)
+    clean = _cli(url, "--name", "clean", "--format", "json")[0]["id"]
+    against = " ".join(time_server)
+    replay = subprocess.run(
+        [peers.BLACKBOX, "replay", clean, "--allow-writes", "--store", url, "--against", against],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert replay.returncode in (0, 1), replay.stderr
+    return url
+
+
+def _cli(url: str, *args: str) -> list[dict]:
+    proc = subprocess.run(
+        [peers.BLACKBOX, "sessions", "--store", url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout) if "--format" in args else proc.stdout
+
+
+def test_counts_and_outcomes_reflect_each_problem(recorded: str) -> None:
+    rows = {r["name"]: r for r in _cli(recorded, "--format", "json")}
+    assert set(rows) == {"clean", "tool-error", "rpc-error", "noisy"}  # the replay is hidden
+    assert (rows["clean"]["calls"], rows["clean"]["errors"], rows["clean"]["faults"]) == (2, 0, 0)
+    assert rows["clean"]["outcome"] == "ok"
+    assert (rows["tool-error"]["errors"], rows["tool-error"]["outcome"]) == (1, "errors")
+    assert (rows["rpc-error"]["errors"], rows["rpc-error"]["outcome"]) == (1, "errors")
+    assert rows["noisy"]["faults"] >= 1 and rows["noisy"]["outcome"] == "faults"
+
+
+def test_filters(recorded: str) -> None:
+    names = lambda *a: sorted(r["name"] for r in _cli(recorded, *a, "--format", "json"))  # noqa: E731
+    assert names("--errors") == ["rpc-error", "tool-error"]
+    assert names("--faults") == ["noisy"]
+    assert names("--outcome", "ok") == ["clean"]
+    assert names("--name", "noisy") == ["noisy"]
+    assert names("--server", "mcp_server_time") == ["clean", "rpc-error", "tool-error"]
+    assert names("--since", "1h") == ["clean", "noisy", "rpc-error", "tool-error"]
+    assert names("--until", "1h") == []
+    assert names("--until", "2999-01-01", "--limit", "2") == ["noisy", "rpc-error"]
+    assert names("--replays", "--name", "clean") == ["clean"]
+    every = _cli(recorded, "--replays", "--format", "json")
+    replays = [r for r in every if r["replay_of"]]
+    assert len(replays) == 1 and replays[0]["replay_of"] == names_id(recorded, "clean")
+
+
+def names_id(url: str, name: str) -> str:
+    return _cli(url, "--name", name, "--format", "json")[0]["id"]
+
+
+def test_handles_are_short_unique_and_accepted_as_session(recorded: str) -> None:
+    rows = _cli(recorded, "--replays", "--format", "json")
+    handles = [r["handle"] for r in rows]
+    assert len(set(handles)) == len(handles)
+    assert all(6 <= len(h) <= 12 for h in handles)
+    table = _cli(recorded, "--replays")
+    assert all(h in table for h in handles)
+    store = open_store(recorded, create=False)
+    try:
+        for row in rows:
+            assert store.resolve(row["handle"]) == row["id"]
+        # `last` is the last recorded session, not the replay made after it.
+        assert store.resolve("last") == names_id(recorded, "noisy")
+    finally:
+        store.close()
+    shown = subprocess.run(
+        [peers.BLACKBOX, "show", rows[0]["handle"], "--store", recorded, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0 and json.loads(shown.stdout), shown.stderr
+
+
+def test_handles_grow_until_unique() -> None:
+    ids = [
+        "019a0000-0000-7000-8000-0000001234ab",
+        "019a0000-0000-7000-8000-0000991234ab",
+        "019a0000-0000-7000-8000-000000abcdef",
+    ]
+    handles = listing.handles_for(ids)
+    assert handles[ids[2]] == "abcdef"
+    assert handles[ids[0]] == "01234ab"[-7:] and handles[ids[1]] == "91234ab"
+    # A tail that is also the start of another id is not a handle.
+    tricky = ["019a0000-0000-7000-8000-00000019a000", "19a00000-0000-7000-8000-000000000001"]
+    assert listing.handles_for(tricky) == {tricky[0]: "019a000", tricky[1]: "000001"}

@@ -1,0 +1,199 @@
+"""Replay is safe by default. A session recorded through `blackbox record` against a real SDK
+server whose tools carry annotations (tests/replay/servers/notes.py) writes a note; the attack is
+replaying it (not on a terminal) after the note changed: without --allow-writes the replay refuses
+and the note stays as it is; --read-only skips the writes; --allow-writes sends them. A --url
+where nothing answers fails within 5 s with exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recorder.store import open_store
+from replay.recording import load_recording
+from replay.safety import UnsafeReplay, check_replay_safety, decide, tool_annotations
+from tests import peers
+from tests.polling import eventually
+
+NOTES = [sys.executable, str(Path(__file__).parent / "servers" / "notes.py")]
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+def _call(rpc_id: int, tool: str, **args: str) -> dict:
+    params = {"name": tool, "arguments": args}
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    tmp = tmp_path_factory.mktemp("safety")
+    notes = tmp / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("first")
+    url = f"sqlite:///{tmp / 'store.db'}"
+    open_store(url).close()
+    msgs = [
+        INIT,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        _call(3, "read_note", name="a.txt"),
+        _call(4, "write_note", name="a.txt", text="recorded"),
+        _call(5, "touch_note", name="b.txt"),
+        _call(6, "count_notes"),
+    ]
+    env = dict(os.environ, BLACKBOX_HOME=str(tmp / "home"), BLACKBOX_STORE=url)
+    tap = subprocess.Popen(
+        peers.record_command([*NOTES, str(notes)], "notes"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert tap.stdin is not None and tap.stdout is not None
+    for message in msgs:  # one at a time: the server runs requests concurrently
+        tap.stdin.write(json.dumps(message).encode() + b"\n")
+        tap.stdin.flush()
+        while "id" in message:
+            line = tap.stdout.readline()
+            assert line
+            if json.loads(line).get("id") == message["id"]:
+                break
+    tap.stdin.close()
+    tap.wait(60)
+    store = open_store(url)
+    try:
+        eventually(lambda: any(s.sealed for s in store.list_sessions()), timeout=60)
+    finally:
+        store.close()
+    return url, notes, tmp
+
+
+def _replay(url: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, BLACKBOX_HOME=str(tmp / "home"))
+    return subprocess.run(
+        [peers.BLACKBOX, "replay", "last", "--store", url, *args],
+        stdin=subprocess.DEVNULL,  # not a terminal: nobody to ask
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_the_calls_that_may_change_something_are_found_from_annotations(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, _, _ = recorded
+    store = open_store(url, create=False)
+    try:
+        rec = load_recording(store, store.resolve("last"))
+    finally:
+        store.close()
+    notes = tool_annotations(rec)
+    assert notes["read_note"] == {"readOnlyHint": True}
+    risky = check_replay_safety(rec)
+    assert [(c.tool, c.reason, c.idempotent) for c in risky] == [
+        ("write_note", "destructive", False),
+        ("touch_note", "not marked read-only", True),
+        ("count_notes", "destructive", False),  # no hints: the schema's defaults
+    ]
+    with pytest.raises(UnsafeReplay, match="--allow-writes"):
+        decide(risky)
+    assert decide(risky, read_only=True) == {c.step for c in risky}
+    assert decide(risky, allow_writes=True) == frozenset()
+    assert decide(risky, confirm=lambda: True) == frozenset()
+
+
+def test_replay_refuses_without_allow_writes_when_not_on_a_terminal(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, notes, tmp = recorded
+    (notes / "a.txt").write_text("changed since")
+    (notes / "b.txt").unlink(missing_ok=True)
+    proc = _replay(url, tmp)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "3 call(s) may change something" in proc.stderr
+    assert "write_note: destructive" in proc.stderr
+    assert "pass --allow-writes to send them or --read-only to skip them" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (notes / "a.txt").read_text() == "changed since"  # nothing was sent
+    assert not (notes / "b.txt").exists()
+
+
+def test_read_only_skips_the_writes(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, notes, tmp = recorded
+    (notes / "a.txt").write_text("first")  # as it was when the session read it
+    (notes / "b.txt").unlink(missing_ok=True)
+    proc = _replay(url, tmp, "--read-only", "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    skipped = [s["tool"] for s in doc["steps"] if s["status"] == "skipped"]
+    assert skipped == ["write_note", "touch_note", "count_notes"]
+    assert doc["summary"]["skipped"] == 3 and doc["verdict"] == "equivalent"
+    assert not (notes / "b.txt").exists() and (notes / "a.txt").read_text() == "first"
+
+
+def test_allow_writes_sends_them(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, notes, tmp = recorded
+    (notes / "a.txt").write_text("changed since")
+    proc = _replay(url, tmp, "--allow-writes")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert (notes / "a.txt").read_text() == "recorded"
+    assert (notes / "b.txt").exists()
+
+
+def test_a_dead_url_fails_within_5_s_with_exit_2(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, _, tmp = recorded
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    began = time.monotonic()
+    proc = _replay(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
+    assert time.monotonic() - began < 5
+    assert proc.returncode == 2
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"blackbox: cannot reach http://127.0.0.1:{port}/mcp")
+    )
+
+
+def test_a_url_that_accepts_but_never_answers_fails_within_5_s(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, _, tmp = recorded
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()  # the kernel accepts; nothing ever answers
+        port = sock.getsockname()[1]
+        began = time.monotonic()
+        proc = _replay(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
+        assert time.monotonic() - began < 5
+    assert proc.returncode == 2 and "cannot reach" in proc.stderr
+
+
+def test_a_replay_nobody_answered_is_not_ok(recorded) -> None:  # type: ignore[no-untyped-def]
+    url, _, tmp = recorded
+    silent = f"{sys.executable} -c 'import sys; sys.stdin.read()'"
+    proc = _replay(url, tmp, "--against", silent, "--timeout", "1", "--allow-writes")
+    assert proc.returncode == 1, proc.stderr
+    assert "the server answered none of the requests" in proc.stdout
+    assert proc.stdout.strip().endswith("verdict: unanswered")
+    listed = subprocess.run(
+        [peers.BLACKBOX, "sessions", "--replays", "--store", url, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    newest = json.loads(listed.stdout)[0]
+    assert newest["replay_of"] and newest["outcome"] == "diverged"
