@@ -38,6 +38,7 @@ COMMAND_MODULES = {
     "verify-export": "blackbox.cmd_compliance",
     "retention": "blackbox.cmd_compliance",
     "hold": "blackbox.cmd_compliance",
+    "otel": "blackbox.cmd_otel",
 }
 
 

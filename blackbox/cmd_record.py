@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from blackbox import config
+from blackbox.cmd_otel import otel_options, start_live
 from blackbox.options import policy_option, store_option
 from recorder.leftovers import ship_leftovers
 from recorder.store import open_store
@@ -52,6 +53,7 @@ def _notice(message: str) -> None:
     show_default=True,
     help="How long the tap ships at exit before a detached shipper takes over the rest.",
 )
+@otel_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(
     store_url: str | None,
@@ -61,6 +63,9 @@ def record(
     max_frame: int,
     quarantine_noise: bool,
     final_ship_seconds: float,
+    otel: bool,
+    otel_endpoint: str | None,
+    otel_protocol: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run an MCP stdio server under the recorder: every frame is relayed byte for byte and
@@ -104,7 +109,12 @@ def record(
         redactor=redactor,
         final_ship_seconds=final_ship_seconds,
     )
-    result = run_tap(tap)
+    live = start_live(url, otel_endpoint, otel_protocol) if otel else None
+    try:
+        result = run_tap(tap)
+    finally:
+        if live is not None:
+            live.close()
     sys.exit(result.exit_status)
 
 

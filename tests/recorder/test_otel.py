@@ -1,0 +1,181 @@
+"""OpenTelemetry export against a real OTLP/HTTP receiver (tests/otlp.py): real SDK clients talk
+to real servers through `blackbox record` (stdio) and the proxy tap (HTTP), in both protocol
+eras; the spans, their parentage through `_meta.traceparent` and the histograms that reach the
+receiver are checked as decoded with `opentelemetry-proto`."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import Implementation
+
+from recorder.otel.export import export
+from recorder.otel.sdk import Target
+from recorder.otel.spans import DURATION_BUCKETS
+from recorder.otel.watermark import Watermark
+from recorder.store import open_store
+from tests import peers
+from tests.otlp import Receiver, attrs
+from tests.recorder.http_servers.kit import RecordingProxy, sdk_server
+from tests.replay.kit import wait_recorded
+
+pytestmark = pytest.mark.timeout(180)
+
+HOST_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+HOST_SPAN = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{HOST_TRACE}-{HOST_SPAN}-01"
+IDS = {"mcp_blackbox.session_id", "mcp_blackbox.position", "mcp.session.id", "jsonrpc.request.id"}
+
+
+async def _stdio_legacy(server) -> None:  # type: ignore[no-untyped-def]
+    await peers.run_legacy(server, [("echo", {"message": "hi"}), ("fail", {"reason": "no"})])
+
+
+async def _stdio_modern(server) -> None:  # type: ignore[no-untyped-def]
+    async with Client(server, mode=peers.MODERN) as client:
+        await client.call_tool("echo", {"message": "traced"}, meta={"traceparent": TRACEPARENT})
+        await client.call_tool("fail", {"reason": "no"})
+
+
+def _export(store_url: str, receiver: Receiver, tmp_path, **kw) -> object:  # type: ignore[no-untyped-def]
+    store = open_store(store_url)
+    try:
+        watermark = Watermark(tmp_path / "wm.sqlite", store_url)
+        return export(store, watermark, Target(receiver.url), **kw)
+    finally:
+        store.close()
+
+
+def _by_session(receiver: Receiver) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for _res, _scope, span in receiver.spans():
+        out.setdefault(attrs(span)["mcp_blackbox.session_id"], []).append(span)
+    return out
+
+
+def _check_metrics(receiver: Receiver) -> None:
+    points = list(receiver.metric_points())
+    names = {name for name, _unit, _p in points}
+    assert names == {"mcp.client.operation.duration", "mcp.client.session.duration"}
+    for name, unit, point in points:
+        assert unit == "s"
+        assert list(point.explicit_bounds) == [float(b) for b in DURATION_BUCKETS]
+        keys = set(attrs(point))
+        assert not keys & IDS, (name, keys)
+        if name == "mcp.client.operation.duration":
+            assert "mcp.method.name" in keys
+    tool_points = [attrs(p) for n, _u, p in points if attrs(p).get("gen_ai.tool.name") == "fail"]
+    assert tool_points and all(a["error.type"] == "tool_error" for a in tool_points)
+
+
+def test_stdio_sessions_both_eras_become_convention_spans(sqlite_url: str, tmp_path) -> None:
+    env = peers.tap_env(tmp_path, sqlite_url)
+    for era, run in (("legacy", _stdio_legacy), ("modern", _stdio_modern)):
+        server = peers.params(peers.record_command(peers.EXAMPLE_SERVER, era, sqlite_url), env)
+        anyio.run(run, server)
+    store = open_store(sqlite_url)
+    sids = {era: wait_recorded(store, era) for era in ("legacy", "modern")}
+    store.close()
+    with Receiver() as receiver:
+        report = _export(sqlite_url, receiver, tmp_path)
+        assert report.failure is None and report.spans == len(receiver.spans()) > 0
+        spans = _by_session(receiver)
+        for era, sid in sids.items():
+            mine = spans[sid]
+            session = [s for s in mine if s.name == "mcp.client.session"]
+            assert len(session) == 1
+            calls = {s.name: s for s in mine if s.name != "mcp.client.session"}
+            assert {"tools/call echo", "tools/call fail", "tools/list"} <= set(calls)
+            for span in mine:
+                assert span.kind == span.SPAN_KIND_CLIENT
+                a = attrs(span)
+                assert a["network.transport"] == "pipe"
+                assert a["mcp_blackbox.session_id"] == sid
+                assert isinstance(a["mcp_blackbox.position"], int)
+                assert span.end_time_unix_nano >= span.start_time_unix_nano > 0
+            echo = attrs(calls["tools/call echo"])
+            assert echo["gen_ai.tool.name"] == "echo"
+            assert echo["gen_ai.operation.name"] == "execute_tool"
+            assert echo["mcp.method.name"] == "tools/call"
+            assert isinstance(echo["jsonrpc.request.id"], str)
+            assert "gen_ai.tool.call.arguments" not in echo  # opt-in only
+            assert "error.type" not in echo and calls["tools/call echo"].status.code == 0
+            fail = calls["tools/call fail"]
+            assert attrs(fail)["error.type"] == "tool_error"
+            assert fail.status.code == fail.status.STATUS_CODE_ERROR
+            assert "gen_ai.operation.name" not in attrs(calls["tools/list"])
+            version = attrs(calls["tools/list"])["mcp.protocol.version"]
+            assert version == ("2025-11-25" if era == "legacy" else peers.MODERN)
+            trace = int(sid.replace("-", ""), 16).to_bytes(16, "big")
+            assert session[0].trace_id == trace and not session[0].parent_span_id
+            if era == "modern":
+                # The host's trace context in _meta parents the call; the rest stay in the
+                # session's trace, children of the session span.
+                traced = calls["tools/call echo"]
+                assert traced.trace_id.hex() == HOST_TRACE
+                assert traced.parent_span_id.hex() == HOST_SPAN
+                assert traced.flags & 0x300 == 0x300  # parent is remote
+                assert calls["tools/call fail"].trace_id == trace
+                assert calls["tools/call fail"].parent_span_id == session[0].span_id
+            else:
+                assert "initialize" in calls
+                assert all(s.trace_id == trace for s in mine)
+                events = [e.name for e in session[0].events]
+                assert "notifications/initialized" in events
+        _check_metrics(receiver)
+        resource = receiver.spans()[0][0]
+        assert attrs(resource)["service.name"] == "mcp-blackbox"
+
+        # Second run: nothing is sent twice; --all resends the same ids.
+        before = len(receiver.spans())
+        again = _export(sqlite_url, receiver, tmp_path)
+        assert again.spans == 0 and len(receiver.spans()) == before
+        ids = {s.span_id for _r, _s, s in receiver.spans()}
+        resent = _export(sqlite_url, receiver, tmp_path, resend_all=True)
+        assert resent.spans == before
+        assert {s.span_id for _r, _s, s in receiver.spans()[before:]} == ids
+
+
+async def _http_client(url: str, mode: str) -> None:
+    async with Client(
+        streamable_http_client(url),
+        mode=mode,
+        client_info=Implementation(name=f"otel-{mode}", version="1"),
+    ) as client:
+        await client.call_tool("add", {"a": 1, "b": 2}, meta={"traceparent": TRACEPARENT})
+        await client.call_tool("fail", {"reason": "no"})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_http_sessions_both_eras(mode: str, sqlite_url: str, tmp_path) -> None:
+    with sdk_server() as upstream, RecordingProxy(upstream, tmp_path / "journal") as proxy:
+        anyio.run(_http_client, proxy.url, mode)
+    proxy.ship(sqlite_url)
+    port = int(upstream.rsplit(":", 1)[1].split("/")[0])
+    with Receiver() as receiver:
+        report = _export(sqlite_url, receiver, tmp_path)
+        assert report.failure is None
+        spans = [s for _r, _s, s in receiver.spans()]
+        calls = {s.name: s for s in spans if s.name.startswith("tools/call")}
+        assert set(calls) == {"tools/call add", "tools/call fail"}
+        for span in calls.values():
+            a = attrs(span)
+            assert a["network.transport"] == "tcp"
+            assert a["network.protocol.name"] == "http"
+            assert a["server.address"] == "127.0.0.1" and a["server.port"] == port
+        add = calls["tools/call add"]
+        assert add.trace_id.hex() == HOST_TRACE and add.parent_span_id.hex() == HOST_SPAN
+        assert attrs(calls["tools/call fail"])["error.type"] == "tool_error"
+        if mode == "legacy":
+            # The server's session id is a bearer secret: what goes out is its fingerprint.
+            sid_attr = attrs(add)["mcp.session.id"]
+            assert sid_attr.startswith("hmac:")
+            assert attrs(add)["mcp.protocol.version"] == "2025-11-25"
+        else:
+            assert "mcp.session.id" not in attrs(add)
+            assert attrs(add)["mcp.protocol.version"] == "2026-07-28"
+        assert any(s.name == "mcp.client.session" for s in spans)
+        _check_metrics(receiver)
+        assert _export(sqlite_url, receiver, tmp_path).spans == 0
