@@ -179,3 +179,89 @@ def test_http_sessions_both_eras(mode: str, sqlite_url: str, tmp_path) -> None:
         assert any(s.name == "mcp.client.session" for s in spans)
         _check_metrics(receiver)
         assert _export(sqlite_url, receiver, tmp_path).spans == 0
+
+
+def _eventually(check, timeout: float = 30.0):  # type: ignore[no-untyped-def]
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def _timed_calls(server, n: int) -> list[float]:  # type: ignore[no-untyped-def]
+    import time
+
+    async def run() -> list[float]:
+        out = []
+        async with Client(server, mode=peers.MODERN) as client:
+            for i in range(n):
+                began = time.perf_counter()
+                await client.call_tool("echo", {"message": f"m{i}"})
+                out.append(time.perf_counter() - began)
+        return out
+
+    return anyio.run(run)
+
+
+def test_record_otel_sends_live_and_batch_sends_nothing_twice(sqlite_url: str, tmp_path) -> None:
+    env = peers.tap_env(tmp_path, sqlite_url)
+    with Receiver() as receiver:
+        argv = peers.record_command(
+            peers.EXAMPLE_SERVER, "live", sqlite_url, "--otel", "--otel-endpoint", receiver.url
+        )
+        _timed_calls(peers.params(argv, env), 5)
+        store = open_store(sqlite_url)
+        sid = wait_recorded(store, "live")
+        store.close()
+
+        def session_span() -> list:
+            return [s for _r, _sc, s in receiver.spans() if s.name == "mcp.client.session"]
+
+        assert _eventually(session_span), "the follower sent no session span"
+        live = _by_session(receiver)[sid]
+        assert sum(s.name == "tools/call echo" for s in live) == 5
+        # The follower and the batch share the watermark in the data directory.
+        store = open_store(sqlite_url)
+        try:
+            watermark = Watermark(tmp_path / "otel-watermark.sqlite", sqlite_url)
+            again = export(store, watermark, Target(receiver.url))
+        finally:
+            store.close()
+        assert again.spans == 0 and again.skipped >= len(live)
+
+
+def test_dead_collector_neither_delays_the_tap_nor_loses_spans(sqlite_url: str, tmp_path) -> None:
+    """A collector that accepts connections and never answers: calls through the tap take no
+    longer than without --otel, and the next batch export delivers every span."""
+    from statistics import median
+
+    from tests.otlp import BlackHole
+
+    env = peers.tap_env(tmp_path, sqlite_url, OTEL_EXPORTER_OTLP_TIMEOUT="2")
+    plain = peers.params(peers.record_command(peers.EXAMPLE_SERVER, "plain", sqlite_url), env)
+    with BlackHole() as hole:
+        argv = peers.record_command(
+            peers.EXAMPLE_SERVER, "dead", sqlite_url, "--otel", "--otel-endpoint", hole.url
+        )
+        dead = peers.params(argv, env)
+        baseline = _timed_calls(plain, 30)
+        with_otel = _timed_calls(dead, 30)
+    # The first calls pay for the client's and server's warm-up (seconds on a busy machine, with
+    # or without --otel); past them, a blocked exporter would add seconds per call. Generous
+    # bounds: the machine is shared and noisy.
+    baseline, with_otel = baseline[3:], with_otel[3:]
+    assert median(with_otel) < max(3 * median(baseline), median(baseline) + 0.05)
+    assert max(with_otel) < 1.0
+    store = open_store(sqlite_url)
+    sid = wait_recorded(store, "dead")
+    store.close()
+    with Receiver() as receiver:
+        report = _export(sqlite_url, receiver, tmp_path)
+        assert report.failure is None
+        mine = _by_session(receiver)[sid]
+        assert sum(s.name == "tools/call echo" for s in mine) == 30
+        assert any(s.name == "mcp.client.session" for s in mine)
