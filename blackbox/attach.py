@@ -86,10 +86,14 @@ def unwrap_args(args: list) -> list:
     return list(args[args.index("--") + 1 :])
 
 
-def wrapped_args(key: str, command: str, args: list, store_url: str | None) -> list[str]:
+def wrapped_args(
+    key: str, command: str, args: list, store_url: str | None, otel: bool = False
+) -> list[str]:
     head = ["record", "--name", key]
     if store_url:
         head += ["--store", store_url]
+    if otel:
+        head += ["--otel"]
     return [*head, "--", command, *args]
 
 
@@ -241,6 +245,7 @@ def attach(
     dry_run: bool = False,
     port_base: int = DEFAULT_PORT_BASE,
     service_dir: str | os.PathLike[str] | None = None,
+    otel: bool = False,
 ) -> Report:
     """Wrap every stdio server of a host config in `blackbox record` and point every HTTP server
     at a local `blackbox proxy`; idempotent; `dry_run` computes the same report and writes
@@ -285,7 +290,7 @@ def attach(
             if is_wrapped(entry):
                 changes.append(EntryChange(key, "attached", "already runs under blackbox record"))
                 continue
-            new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url)
+            new_args = wrapped_args(key, entry["command"], entry.get("args", []), store_url, otel)
             args_node = node.get("args")
             entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(wrapper))]
             entry_edits += set_member_edits(
@@ -334,7 +339,7 @@ def attach(
         wrapped_text = rebase(text, node, entry_edits)
         edits += entry_edits
         expected[key] = {**entry, "url": local}
-        argv = proxy_command(wrapper, url, port, key, store_url)
+        argv = proxy_command(wrapper, url, port, key, store_url) + (["--otel"] if otel else [])
         new_records[key] = {
             "kind": kind,
             "original": entry_text,

@@ -65,8 +65,18 @@ def _echo_changes(report: lib.Report) -> None:
     default=None,
     help="Write a systemd user unit per HTTP proxy into DIR (e.g. ~/.config/systemd/user).",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Record with --otel: calls also go out as OpenTelemetry spans (OTEL_* variables).",
+)
 def attach_command(
-    config: str, store_url: str | None, dry_run: bool, proxy_port_base: int, service_dir: str | None
+    config: str,
+    store_url: str | None,
+    dry_run: bool,
+    proxy_port_base: int,
+    service_dir: str | None,
+    otel: bool,
 ) -> None:
     """Record every server of an MCP host config.
 
@@ -90,6 +100,7 @@ def attach_command(
         dry_run=dry_run,
         port_base=proxy_port_base,
         service_dir=service_dir,
+        otel=otel,
     )
     if dry_run:
         click.echo(report.diff(), nl=False)

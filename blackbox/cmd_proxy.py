@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from blackbox import config
+from blackbox.cmd_otel import otel_options, start_live
 from blackbox.options import Duration, policy_option, store_option
 from recorder.fingerprint import load_or_create_key, store_key_path
 from recorder.store import normalise_url, open_store
@@ -75,6 +76,7 @@ def _notice(message: str) -> None:
     help="Also serve browser requests from the web page at ORIGIN (scheme://host[:port]), "
     "besides loopback pages; repeatable. E.g. --allow-origin https://app.example.com",
 )
+@otel_options
 def proxy(
     upstream: str,
     listen: str,
@@ -86,6 +88,9 @@ def proxy(
     rewrite_host: bool,
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
+    otel: bool,
+    otel_endpoint: str | None,
+    otel_protocol: str | None,
 ) -> None:
     """Record a remote MCP server: a streaming reverse proxy the host points at instead of the
     server. Every era works (Streamable HTTP, 2026-07-28 stateless, 2024-11-05 HTTP+SSE); every
@@ -148,20 +153,25 @@ def proxy(
         policy = Policy.load(policy_file)
     # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.
     shown_store = normalise_url(url).render_as_string(hide_password=True)
-    report = run_proxy(
-        ProxyConfig(
-            settings=settings,
-            listen=listen,
-            journal_dir=config.journal_dir(),
-            store_factory=lambda: open_store(url),
-            store_url=url,
-            on_notice=_notice,
-            policy=policy,
-            on_ready=lambda proxy_url: _notice(
-                f"recording {upstream} at {proxy_url} into {shown_store}; Ctrl-C stops"
-            ),
+    live = start_live(url, otel_endpoint, otel_protocol) if otel else None
+    try:
+        report = run_proxy(
+            ProxyConfig(
+                settings=settings,
+                listen=listen,
+                journal_dir=config.journal_dir(),
+                store_factory=lambda: open_store(url),
+                store_url=url,
+                on_notice=_notice,
+                policy=policy,
+                on_ready=lambda proxy_url: _notice(
+                    f"recording {upstream} at {proxy_url} into {shown_store}; Ctrl-C stops"
+                ),
+            )
         )
-    )
+    finally:
+        if live is not None:
+            live.close()
     stats = report.stats
     _notice(
         f"stopped: {stats.exchanges} exchanges, {stats.frames} messages, {stats.sessions} "

@@ -57,7 +57,8 @@ def start(store_url: str, watermark_path: Path, endpoint: str | None = None,
           on_notice=None) -> LiveHandle:  # type: ignore[no-untyped-def]  # fmt: skip
     """Start the follower for the sessions recorded by process `pid` (this one by default)."""
     argv = [sys.executable, "-m", "recorder.otel.live", "--store", store_url,
-            "--watermark", str(watermark_path), "--pid", str(pid or os.getpid())]  # fmt: skip
+            "--watermark", str(watermark_path), "--pid", str(pid or os.getpid()),
+            "--since-ns", str(time.time_ns())]  # fmt: skip
     if endpoint:
         argv += ["--endpoint", endpoint]
     if protocol:
@@ -80,7 +81,8 @@ def start(store_url: str, watermark_path: Path, endpoint: str | None = None,
 class Follower:
     """Reads the log past a position, keeps a span builder per followed session, sends."""
 
-    def __init__(self, store, watermark: Watermark, sender: Sender, pid: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, store, watermark: Watermark, sender: Sender, pid: int,
+                 since_ns: int | None = None) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
         self.store = store
         self.watermark = watermark
         self.sender = sender
@@ -89,11 +91,38 @@ class Follower:
         self.builders: dict[str, SessionSpans | None] = {}
         self.broken: set[str] = set()
         self.sent = 0
+        self._pending: list[SpanData] = []
+        if since_ns is not None:
+            self._catch_up(since_ns)
+
+    def _catch_up(self, since_ns: int) -> None:
+        """The tap may have shipped its first records before this process got going: adopt its
+        sessions begun since `since_ns` up to our start position (their spans go out with the
+        first poll)."""
+        ready: list[SpanData] = []
+        for info in self.store.list_sessions(since_ns=since_ns - 5_000_000_000):
+            records = [ev for ev in self.store.read_session(info.session_id)
+                       if ev.position <= self.position]  # fmt: skip
+            if not records:
+                continue
+            first = records[0]
+            row = (first.position, first.session_id, first.seq, first.wall_ns, 0, first.kind,
+                   first.direction, first.raw)  # fmt: skip
+            builder = self._follow(info.session_id, row)
+            self.builders[info.session_id] = builder
+            if builder is None:
+                continue
+            for ev in records:
+                builder.add(ev.position, ev.seq, ev.wall_ns, ev.kind, ev.direction, ev.raw)
+            ready.extend(builder.take())
+            if builder.ended:
+                self.builders[info.session_id] = None
+        self._pending = ready
 
     def poll(self) -> int:
         """Read what the store has past our position; returns how many records were read."""
         read = 0
-        ready: list[SpanData] = []
+        ready, self._pending = self._pending, []
         for batch in self.store.read_log_rows(self.position):
             for row in batch:
                 read += 1
@@ -138,14 +167,11 @@ class Follower:
             self.watermark.advance(marks)
 
 
-def follow(store_url: str, watermark_path: Path, target: Target, pid: int) -> int:
+def follow(store_url: str, watermark_path: Path, target: Target, pid: int,
+           since_ns: int | None = None) -> int:  # fmt: skip
     """The follower's main loop: until stdin closes, then drain. Returns spans sent."""
     from recorder.otel.sdk import Sender
-    from recorder.store import open_store
 
-    store = open_store(store_url)
-    sender = Sender(target)
-    follower = Follower(store, Watermark(watermark_path, store_url), sender, pid)
     closed = threading.Event()
 
     def watch_stdin() -> None:
@@ -155,6 +181,11 @@ def follow(store_url: str, watermark_path: Path, target: Target, pid: int) -> in
         closed.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
+    store = _open_when_there(store_url, closed)
+    if store is None:
+        return 0
+    sender = Sender(target)
+    follower = Follower(store, Watermark(watermark_path, store_url), sender, pid, since_ns)
     try:
         while not closed.wait(POLL_SECONDS):
             follower.poll()
@@ -173,6 +204,24 @@ def follow(store_url: str, watermark_path: Path, target: Target, pid: int) -> in
     return follower.sent
 
 
+def _open_when_there(store_url: str, closed: threading.Event):  # type: ignore[no-untyped-def]
+    """The store, once the tap has created it (the follower never creates or migrates one: two
+    processes migrating a fresh schema at once is what the tap's own lock exists to avoid)."""
+    from recorder.errors import StoreMissing
+    from recorder.store import open_store
+
+    deadline = None
+    while True:
+        try:
+            return open_store(store_url, create=False)
+        except StoreMissing:
+            if closed.is_set():
+                deadline = deadline or time.monotonic() + DRAIN_MAX_SECONDS
+                if time.monotonic() > deadline:
+                    return None
+            time.sleep(POLL_SECONDS)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m recorder.otel.live")
     parser.add_argument("--store", required=True)
@@ -180,11 +229,13 @@ def main() -> None:
     parser.add_argument("--pid", required=True, type=int)
     parser.add_argument("--endpoint")
     parser.add_argument("--protocol")
+    parser.add_argument("--since-ns", type=int)
     args = parser.parse_args()
     from recorder.otel.sdk import Target
 
     with contextlib.suppress(KeyboardInterrupt):
-        follow(args.store, args.watermark, Target(args.endpoint, args.protocol), args.pid)
+        target = Target(args.endpoint, args.protocol)
+        follow(args.store, args.watermark, target, args.pid, args.since_ns)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,8 @@ def _check_metrics(receiver: Receiver) -> None:
     assert tool_points and all(a["error.type"] == "tool_error" for a in tool_points)
 
 
-def test_stdio_sessions_both_eras_become_convention_spans(sqlite_url: str, tmp_path) -> None:
+def test_stdio_sessions_both_eras_become_convention_spans(store_url: str, tmp_path) -> None:
+    sqlite_url = store_url  # both backends
     env = peers.tap_env(tmp_path, sqlite_url)
     for era, run in (("legacy", _stdio_legacy), ("modern", _stdio_modern)):
         server = peers.params(peers.record_command(peers.EXAMPLE_SERVER, era, sqlite_url), env)
@@ -265,3 +266,39 @@ def test_dead_collector_neither_delays_the_tap_nor_loses_spans(sqlite_url: str, 
         mine = _by_session(receiver)[sid]
         assert sum(s.name == "tools/call echo" for s in mine) == 30
         assert any(s.name == "mcp.client.session" for s in mine)
+
+
+def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str, str]) -> None:
+    """`blackbox proxy --otel`: HTTP calls reach the receiver from the follower, and the session
+    span once the proxy stops (Ctrl-C)."""
+    import signal
+    import subprocess
+
+    from tests.polling import wait_listening
+    from tests.recorder.http_servers.kit import free_port
+
+    port = free_port()
+    with sdk_server() as upstream, Receiver() as receiver:
+        path = "/" + upstream.split("/", 3)[3]
+        proc = subprocess.Popen(
+            [peers.BLACKBOX, "proxy", "--upstream", upstream, "--store", sqlite_url,
+             "--listen", f"127.0.0.1:{port}", "--otel", "--otel-endpoint", receiver.url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=blackbox_env,
+        )  # fmt: skip
+        try:
+            wait_listening(port, proc, timeout=20.0)
+            anyio.run(_http_client, f"http://127.0.0.1:{port}{path}", "legacy")
+
+            def calls() -> list:
+                return [s for _r, _s, s in receiver.spans() if s.name.startswith("tools/call")]
+
+            assert len(_eventually(calls)) == 2, "the follower sent the calls while running"
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert _eventually(
+            lambda: [s for _r, _s, s in receiver.spans() if s.name == "mcp.client.session"]
+        )
+        names = {s.name for _r, _s, s in receiver.spans()}
+        assert {"initialize", "tools/list", "tools/call add", "tools/call fail"} <= names
