@@ -21,7 +21,7 @@ from recorder.otel.watermark import Watermark
 from recorder.store import EventStore
 
 # StoredEvent field order, as read_log_rows gives it.
-_POS, _SID, _SEQ, _WALL, _KIND, _DIR, _RAW = 0, 1, 2, 3, 5, 6, 7
+_POS, _SID, _SEQ, _WALL, _KIND, _DIR, _RAW, _DERIVED = 0, 1, 2, 3, 5, 6, 7, 9
 SEND_EVERY = 5000
 
 
@@ -48,6 +48,7 @@ def build_spans(
     """Spans completed by records past `after_position` (up to `end_position`), in log order;
     one session's only when `session_id` is given."""
     builders: dict[str, SessionSpans] = {}
+    ended: set[str] = set()
     if session_id is not None:
         builder = SessionSpans(session_id, options)
         for ev in store.read_session(session_id):
@@ -63,6 +64,8 @@ def build_spans(
             sid = row[_SID]
             builder = builders.get(sid)
             if builder is None:
+                if sid in ended:
+                    continue  # its seal, after session_ended
                 builder = builders[sid] = SessionSpans(sid, options)
                 if row[_SEQ] > 1:
                     # The session began before the scan: its earlier records pair the answers.
@@ -71,10 +74,12 @@ def build_spans(
                             break
                         builder.add(ev.position, ev.seq, ev.wall_ns, ev.kind, ev.direction, ev.raw)
                     builder.take()
-            builder.add(row[_POS], row[_SEQ], row[_WALL], row[_KIND], row[_DIR], row[_RAW])
+            builder.add(row[_POS], row[_SEQ], row[_WALL], row[_KIND], row[_DIR], row[_RAW],
+                        row[_DERIVED:])  # fmt: skip
             if builder.done:
                 yield from builder.take()
             if builder.ended:
+                ended.add(sid)
                 del builders[sid]  # its records are done; memory stays flat over a long log
 
 

@@ -33,7 +33,10 @@ from recorder.otel.watermark import Watermark
 if TYPE_CHECKING:  # the SDK is imported by the follower only, never in the tap's process
     from recorder.otel.sdk import Sender, Target
 
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.5
+METRICS_SECONDS = 10.0
+# The follower is background work on the tap's machine: it yields the CPU to the relay.
+FOLLOWER_NICE = 10
 # After the tap has gone: how long the follower keeps reading for records still being shipped.
 DRAIN_QUIET_SECONDS = 1.5
 DRAIN_MAX_SECONDS = 15.0
@@ -133,7 +136,8 @@ class Follower:
                 builder = self.builders[sid]
                 if builder is None:
                     continue
-                builder.add(row[_POS], row[_SEQ], row[_WALL], row[_KIND], row[_DIR], row[_RAW])
+                builder.add(row[_POS], row[_SEQ], row[_WALL], row[_KIND], row[_DIR], row[_RAW],
+                            row[9:])  # fmt: skip
                 if builder.done:
                     ready.extend(builder.take())
                 if builder.ended:
@@ -172,6 +176,8 @@ def follow(store_url: str, watermark_path: Path, target: Target, pid: int,
     """The follower's main loop: until stdin closes, then drain. Returns spans sent."""
     from recorder.otel.sdk import Sender
 
+    with contextlib.suppress(OSError):
+        os.nice(FOLLOWER_NICE)
     closed = threading.Event()
 
     def watch_stdin() -> None:
@@ -186,9 +192,13 @@ def follow(store_url: str, watermark_path: Path, target: Target, pid: int,
         return 0
     sender = Sender(target)
     follower = Follower(store, Watermark(watermark_path, store_url), sender, pid, since_ns)
+    flushed = time.monotonic()
     try:
         while not closed.wait(POLL_SECONDS):
             follower.poll()
+            if time.monotonic() - flushed > METRICS_SECONDS:
+                sender.flush_metrics()
+                flushed = time.monotonic()
         quiet_since = began = time.monotonic()
         while time.monotonic() - began < DRAIN_MAX_SECONDS:
             if follower.poll():
