@@ -135,7 +135,7 @@ def tap_part(work: Path, calls: int, rounds: int, receiver_url: str) -> dict[str
         for name, argv in configs.items():
             peer = Peer(argv, env)
             peer.sequential(200)
-            time.sleep(0.5)  # the store worker and the follower are up
+            time.sleep(1.5)  # the store worker and the follower are up (imports done)
             run = peer.sequential(calls)
             peer.close()
             out[f"{name} p50"].append(pct(run, 0.5))

@@ -44,7 +44,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from recorder import __version__
 from recorder.errors import BlackboxError
-from recorder.otel import CONVENTIONS, SCHEMA_URL
+from recorder.otel import CONVENTIONS, SCHEMA_URL, wire
 from recorder.otel.spans import (
     DURATION_BUCKETS,
     OPERATION_METRIC,
@@ -200,12 +200,17 @@ def _attributes(attrs: dict) -> list[KeyValue]:  # type: ignore[type-arg]
     return out
 
 
-def encode(spans: Sequence[SpanData], res: Resource) -> ExportTraceServiceRequest:
-    """The OTLP request for `spans`, built from the span data directly.
+def _scope() -> PbScope:
+    return PbScope(
+        name=_SCOPE.name,
+        version=_SCOPE.version or "",
+        attributes=_attributes(dict(_SCOPE.attributes or {})),
+    )
 
-    Measured (bench/otel.py): the SDK's own encoder, fed ReadableSpans, managed about 11,000
-    spans/s here, below the 20,000/s target; this direct build is about 3x faster and gives the
-    same protobuf (the test decodes it with opentelemetry-proto)."""
+
+def encode(spans: Sequence[SpanData], res: Resource) -> ExportTraceServiceRequest:
+    """The OTLP request for `spans` as protobuf message objects: the reference `wire` is tested
+    against (the export sends `wire`'s bytes, several times faster to build)."""
     out = []
     client = PbSpan.SPAN_KIND_CLIENT
     for s in spans:
@@ -231,15 +236,7 @@ def encode(spans: Sequence[SpanData], res: Resource) -> ExportTraceServiceReques
                 PbSpan.Event(time_unix_nano=ts, name=name, attributes=_attributes(attrs))
             )
         out.append(pb)
-    scope = ScopeSpans(
-        scope=PbScope(
-            name=_SCOPE.name,
-            version=_SCOPE.version or "",
-            attributes=_attributes(dict(_SCOPE.attributes or {})),
-        ),
-        schema_url=SCHEMA_URL,
-        spans=out,
-    )
+    scope = ScopeSpans(scope=_scope(), schema_url=SCHEMA_URL, spans=out)
     resource_spans = ResourceSpans(
         resource=PbResource(attributes=_attributes(dict(res.attributes))),
         scope_spans=[scope],
@@ -259,6 +256,7 @@ class Sender:
         self.spans = span_exporter(target)
         self._metrics = metric_exporter(target)
         self._histograms = Histograms()
+        self._envelope: tuple[bytes, bytes] | None = None
         self.failure: str | None = None
         self.metrics_ok = True
 
@@ -277,6 +275,13 @@ class Sender:
             sent += len(part)
         return sent
 
+    def _encode(self, part: Sequence[SpanData]) -> bytes:
+        if self._envelope is None:
+            resource = PbResource(attributes=_attributes(dict(self.resource.attributes)))
+            self._envelope = (resource.SerializeToString(), _scope().SerializeToString())
+        res, scope = self._envelope
+        return wire.request_bytes(part, res, scope, SCHEMA_URL, self.resource.schema_url or "")
+
     def _export(self, part: Sequence[SpanData]) -> SpanExportResult:
         # The http/protobuf exporter's transport (endpoint, headers, compression, retries with
         # backoff) takes the encoded body; other exporters get ReadableSpans and encode them.
@@ -284,7 +289,7 @@ class Sender:
         if client is not None and hasattr(client, "export"):
             if getattr(self.spans, "_shutdown", False):
                 return SpanExportResult.FAILURE
-            body = encode(part, self.resource).SerializePartialToString()
+            body = self._encode(part)
             outcome = client.export(body)
             if getattr(outcome, "success", False):
                 return SpanExportResult.SUCCESS
