@@ -136,3 +136,44 @@ class BlackHole:
         for conn in self.held:
             conn.close()
         self.sock.close()
+
+
+class GrpcReceiver(Receiver):
+    """The same receiver over OTLP/gRPC (TraceService and MetricsService on one port)."""
+
+    def __init__(self) -> None:
+        from concurrent import futures
+
+        import grpc
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc as mg
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc as tg
+
+        self.traces = []
+        self.metrics = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Traces(tg.TraceServiceServicer):
+            def Export(self, request, context):  # type: ignore[no-untyped-def]
+                with receiver.lock:
+                    receiver.traces.append(request)
+                return ExportTraceServiceResponse()
+
+        class Metrics(mg.MetricsServiceServicer):
+            def Export(self, request, context):  # type: ignore[no-untyped-def]
+                with receiver.lock:
+                    receiver.metrics.append(request)
+                return ExportMetricsServiceResponse()
+
+        self.grpc_server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        tg.add_TraceServiceServicer_to_server(Traces(), self.grpc_server)
+        mg.add_MetricsServiceServicer_to_server(Metrics(), self.grpc_server)
+        port = self.grpc_server.add_insecure_port("127.0.0.1:0")
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self) -> GrpcReceiver:
+        self.grpc_server.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.grpc_server.stop(0)

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Implementation
+from mcp_types import ElicitResult, Implementation
 
 from recorder.otel.export import export
 from recorder.otel.sdk import Target
@@ -139,14 +139,20 @@ def test_stdio_sessions_both_eras_become_convention_spans(store_url: str, tmp_pa
         assert {s.span_id for _r, _s, s in receiver.spans()[before:]} == ids
 
 
+async def _elicit(_ctx: object, _params: object) -> ElicitResult:
+    return ElicitResult(action="accept", content={"name": "Ada"})
+
+
 async def _http_client(url: str, mode: str) -> None:
     async with Client(
         streamable_http_client(url),
         mode=mode,
+        elicitation_callback=_elicit,
         client_info=Implementation(name=f"otel-{mode}", version="1"),
     ) as client:
         await client.call_tool("add", {"a": 1, "b": 2}, meta={"traceparent": TRACEPARENT})
         await client.call_tool("fail", {"reason": "no"})
+        assert "Ada" in (await client.call_tool("greet", {})).content[0].text
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -160,7 +166,7 @@ def test_http_sessions_both_eras(mode: str, sqlite_url: str, tmp_path) -> None:
         assert report.failure is None
         spans = [s for _r, _s, s in receiver.spans()]
         calls = {s.name: s for s in spans if s.name.startswith("tools/call")}
-        assert set(calls) == {"tools/call add", "tools/call fail"}
+        assert set(calls) == {"tools/call add", "tools/call fail", "tools/call greet"}
         for span in calls.values():
             a = attrs(span)
             assert a["network.transport"] == "tcp"
@@ -170,6 +176,10 @@ def test_http_sessions_both_eras(mode: str, sqlite_url: str, tmp_path) -> None:
         assert add.trace_id.hex() == HOST_TRACE and add.parent_span_id.hex() == HOST_SPAN
         assert attrs(calls["tools/call fail"])["error.type"] == "tool_error"
         if mode == "legacy":
+            # The server's own request (elicitation) is a CLIENT span from the server's side.
+            (asked,) = [s for s in spans if s.name == "elicitation/create"]
+            assert asked.kind == asked.SPAN_KIND_CLIENT
+            assert attrs(asked)["mcp_blackbox.direction"] == "s2c"
             # The server's session id is a bearer secret: what goes out is its fingerprint.
             sid_attr = attrs(add)["mcp.session.id"]
             assert sid_attr.startswith("hmac:")
@@ -292,7 +302,10 @@ def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str
             def calls() -> list:
                 return [s for _r, _s, s in receiver.spans() if s.name.startswith("tools/call")]
 
-            assert len(_eventually(calls)) == 2, "the follower sent the calls while running"
+            def all_calls() -> list:
+                return calls() if len(calls()) >= 3 else []
+
+            assert len(_eventually(all_calls)) == 3, "the follower sent the calls while running"
         finally:
             proc.send_signal(signal.SIGINT)
             _out, err = proc.communicate(timeout=30)
@@ -302,3 +315,28 @@ def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str
         )
         names = {s.name for _r, _s, s in receiver.spans()}
         assert {"initialize", "tools/list", "tools/call add", "tools/call fail"} <= names
+
+
+def test_grpc_on_request(sqlite_url: str, tmp_path) -> None:
+    """--protocol grpc: the same spans and histograms through the SDK's OTLP/gRPC exporter."""
+    from tests.otlp import GrpcReceiver
+
+    env = peers.tap_env(tmp_path, sqlite_url)
+    server = peers.params(peers.record_command(peers.EXAMPLE_SERVER, "grpc", sqlite_url), env)
+    anyio.run(_stdio_legacy, server)
+    store = open_store(sqlite_url)
+    sid = wait_recorded(store, "grpc")
+    try:
+        with GrpcReceiver() as receiver:
+            watermark = Watermark(tmp_path / "wm.sqlite", sqlite_url)
+            report = export(store, watermark, Target(receiver.url, "grpc"))
+            assert report.failure is None and report.spans > 0
+            mine = _by_session(receiver)[sid]
+            names = {s.name for s in mine}
+            assert {"initialize", "tools/call echo", "mcp.client.session"} <= names
+            fail = next(s for s in mine if s.name == "tools/call fail")
+            assert attrs(fail)["error.type"] == "tool_error"
+            assert fail.status.code == fail.status.STATUS_CODE_ERROR
+            _check_metrics(receiver)
+    finally:
+        store.close()
