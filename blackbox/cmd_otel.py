@@ -3,13 +3,13 @@ commands share (`otel_options`, `start_live`)."""
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
 
 from blackbox import config
 from blackbox.options import moment_ns, open_configured_store, store_option
-from recorder.errors import BlackboxError
 
 WATERMARK_FILE = "otel-watermark.sqlite"
 
@@ -50,22 +50,34 @@ def otel_options(func):  # type: ignore[no-untyped-def]
     )(func)
 
 
-def _require_sdk() -> None:
+NO_SDK = "OpenTelemetry export needs the otel extra: pip install 'mcp-blackbox[otel]'"
+
+
+def _has_sdk() -> bool:
     import importlib.util
 
-    if importlib.util.find_spec("opentelemetry.sdk") is None:
-        raise click.ClickException(
-            "OpenTelemetry export needs the otel extra: pip install 'mcp-blackbox[otel]'"
-        )
+    try:
+        return importlib.util.find_spec("opentelemetry.sdk") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _require_sdk() -> None:
+    if not _has_sdk():
+        raise click.ClickException(NO_SDK)
 
 
 def start_live(store_url: str, endpoint: str | None, protocol: str | None):  # type: ignore[no-untyped-def]
-    """Start the live follower for this process's sessions; returns a handle to close."""
-    _require_sdk()
+    """Start the live follower for this process's sessions; returns a handle to close (None
+    when the SDK is missing: recording goes on, and says once why nothing is sent)."""
     from recorder.otel.live import start
 
     def notice(message: str) -> None:
         sys.stderr.write(f"blackbox: {message}\n")
+
+    if not _has_sdk():
+        notice(f"--otel ignored: {NO_SDK}")
+        return None
 
     return start(store_url, _watermark_path(), endpoint, protocol, on_notice=notice)
 
@@ -119,26 +131,25 @@ def export_command(
     from recorder.otel.spans import Options
     from recorder.otel.watermark import Watermark
 
+    # The exporters log each retry; the one line below says what matters.
+    logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+    since_ns = moment_ns(since) if since else None
+    store = open_configured_store(store_url)
     try:
-        since_ns = moment_ns(since) if since else None
-        store = open_configured_store(store_url)
-        try:
-            sid = store.resolve(session_ref) if session_ref else None
-            target = Target(endpoint, protocol)
-            target.chosen_protocol()
-            report = export(
-                store,
-                Watermark(_watermark_path(), store.url),
-                target,
-                since_ns=since_ns,
-                session_id=sid,
-                resend_all=resend_all,
-                options=Options(capture_content=content),
-            )
-        finally:
-            store.close()
-    except BlackboxError as exc:
-        raise click.ClickException(str(exc)) from None
+        sid = store.resolve(session_ref) if session_ref else None
+        target = Target(endpoint, protocol)
+        target.chosen_protocol()
+        report = export(
+            store,
+            Watermark(_watermark_path(), store.url),
+            target,
+            since_ns=since_ns,
+            session_id=sid,
+            resend_all=resend_all,
+            options=Options(capture_content=content),
+        )
+    finally:
+        store.close()
     rate = report.spans / report.seconds if report.seconds else 0.0
     click.echo(
         f"sent {report.spans} spans from {report.sessions} session(s) in {report.seconds:.2f}s"

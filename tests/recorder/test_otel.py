@@ -340,3 +340,45 @@ def test_grpc_on_request(sqlite_url: str, tmp_path) -> None:
             _check_metrics(receiver)
     finally:
         store.close()
+
+
+def test_cli_export_twice_errors_in_one_line(
+    sqlite_url: str, tmp_path, blackbox_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from blackbox.cli import main
+
+    server = peers.params(
+        peers.record_command(peers.EXAMPLE_SERVER, "cli", sqlite_url),
+        peers.tap_env(tmp_path / "tap", sqlite_url),
+    )
+    anyio.run(_stdio_legacy, server)
+    store = open_store(sqlite_url)
+    wait_recorded(store, "cli")
+    store.close()
+    runner = CliRunner()
+
+    def run(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(main, ["otel", "export", "--store", sqlite_url, *args])
+
+    # A collector that is not there: one line, exit 1, nothing marked sent.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    down = run("--endpoint", "http://127.0.0.1:9")
+    assert down.exit_code == 1 and "Traceback" not in down.output
+    assert "the collector stopped taking spans" in down.output
+    with Receiver() as receiver:
+        first = run("--endpoint", receiver.url)
+        assert first.exit_code == 0, first.output
+        sent = int(first.output.split()[1])
+        assert sent == len(receiver.spans()) > 0
+        second = run("--endpoint", receiver.url)
+        assert second.exit_code == 0 and second.output.startswith("sent 0 spans")
+        assert len(receiver.spans()) == sent
+    for bad in (["--since", "soon"], ["--session", "nope"], ["--protocol", "thrift"]):
+        result = run(*bad)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) <= 3  # at most click's usage lines, then one error
+    missing = runner.invoke(main, ["otel", "export", "--store", f"sqlite:///{tmp_path}/no.db"])
+    assert missing.exit_code == 2 and len(missing.output.strip().splitlines()) == 1
