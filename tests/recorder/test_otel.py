@@ -382,3 +382,40 @@ def test_cli_export_twice_errors_in_one_line(
         assert len(lines) <= 3  # at most click's usage lines, then one error
     missing = runner.invoke(main, ["otel", "export", "--store", f"sqlite:///{tmp_path}/no.db"])
     assert missing.exit_code == 2 and len(missing.output.strip().splitlines()) == 1
+
+
+def test_attach_otel_and_the_otel_environment(sqlite_url: str, tmp_path, blackbox_env) -> None:  # type: ignore[no-untyped-def]
+    """`attach --otel` wraps a host's server with `record --otel`; the follower then takes its
+    endpoint, service name and resource attributes from the standard OTEL_* variables."""
+    import json
+
+    from click.testing import CliRunner
+
+    from blackbox.cli import main
+
+    config = tmp_path / "claude_desktop_config.json"
+    server = {"command": peers.PYTHON, "args": peers.EXAMPLE_SERVER[1:]}
+    config.write_text(json.dumps({"mcpServers": {"ex": server}}, indent=2))
+    result = CliRunner().invoke(main, ["attach", str(config), "--otel", "--store", sqlite_url])
+    assert result.exit_code == 0, result.output
+    entry = json.loads(config.read_text())["mcpServers"]["ex"]
+    assert entry["args"][: entry["args"].index("--")].count("--otel") == 1
+    with Receiver() as receiver:
+        env = peers.tap_env(
+            tmp_path / "host",
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+            OTEL_SERVICE_NAME="agent-x",
+            OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test",
+        )
+        anyio.run(_stdio_legacy, peers.params([entry["command"], *entry["args"]], env))
+
+        def session() -> list:
+            return [r for r, _s, s in receiver.spans() if s.name == "mcp.client.session"]
+
+        (resource,) = _eventually(session)
+        assert attrs(resource)["service.name"] == "agent-x"
+        assert attrs(resource)["deployment.environment"] == "test"
+        # The follower flushes its histograms every few seconds and when it exits.
+        assert _eventually(
+            lambda: [n for n, _u, _p in receiver.metric_points() if n.startswith("mcp.client")]
+        )
