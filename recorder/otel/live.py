@@ -161,6 +161,10 @@ class Follower:
                 by_session.setdefault(span.session_id, []).append(span)
         marks: dict[str, int] = {}
         for sid, group in by_session.items():
+            done = self.watermark.sent_seq(sid)  # a batch export may have sent some already
+            group = [span for span in group if span.end_seq > done]
+            if not group:
+                continue
             sent = self.sender.send(group)
             self.sent += sent
             if sent:
