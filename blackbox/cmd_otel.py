@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import click
 
@@ -14,7 +15,7 @@ from blackbox.options import moment_ns, open_configured_store, store_option
 WATERMARK_FILE = "otel-watermark.sqlite"
 
 
-def _watermark_path():  # type: ignore[no-untyped-def]
+def _watermark_path() -> Path:
     return config.data_dir() / WATERMARK_FILE
 
 
@@ -105,6 +106,13 @@ def otel() -> None:
     is_flag=True,
     help="Include tool arguments and results (redacted with the default rules): opt-in.",
 )
+@click.option(
+    "--redact",
+    "redact_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Redaction rules (TOML) for --content instead of the default ones.",
+)
 def export_command(
     store_url: str | None,
     since: str | None,
@@ -113,6 +121,7 @@ def export_command(
     protocol: str | None,
     resend_all: bool,
     content: bool,
+    redact_file: Path | None,
 ) -> None:
     """Send the calls not sent yet as OTLP spans and duration histograms. A watermark in the
     data directory makes a second run send nothing twice; --all resends.
@@ -130,7 +139,9 @@ def export_command(
     from recorder.otel.sdk import Target
     from recorder.otel.spans import Options
     from recorder.otel.watermark import Watermark
+    from recorder.redact import Redactor
 
+    redactor = Redactor.load(redact_file) if redact_file is not None else None
     # The exporters log each retry; the one line below says what matters.
     logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
     since_ns = moment_ns(since) if since else None
@@ -146,7 +157,7 @@ def export_command(
             since_ns=since_ns,
             session_id=sid,
             resend_all=resend_all,
-            options=Options(capture_content=content),
+            options=Options(capture_content=content, redactor=redactor),
         )
     finally:
         store.close()

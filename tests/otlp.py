@@ -29,6 +29,7 @@ class Receiver:
     def __init__(self) -> None:
         self.traces: list[ExportTraceServiceRequest] = []
         self.metrics: list[ExportMetricsServiceRequest] = []
+        self.headers: list[dict[str, str]] = []
         self.lock = threading.Lock()
         receiver = self
 
@@ -37,6 +38,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
+                with receiver.lock:
+                    receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
                 if self.path == "/v1/traces":
                     request: Any = ExportTraceServiceRequest.FromString(body)
                     answer = ExportTraceServiceResponse().SerializeToString()
@@ -150,6 +153,7 @@ class GrpcReceiver(Receiver):
 
         self.traces = []
         self.metrics = []
+        self.headers = []
         self.lock = threading.Lock()
         receiver = self
 

@@ -30,7 +30,8 @@ IDS = {"mcp_blackbox.session_id", "mcp_blackbox.position", "mcp.session.id", "js
 
 
 async def _stdio_legacy(server) -> None:  # type: ignore[no-untyped-def]
-    await peers.run_legacy(server, [("echo", {"message": "hi"}), ("fail", {"reason": "no"})])
+    calls = [("echo", {"message": "hi ada@example.com"}), ("fail", {"reason": "no"})]
+    await peers.run_legacy(server, calls)
 
 
 async def _stdio_modern(server) -> None:  # type: ignore[no-untyped-def]
@@ -345,6 +346,8 @@ def test_grpc_on_request(sqlite_url: str, tmp_path) -> None:
 def test_cli_export_twice_errors_in_one_line(
     sqlite_url: str, tmp_path, blackbox_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import json
+
     from click.testing import CliRunner
 
     from blackbox.cli import main
@@ -367,14 +370,26 @@ def test_cli_export_twice_errors_in_one_line(
     down = run("--endpoint", "http://127.0.0.1:9")
     assert down.exit_code == 1 and "Traceback" not in down.output
     assert "the collector stopped taking spans" in down.output
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=k3y,x-team=mcp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
     with Receiver() as receiver:
         first = run("--endpoint", receiver.url)
         assert first.exit_code == 0, first.output
         sent = int(first.output.split()[1])
         assert sent == len(receiver.spans()) > 0
+        assert all(h["x-api-key"] == "k3y" and h["x-team"] == "mcp" for h in receiver.headers)
+        assert all(h.get("content-encoding") == "gzip" for h in receiver.headers)
         second = run("--endpoint", receiver.url)
         assert second.exit_code == 0 and second.output.startswith("sent 0 spans")
         assert len(receiver.spans()) == sent
+        # --content: arguments and results go out, redacted (the e-mail address never leaves).
+        content = run("--endpoint", receiver.url, "--all", "--content")
+        assert content.exit_code == 0, content.output
+        echo = [attrs(s) for _r, _s, s in receiver.spans()[sent:] if s.name == "tools/call echo"]
+        assert len(echo) == 1
+        assert "[redacted:" in echo[0]["gen_ai.tool.call.arguments"]
+        assert "ada@example.com" not in json.dumps(echo[0])
+        assert "gen_ai.tool.call.result" in echo[0]
     for bad in (["--since", "soon"], ["--session", "nope"], ["--protocol", "thrift"]):
         result = run(*bad)
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
