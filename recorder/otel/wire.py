@@ -22,7 +22,7 @@ _FIXED32 = struct.Struct("<I").pack
 _DOUBLE = struct.Struct("<d").pack
 _CACHE_MAX = 50_000
 UNIQUE = frozenset({"mcp_blackbox.position", "mcp_blackbox.seq", "jsonrpc.request.id"})
-_pairs: dict[tuple[str, Any], bytes] = {}
+_pairs: dict[tuple[int, str, Any], bytes] = {}
 _keys: dict[str, bytes] = {}
 
 
@@ -76,7 +76,8 @@ def attributes(attrs: dict[str, Any], number: int) -> bytes:
                 key = _keys[k] = _field(1, k.encode())
             parts.append(_field(number, key + _field(2, _any_value(v))))
             continue
-        ck = (k, v if v.__class__ is not bool else ("bool", v))
+        # The field number is part of the key: a pair is field 9 on a span, 3 on an event.
+        ck = (number, k, v if v.__class__ is not bool else ("bool", v))
         enc = cache.get(ck)
         if enc is None:
             enc = _field(number, key_value(k, v))

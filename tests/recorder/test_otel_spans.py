@@ -120,6 +120,13 @@ def test_incremental_builder_gives_the_same_spans_as_a_whole_pass() -> None:
 
 
 def test_wire_bytes_equal_the_protobuf_objects() -> None:
+    # An attribute pair seen first on a span, then on an event (a different field number): the
+    # pair cache must not hand the span's encoding to the event.
+    warm = _session(
+        ("s2c", {"jsonrpc": "2.0", "id": 9, "method": "ping"}),
+        ("c2s", {"jsonrpc": "2.0", "id": 9, "result": {}}),
+    )
+    wire.request_bytes(warm, b"", b"", "", "")
     spans = _session(
         (
             "c2s",
