@@ -5,8 +5,8 @@ Jaeger, Tempo, Grafana); the recorder sees every call of any host and server wit
 it can produce the conventions' spans without instrumenting either side.
 
 Conventions followed, pinned: the OpenTelemetry GenAI semantic conventions, page
-`docs/gen-ai/mcp.md` of `open-telemetry/semantic-conventions-genai` at commit 0393513 (the v0.1.0
-line), status Development. `CONVENTIONS` names it on every exported scope.
+`docs/gen-ai/mcp.md` of `open-telemetry/semantic-conventions-genai` at commit 0393513c908b,
+status Development. `CONVENTIONS` names it on every exported scope.
 
 - `spans.py`   the pure part: a session's records -> span and metric data (no SDK import);
 - `sdk.py`     that data -> the official SDK's ReadableSpan and histograms -> OTLP exporters;
