@@ -153,25 +153,24 @@ def proxy(
         policy = Policy.load(policy_file)
     # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.
     shown_store = normalise_url(url).render_as_string(hide_password=True)
+    # The follower ends its work when this process ends (its stdin closes), however it ends.
     live = start_live(url, otel_endpoint, otel_protocol) if otel else None
-    try:
-        report = run_proxy(
-            ProxyConfig(
-                settings=settings,
-                listen=listen,
-                journal_dir=config.journal_dir(),
-                store_factory=lambda: open_store(url),
-                store_url=url,
-                on_notice=_notice,
-                policy=policy,
-                on_ready=lambda proxy_url: _notice(
-                    f"recording {upstream} at {proxy_url} into {shown_store}; Ctrl-C stops"
-                ),
-            )
+    report = run_proxy(
+        ProxyConfig(
+            settings=settings,
+            listen=listen,
+            journal_dir=config.journal_dir(),
+            store_factory=lambda: open_store(url),
+            store_url=url,
+            on_notice=_notice,
+            policy=policy,
+            on_ready=lambda proxy_url: _notice(
+                f"recording {upstream} at {proxy_url} into {shown_store}; Ctrl-C stops"
+            ),
         )
-    finally:
-        if live is not None:
-            live.close()
+    )
+    if live is not None:
+        live.close()
     stats = report.stats
     _notice(
         f"stopped: {stats.exchanges} exchanges, {stats.frames} messages, {stats.sessions} "

@@ -109,12 +109,11 @@ def record(
         redactor=redactor,
         final_ship_seconds=final_ship_seconds,
     )
+    # The follower ends its work when this process ends (its stdin closes), however it ends.
     live = start_live(url, otel_endpoint, otel_protocol) if otel else None
-    try:
-        result = run_tap(tap)
-    finally:
-        if live is not None:
-            live.close()
+    result = run_tap(tap)
+    if live is not None:
+        live.close()
     sys.exit(result.exit_status)
 
 
