@@ -98,13 +98,20 @@ def unwrap_args(args: list) -> list:
 
 
 def wrapped_args(
-    key: str, command: str, args: list, store_url: str | None, home: str | None = None
+    key: str,
+    command: str,
+    args: list,
+    store_url: str | None,
+    home: str | None = None,
+    otel: bool = False,
 ) -> list[str]:
     head = ["record", "--name", key]
     if store_url:
         head += ["--store", store_url]
     if home:
         head += ["--home", home]
+    if otel:
+        head += ["--otel"]
     return [*head, "--", command, *args]
 
 
@@ -263,6 +270,7 @@ def attach(
     home: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     http: str = "bridge",
+    otel: bool = False,
 ) -> Report:
     """Wrap every stdio server of a host config in `blackbox record` and point every HTTP server
     at a local `blackbox proxy`; idempotent; `dry_run` computes the same report and writes
@@ -323,7 +331,9 @@ def attach(
             if is_bridged(entry):
                 changes.append(EntryChange(key, "attached", "already runs through blackbox bridge"))
                 continue
-            new_args = wrapped_args(name, entry["command"], entry.get("args", []), store_url, home)
+            new_args = wrapped_args(
+                name, entry["command"], entry.get("args", []), store_url, home, otel
+            )
             args_node = node.get("args")
             entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(wrapper))]
             entry_edits += set_member_edits(
@@ -388,7 +398,7 @@ def attach(
         wrapped_text = rebase(text, node, entry_edits)
         edits += entry_edits
         expected[key] = {**entry, "url": local}
-        argv = proxy_command(wrapper, url, port, key, store_url)
+        argv = proxy_command(wrapper, url, port, key, store_url) + (["--otel"] if otel else [])
         new_records[key] = {
             "kind": kind,
             "original": entry_text,

@@ -42,6 +42,7 @@ COMMAND_MODULES = {
     "hold": "blackbox.cmd_compliance",
     "tail": "blackbox.cmd_tail",
     "ui": "blackbox.cmd_ui",
+    "otel": "blackbox.cmd_otel",
 }
 
 

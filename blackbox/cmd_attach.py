@@ -96,6 +96,11 @@ def _echo_changes(report: lib.Report) -> None:
     default=None,
     help="Write a systemd user unit per HTTP proxy into DIR (e.g. ~/.config/systemd/user).",
 )
+@click.option(
+    "--otel",
+    is_flag=True,
+    help="Record with --otel: calls also go out as OpenTelemetry spans (OTEL_* variables).",
+)
 def attach_command(
     config: str,
     store_url: str | None,
@@ -103,6 +108,7 @@ def attach_command(
     proxy_port_base: int,
     http: str,
     service_dir: str | None,
+    otel: bool,
 ) -> None:
     """Record every server of an MCP host config.
 
@@ -136,6 +142,7 @@ def attach_command(
         service_dir=service_dir,
         home=home,
         http=http,
+        otel=otel,
     )
     if dry_run:
         click.echo(report.diff(), nl=False)

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 from blackbox import config
+from blackbox.cmd_otel import otel_options, start_live
 from blackbox.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.options import Duration, home_option, policy_option, store_option
 from recorder.fingerprint import load_or_create_key, store_key_path
@@ -79,6 +80,7 @@ def _notice(message: str) -> None:
     help="Also serve browser requests from the web page at ORIGIN (scheme://host[:port]), "
     "besides loopback pages; repeatable. E.g. --allow-origin https://app.example.com",
 )
+@otel_options
 def proxy(
     upstream: str,
     listen: str,
@@ -91,6 +93,9 @@ def proxy(
     rewrite_host: bool,
     allow_hosts: tuple[str, ...],
     allow_origins: tuple[str, ...],
+    otel: bool,
+    otel_endpoint: str | None,
+    otel_protocol: str | None,
 ) -> None:
     """Record a remote MCP server: a streaming reverse proxy the host points at instead of the
     server. Every era works (Streamable HTTP, 2026-07-28 stateless, 2024-11-05 HTTP+SSE); every
@@ -157,6 +162,8 @@ def proxy(
         policy = LivePolicy(policy_file, on_notice=_notice)
     # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.
     shown_store = normalise_url(url).render_as_string(hide_password=True)
+    # The follower ends its work when this process ends (its stdin closes), however it ends.
+    live = start_live(url, otel_endpoint, otel_protocol) if otel else None
     report = run_proxy(
         ProxyConfig(
             settings=settings,
@@ -171,6 +178,8 @@ def proxy(
             ),
         )
     )
+    if live is not None:
+        live.close()
     stats = report.stats
     _notice(
         f"stopped: {stats.exchanges} exchanges, {stats.frames} messages, {stats.sessions} "

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from blackbox import config
+from blackbox.cmd_otel import otel_options, start_live
 from blackbox.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.options import home_option, policy_option, store_option
 from recorder.leftovers import ship_leftovers
@@ -56,6 +57,7 @@ def _notice(message: str) -> None:
     show_default=True,
     help="How long the tap ships at exit before a detached shipper takes over the rest.",
 )
+@otel_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(
     store_url: str | None,
@@ -66,6 +68,9 @@ def record(
     max_frame: int,
     quarantine_noise: bool,
     final_ship_seconds: float,
+    otel: bool,
+    otel_endpoint: str | None,
+    otel_protocol: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run an MCP stdio server under the recorder: every frame is relayed byte for byte and
@@ -111,7 +116,11 @@ def record(
         final_ship_seconds=final_ship_seconds,
         idle_after_s=idle_seconds,
     )
+    # The follower ends its work when this process ends (its stdin closes), however it ends.
+    live = start_live(url, otel_endpoint, otel_protocol) if otel else None
     result = run_tap(tap)
+    if live is not None:
+        live.close()
     sys.exit(result.exit_status)
 
 

@@ -1,0 +1,190 @@
+"""What OpenTelemetry export costs: batch spans/s, and the tap's latency with `--otel`.
+
+All in one run, against baselines measured in the same run (the machine is noisy):
+
+1. batch: a SQLite store of N synthetic tools/call pairs is exported to a local OTLP/HTTP
+   receiver (`blackbox otel export`'s library function, watermark and all). Baselines: the
+   store scan alone (rows/s: what reading costs), and the same spans through the SDK's own
+   ReadableSpan encoder (what a plain SDK path would do). Target: >= 20,000 spans/s.
+2. tap: `blackbox record` against a minimal stdio server, p50 and p99 of sequential round trips,
+   without and with `--otel` (sending to the same receiver), interleaved round by round.
+   Target: p50 and p99 with --otel within 1.1x of without.
+
+    python bench/otel.py --quick
+    python bench/otel.py --calls 50000 --tap-calls 2000 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
+RECEIVER = """
+import sys, time
+sys.path.insert(0, ".")
+from tests.otlp import Receiver
+receiver = Receiver().__enter__()
+print(receiver.url, flush=True)
+time.sleep(3600)
+"""
+
+
+def synthetic_store(url: str, calls: int, per_session: int = 1000) -> int:
+    """A store holding `calls` tools/call pairs in sessions of `per_session`; returns spans."""
+    from recorder.model import NewEvent, new_session_id
+    from recorder.store import open_store
+
+    store = open_store(url)
+    now = time.time_ns() - 3_600_000_000_000
+    spans = 0
+    done = 0
+    while done < calls:
+        sid = new_session_id(now)
+        batch = [NewEvent(sid, 1, now, 0, "session_started", "-",
+                          b'{"name":"bench","transport":"stdio","command":["srv"]}')]  # fmt: skip
+        seq = 2
+        n = min(per_session, calls - done)
+        for i in range(n):
+            req = (b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo",'
+                   b'"arguments":{"text":"hello"}}}' % i)  # fmt: skip
+            res = (
+                b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"hello"}]}}'
+                % i
+            )
+            now += 1_000_000
+            batch.append(NewEvent(sid, seq, now, seq, "frame", "c2s", req))
+            now += 2_000_000
+            batch.append(NewEvent(sid, seq + 1, now, seq + 1, "frame", "s2c", res))
+            seq += 2
+        batch.append(NewEvent(sid, seq, now, seq, "session_ended", "-",
+                              b'{"reason":"client_closed","outcome":"ok"}'))  # fmt: skip
+        store.append(batch)
+        done += n
+        spans += n + 1
+    store.close()
+    return spans
+
+
+def batch_part(work: Path, calls: int, receiver_url: str) -> dict[str, float]:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from recorder.otel.export import build_spans, export
+    from recorder.otel.sdk import Target, readable, resource
+    from recorder.otel.watermark import Watermark
+    from recorder.store import open_store
+
+    url = f"sqlite:///{work / 'batch.db'}"
+    expected = synthetic_store(url, calls)
+    store = open_store(url)
+    began = time.perf_counter()
+    rows = sum(len(b) for b in store.read_log_rows(0))
+    scan = rows / (time.perf_counter() - began)
+
+    began = time.perf_counter()
+    res = resource()
+    spans = list(build_spans(store, 0))
+    for i in range(0, len(spans), 2000):
+        encode_spans([readable(s, res) for s in spans[i : i + 2000]]).SerializePartialToString()
+    sdk_path = len(spans) / (time.perf_counter() - began)
+
+    report = export(store, Watermark(work / "wm.sqlite", url), Target(receiver_url))
+    assert report.spans == expected and report.failure is None, report
+    again = export(store, Watermark(work / "wm.sqlite", url), Target(receiver_url))
+    assert again.spans == 0
+    store.close()
+    return {
+        "spans": report.spans,
+        "export_spans_s": report.spans / report.seconds,
+        "scan_rows_s": scan,
+        "sdk_encoder_spans_s": sdk_path,
+    }
+
+
+def tap_part(work: Path, calls: int, rounds: int, receiver_url: str) -> dict[str, list[float]]:
+    from tap_overhead import SERVER, Peer, pct
+
+    store_url = f"sqlite:///{work / 'tap.db'}"
+    env = dict(os.environ, BLACKBOX_HOME=str(work / "home"), BLACKBOX_STORE=store_url)
+    server = [sys.executable, "-c", SERVER]
+    configs = {
+        "record": [BLACKBOX, "record", "--name", "bench", "--", *server],
+        "record --otel": [
+            BLACKBOX,
+            "record",
+            "--name",
+            "bench",
+            "--otel",
+            "--otel-endpoint",
+            receiver_url,
+            "--",
+            *server,
+        ],
+    }
+    out: dict[str, list[float]] = {f"{n} {q}": [] for n in configs for q in ("p50", "p99")}
+    for _ in range(rounds):
+        for name, argv in configs.items():
+            peer = Peer(argv, env)
+            peer.sequential(200)
+            # Steady state: the store worker and the follower are up. The follower's start-up
+            # (imports, about a second of CPU at nice 19) overlaps a session's first seconds:
+            # measured with 1.5 s here instead, p99 rose up to 19x (docs/otel.md).
+            time.sleep(5.0)
+            run = peer.sequential(calls)
+            peer.close()
+            out[f"{name} p50"].append(pct(run, 0.5))
+            out[f"{name} p99"].append(pct(run, 0.99))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=20000, help="calls in the batch store")
+    parser.add_argument("--tap-calls", type=int, default=1000, help="round trips per tap run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.calls, args.tap_calls, args.rounds = 10000, 500, 2
+    from statistics import median
+
+    work = Path(tempfile.mkdtemp(prefix="bb-otel-bench-"))
+    # The receiver runs in a process of its own: decoding spans in this one would take the GIL
+    # from the export being timed and from the client timing the tap.
+    receiver_proc = subprocess.Popen(
+        [sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert receiver_proc.stdout is not None
+    receiver_url = receiver_proc.stdout.readline().strip()
+    try:
+        b = batch_part(work, args.calls, receiver_url)
+        print(f"batch: {b['spans']:.0f} spans")
+        verdict = "met" if b["export_spans_s"] >= 20000 else "NOT met"
+        print(f"  export (store -> OTLP/HTTP, watermark): {b['export_spans_s']:,.0f} spans/s"
+              f"  target >= 20,000: {verdict}")  # fmt: skip
+        print(f"  baseline store scan: {b['scan_rows_s']:,.0f} rows/s")
+        print(f"  baseline SDK encoder (ReadableSpan + encode_spans, no network): "
+              f"{b['sdk_encoder_spans_s']:,.0f} spans/s; export is "
+              f"{b['export_spans_s'] / b['sdk_encoder_spans_s']:.2f}x")  # fmt: skip
+        t = tap_part(work, args.tap_calls, args.rounds, receiver_url)
+    finally:
+        receiver_proc.kill()
+    print(f"tap ({args.rounds} interleaved rounds of {args.tap_calls} sequential calls), ms:")
+    for q in ("p50", "p99"):
+        base, otel = median(t[f"record {q}"]), median(t[f"record --otel {q}"])
+        verdict = "met" if otel <= 1.1 * base else "NOT met"
+        print(f"  {q}: without {base:.3f}  with --otel {otel:.3f}  ratio {otel / base:.2f}x"
+              f"  target <= 1.1x: {verdict}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
