@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     "proxy": "blackbox.cmd_proxy",
     "replay": "blackbox.cmd_replay",
     "serve": "blackbox.cmd_replay",
+    "suite": "blackbox.cmd_suite",
     "report": "blackbox.cmd_analytics",
     "sql": "blackbox.cmd_analytics",
     "doctor": "blackbox.cmd_analytics",

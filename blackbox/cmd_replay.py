@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from blackbox.cmd_suite import replay_suite_cli, suite_options, wants_suite
 from blackbox.options import open_configured_store, store_option
 from replay.inject import parse_injection
 from replay.mock_server import serve_session
@@ -14,7 +15,7 @@ from replay.report import render_json, render_text
 
 
 @click.command()
-@click.argument("session")
+@click.argument("sessions", metavar="SESSION...", nargs=-1)
 @click.option("--against", metavar="CMD", help="Replay against this command (a new version).")
 @click.option("--url", metavar="URL", help="Replay against a Streamable HTTP endpoint.")
 @click.option(
@@ -61,14 +62,15 @@ from replay.report import render_json, render_text
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(["table", "json", "github"]),
     default="table",
     show_default=True,
-    help="Report format.",
+    help="Report format (github: Actions annotations, for suites).",
 )
+@suite_options
 @store_option
 def replay(
-    session: str,
+    sessions: tuple[str, ...],
     against: str | None,
     url: str | None,
     timing: str,
@@ -80,6 +82,7 @@ def replay(
     timeout_s: float,
     fmt: str,
     store_url: str | None,
+    **suite: object,
 ) -> None:
     """Re-drive a recorded session against a server and explain every divergence.
 
@@ -89,7 +92,9 @@ def replay(
     Exit status: 0 equivalent, 1 diverged (or a fault not reproduced under --expect-fault),
     2 could not run.
 
-    SESSION is a full id, a unique prefix of one, or 'last'.
+    SESSION is a full id, a unique prefix of one, or 'last'. Several sessions (or --name,
+    --since, --suite) replay as a suite, --jobs at a time: one line per session and a summary,
+    exit 1 if any diverged, --junit FILE for CI.
 
     \b
     Example:
@@ -97,6 +102,7 @@ def replay(
       blackbox replay 01a2 --against "python server_v2.py" --ignore '$..datetime'
       blackbox replay 01a2 --learn --format json
       blackbox replay 01a2 --expect-fault --inject cut@5
+      blackbox replay --name 'smoke-*' --since 7d --jobs 4 --junit replay.xml
     """
     options = ReplayOptions(
         timing=timing,
@@ -107,10 +113,20 @@ def replay(
         expect_fault=expect_fault,
         response_timeout_s=timeout_s,
     )
+    if wants_suite(sessions, fmt, suite):
+        replay_suite_cli(
+            sessions,
+            against=against,
+            url=url,
+            options=options,
+            fmt=fmt,
+            store_url=store_url,
+            **suite,  # type: ignore[arg-type]
+        )
     store = open_configured_store(store_url)
     result = replay_session(
         store,
-        session,
+        sessions[0],
         against=against,
         url=url,
         options=options,

@@ -297,6 +297,18 @@ class RetentionApplied(Document):
     extra: Mapping[str, JSON] = extra_field()
 
 
+@dataclass(frozen=True, slots=True)
+class SuiteSaved(Document):
+    """A named replay suite (`blackbox suite add`): the sessions `blackbox replay --suite NAME`
+    replays. The newest record of a name is the suite; saving again replaces it."""
+
+    KIND: ClassVar[str] = "suite_saved"
+
+    name: str = doc_field("The suite's name.", required=True, default="")
+    sessions: list[str] = doc_field("The full ids of the suite's sessions, in order.", default=[])
+    extra: Mapping[str, JSON] = extra_field()
+
+
 def started_here(**fields: JSON) -> SessionStarted:
     """A `session_started` document by this process: its version and pid filled in; keys beyond
     the schema (a tap's own settings) are kept as extra."""
@@ -320,6 +332,7 @@ DOCUMENTS: dict[str, type[Document]] = {
         HttpExchange,
         ReplayStep,
         RetentionApplied,
+        SuiteSaved,
     )
 }
 
@@ -388,6 +401,8 @@ UPGRADES: dict[str, dict[int, Upgrade]] = {
     "retention_applied": {
         0: _defaults(removed=[], held_kept=[], abandoned_sealed=[], broken_kept=[])
     },
+    # Born at version 1: a document without "v" is read as if it had one, never a KeyError.
+    "suite_saved": {0: _defaults()},
 }
 
 

@@ -473,12 +473,32 @@ def replay_session(
     """
     options = options or ReplayOptions()
     options.check()
-    if options.speed != 1.0 and options.timing == "none":
-        options.timing = "original"  # a speed only means something for recorded gaps
-    say = progress or (lambda _msg: None)
     original_id = store.resolve(session_ref)
     rec = load_recording(store, original_id)
     target = default_target(rec, against, url)
+    return replay_recording(
+        rec, target, options, store=store if record else None, progress=progress
+    )
+
+
+def replay_recording(
+    rec: Recording,
+    target: Target,
+    options: ReplayOptions | None = None,
+    *,
+    store: EventStore | None = None,
+    progress: Callable[[str], None] | None = None,
+    step_masks: dict[int, list[tuple]] | None = None,
+) -> ReplayResult:
+    """Replay a recording already loaded (from a store, a bundle, or rewritten by minimisation
+    or an era bridge); store the replay as a new session when `store` is given. `step_masks`
+    are parsed paths ignored at given steps (what an era change must change)."""
+    options = options or ReplayOptions()
+    options.check()
+    if options.speed != 1.0 and options.timing == "none":
+        options.timing = "original"
+    say = progress or (lambda _msg: None)
+    original_id = rec.session_id
     base = Masks([*(DEFAULT_MASKS if options.default_masks else ()), *options.ignore])
     learned: dict[int, list[tuple]] = {}
     learned_paths: list[str] = []
@@ -493,6 +513,8 @@ def replay_session(
         learned_paths = sorted(
             {f"step {n}: {format_path(p)}" for n, paths in learned.items() for p in paths}
         )
+    for number, paths in (step_masks or {}).items():
+        learned[number] = [*learned.get(number, []), *paths]
     say(f"replaying {len(rec.steps)} steps of {original_id} against {target.describe()}")
     replay_id = new_session_id()
     began = time.monotonic()
@@ -500,7 +522,7 @@ def replay_session(
     steps, extras, faults = evaluate(rec, run, base, learned)
     result = ReplayResult(
         original_id=original_id,
-        replay_id=replay_id if record else None,
+        replay_id=replay_id if store is not None else None,
         target=target.describe(),
         transport="http" if target.url else "stdio",
         era=rec.era,
@@ -515,8 +537,9 @@ def replay_session(
         expect_fault=options.expect_fault,
         server_gone=describe_gone(run) if run.gone_after_step is not None else None,
         stderr_tail=run.stderr_tail if run.gone_after_step is not None else [],
+        run=run,
     )
-    if record:
+    if store is not None:
         say(f"storing the replay as session {replay_id}")
         store.append(_session_events(rec, run, result, target, replay_id))
     return result
@@ -590,5 +613,6 @@ def _session_events(
 __all__ = [
     "ReplayOptions",
     "Target",
+    "replay_recording",
     "replay_session",
 ]

@@ -61,7 +61,8 @@ def test_v0_documents_of_every_kind_decode() -> None:
         upgraded = events.as_dict(doc)
         for key, value in written.items():
             assert upgraded[key] == value or (value is None and key in upgraded), (kind, key)
-    assert set(seen) == set(DOCUMENTS), set(DOCUMENTS) - set(seen)
+    born_at_v1 = {"suite_saved"}  # kinds that never had a version-0 producer
+    assert set(seen) == set(DOCUMENTS) - born_at_v1, set(DOCUMENTS) - born_at_v1 - set(seen)
 
 
 def test_v0_upgrade_steps_fill_what_version_1_requires() -> None:
