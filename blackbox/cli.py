@@ -29,6 +29,7 @@ COMMAND_MODULES = {
     "replay": "blackbox.cmd_replay",
     "serve": "blackbox.cmd_replay",
     "suite": "blackbox.cmd_suite",
+    "minimize": "blackbox.cmd_minimize",
     "report": "blackbox.cmd_analytics",
     "sql": "blackbox.cmd_analytics",
     "doctor": "blackbox.cmd_analytics",
