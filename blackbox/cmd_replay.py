@@ -103,6 +103,7 @@ def replay(
       blackbox replay 01a2 --learn --format json
       blackbox replay 01a2 --expect-fault --inject cut@5
       blackbox replay --name 'smoke-*' --since 7d --jobs 4 --junit replay.xml
+      blackbox replay 01a2 --era 2026-07-28
     """
     options = ReplayOptions(
         timing=timing,
@@ -112,6 +113,7 @@ def replay(
         injections=[parse_injection(spec) for spec in inject],
         expect_fault=expect_fault,
         response_timeout_s=timeout_s,
+        era=suite.pop("era", None),  # type: ignore[arg-type]
     )
     if wants_suite(sessions, fmt, suite):
         replay_suite_cli(

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from blackbox.options import moment_ns, open_configured_store, store_option
+from replay.era_bridge import ERAS
 from replay.replayer import ReplayOptions
 from replay.suite import (
     SessionOutcome,
@@ -28,7 +29,7 @@ SUITE_KEYS = ("name_glob", "since", "suite", "jobs", "junit")
 
 
 def suite_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """The options `blackbox replay` takes for many sessions at once."""
+    """The options `blackbox replay` takes for many sessions at once, and --era."""
     for decorator in reversed(
         [
             click.option(
@@ -46,6 +47,12 @@ def suite_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.IntRange(min=1),
                 default=None,
                 help="Sessions replayed at once (default: the number of cores).",
+            ),
+            click.option(
+                "--era",
+                type=click.Choice(ERAS),
+                help="Re-speak the session in this protocol era (legacy initialize <-> "
+                "2026-07-28 server/discover and _meta); era-only differences are ignored.",
             ),
             click.option(
                 "--junit",

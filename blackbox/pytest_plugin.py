@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from replay.recording import Recording
     from replay.results import ReplayResult
 
 MARKER = "blackbox_replay"
@@ -79,28 +78,34 @@ class RecordedSession:
     def title(self) -> str:
         return f"{self.name or 'session'}-{self.session_id[:8]}"
 
-    def recording(self) -> Recording:
-        from replay.recording import build_recording, load_recording
-
+    def stored_records(self) -> list[Any]:
         if self.records is not None:
-            return build_recording(self.session_id, self.records)
+            return self.records
         from recorder.store import open_store
 
         store = open_store(str(self.spec.store), create=False)
         try:
-            return load_recording(store, self.session_id)
+            return list(store.read_session(self.session_id))
         finally:
             store.close()
 
     def replay(self) -> ReplayResult:
         """Replay the session against the marker's server; the result (no verdict enforced)."""
-        from replay.era_bridge import bridge_replay
-        from replay.replayer import ReplayOptions, default_target
+        from replay.era_bridge import bridged_recording
+        from replay.recording import build_recording
+        from replay.replayer import ReplayOptions, default_target, replay_recording
 
-        rec = self.recording()
-        target = default_target(rec, self.spec.against, self.spec.url)
         options = ReplayOptions(ignore=self.spec.ignore, response_timeout_s=self.spec.timeout)
-        return bridge_replay(rec, target, options, era=self.spec.era)
+        step_masks = None
+        if self.spec.era:
+            rec, masks, step_masks = bridged_recording(
+                self.session_id, self.stored_records(), self.spec.era
+            )
+            options.ignore = [*options.ignore, *masks]
+        else:
+            rec = build_recording(self.session_id, self.stored_records())
+        target = default_target(rec, self.spec.against, self.spec.url)
+        return replay_recording(rec, target, options, step_masks=step_masks)
 
     def check(self) -> ReplayResult:
         """Replay; fail the test with the divergence report unless the replay is equivalent."""

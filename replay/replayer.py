@@ -29,6 +29,7 @@ from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import EventStore
 from replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
 from replay.drivers import HttpDriver, Inbound, StdioDriver, TransportClosed
+from replay.era_bridge import bridged_recording, check_era
 from replay.evaluate import describe_gone, evaluate, learn_masks
 from replay.inject import Injection
 from replay.matchers import matches, nearest
@@ -93,8 +94,11 @@ class ReplayOptions:
     response_timeout_s: float = 10.0
     server_request_wait_s: float = 2.0
     default_masks: bool = True
+    era: str | None = None  # re-speak the session in this protocol era (replay/era_bridge.py)
 
     def check(self) -> None:
+        if self.era is not None:
+            check_era(self.era)
         if self.timing not in ("none", "original"):
             raise ReplayError(f"--timing must be none or original, not {self.timing!r}")
         if not self.speed > 0:
@@ -474,10 +478,23 @@ def replay_session(
     options = options or ReplayOptions()
     options.check()
     original_id = store.resolve(session_ref)
-    rec = load_recording(store, original_id)
+    step_masks = None
+    if options.era:
+        records = list(store.read_session(original_id))
+        if not records:
+            raise ReplayError(f"session {original_id} has no records")
+        rec, masks, step_masks = bridged_recording(original_id, records, options.era)
+        options.ignore = [*options.ignore, *masks]
+    else:
+        rec = load_recording(store, original_id)
     target = default_target(rec, against, url)
     return replay_recording(
-        rec, target, options, store=store if record else None, progress=progress
+        rec,
+        target,
+        options,
+        store=store if record else None,
+        progress=progress,
+        step_masks=step_masks,
     )
 
 
