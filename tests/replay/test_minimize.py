@@ -112,3 +112,24 @@ def test_ddmin_is_one_minimal_and_cheap() -> None:
     calls.clear()
     assert ddmin(list(range(100)), needs({3, 71})) == [3, 71]
     assert ddmin(list(range(10)), needs(set())) == []
+
+
+def test_until_divergence_and_until_text(sqlite_url: str, tmp_path: Path) -> None:
+    store = open_store(sqlite_url)
+    calls = [("fail", {"reason": "r"}), ("echo", {"message": "a"}), ("echo", {"message": "b"})]
+    calls += [("sleep", {"seconds": 0}), ("crash", {"code": 5})]
+    sid = record_session(store, sqlite_url, tmp_path, peers.EXAMPLE_SERVER, calls, "legacy", "mix")
+    louder = f"{peers.PYTHON} {SERVERS / 'variant.py'} louder"
+    code, out, err = cli("minimize", sid, "--against", louder, "--until", "divergence",
+                         "--store", sqlite_url)  # fmt: skip
+    assert code == 0, out + err
+    assert "goal: tools/call echo diverged" in err
+    assert "kept: initialize, notifications/initialized, tools/call echo\n" in out
+    # a text of the server's stderr: the crash's own message
+    code, out, err = cli("minimize", sid, "--until", "crashing with exit code 5",
+                         "--store", sqlite_url)  # fmt: skip
+    assert code == 0, out + err
+    assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
+    code, out, _ = cli("minimize", sid, "--until", "never printed", "--store", sqlite_url)
+    assert code == 1 and "'never printed' does not appear" in out
+    store.close()
