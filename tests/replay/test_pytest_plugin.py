@@ -10,6 +10,7 @@ import pytest
 
 from analytics.export import export_bundle
 from recorder.store import open_store
+from replay.suite import save_suite
 from tests import peers
 from tests.replay.kit import SERVERS, record_session
 
@@ -79,6 +80,11 @@ def test_store_sessions_by_name(
     changed = run(pytester, source, "louder")
     changed.assert_outcomes(failed=1)
     changed.stdout.fnmatch_lines([f"*greet-{legacy[:8]}*FAILED*", "*verdict: diverged*"])
+    store = open_store(sqlite_url)
+    save_suite(store, "ci", [legacy])
+    store.close()
+    by_suite = run(pytester, f"store={sqlite_url!r}, suite='ci'", "same")
+    by_suite.assert_outcomes(passed=1)
     missing = run(pytester, f"bundle={str(pytester.path / 'nowhere')!r}", "same")
     assert missing.ret != 0
     missing.stdout.fnmatch_lines(["*UsageError: blackbox_replay: *is not an export bundle*"])

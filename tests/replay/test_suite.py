@@ -140,3 +140,23 @@ def test_saved_suite_of_third_party_servers_replays_equivalent(
     # a suite's own record session is not a recorded session to replay
     code, _, err = cli("replay", "--name", "suite:*", "--store", sqlite_url)
     assert code == 2 and "no session selected" in err
+
+
+def test_saved_suites_on_both_backends(store_url: str) -> None:
+    from replay.suite import list_suites, load_suite, save_suite, select_sessions
+    from tests.replay.kit import c2s, s2c, store_session
+
+    store = open_store(store_url)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
+    a = store_session(store, [c2s(call), s2c(answer, 1)], name="a")
+    b = store_session(store, [c2s(call), s2c(answer, 1)], name="b")
+    save_suite(store, "nightly", [b, a, b])
+    assert load_suite(store, "nightly") == [b, a]
+    save_suite(store, "nightly", [a])  # saving again replaces
+    assert load_suite(store, "nightly") == [a]
+    assert list_suites(store)[0][:2] == ("nightly", 1)
+    chosen = select_sessions(store, [b], suite="nightly")
+    assert [s.session_id for s in chosen] == [b, a]
+    assert [s.session_id for s in select_sessions(store, name_glob="*")] == [a, b]
+    store.close()
