@@ -488,7 +488,7 @@ def replay_session(
     else:
         rec = load_recording(store, original_id)
     target = default_target(rec, against, url)
-    return replay_recording(
+    result = replay_recording(
         rec,
         target,
         options,
@@ -496,6 +496,9 @@ def replay_session(
         progress=progress,
         step_masks=step_masks,
     )
+    if options.era:
+        result.recorded_era = store.session(original_id).era or "unknown"
+    return result
 
 
 def replay_recording(

@@ -51,6 +51,7 @@ def test_legacy_session_replays_in_the_stateless_era_with_no_divergence(
     result = replay_session(store, legacy, options=ReplayOptions(era="2026-07-28"))
     assert result.exit_code == 0, render_text(result)
     assert result.era == "2026-07-28"
+    assert "re-spoken from era 2025-11-25" in render_text(result)
     frames = sent(store, result.replay_id)
     assert [f.get("method") for f in frames] == [
         "server/discover",
@@ -85,6 +86,7 @@ def test_stateless_session_replays_in_a_legacy_era(
     report = json.loads(code.stdout)
     assert code.exit_code == 0, code.stdout
     assert report["verdict"] == "equivalent" and report["era"] == "2025-11-25"
+    assert report["recorded_era"] == "2026-07-28"
     store = open_store(sqlite_url)
     frames = sent(store, report["replay"])
     assert [f.get("method") for f in frames][:3] == [
