@@ -52,7 +52,7 @@ class ReplaySpec:
         kw: dict[str, Any] = dict(marker.kwargs)
         unknown = set(kw) - set(cls.__dataclass_fields__)
         if unknown:
-            raise pytest.UsageError(f"{MARKER}: unknown argument(s) {', '.join(sorted(unknown))}")
+            raise pytest.UsageError(f"unknown argument(s) {', '.join(sorted(unknown))}")
         sessions = kw.pop("sessions", None) or list(marker.args)
         if isinstance(sessions, str):
             sessions = [sessions]
@@ -61,7 +61,7 @@ class ReplaySpec:
         if spec.bundle is None and spec.store is None:
             spec.store = os.environ.get("BLACKBOX_STORE")
         if spec.bundle is None and spec.store is None:
-            raise pytest.UsageError(f"{MARKER}: give bundle= (a directory) or store= (a URL)")
+            raise pytest.UsageError("give bundle= (a directory) or store= (a URL)")
         return spec
 
 
@@ -127,7 +127,7 @@ def collect_sessions(spec: ReplaySpec) -> list[RecordedSession]:
         from analytics.bundle_read import read_bundle_sessions, select_bundle_sessions
 
         if spec.suite:
-            raise pytest.UsageError(f"{MARKER}: suite= needs a store, not a bundle")
+            raise pytest.UsageError("suite= needs a store, not a bundle")
         found = read_bundle_sessions(spec.bundle)
         chosen = select_bundle_sessions(found, spec.sessions, spec.name)
         return [RecordedSession(s.session_id, s.name, spec, s.records) for s in chosen]
@@ -162,13 +162,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     from recorder.errors import BlackboxError
 
-    spec = ReplaySpec.from_marker(marker, metafunc.config.rootpath)
+    # A marker that cannot be served is a collection error of that test module, in one line.
+    problem = None
     try:
+        spec = ReplaySpec.from_marker(marker, metafunc.config.rootpath)
         sessions = collect_sessions(spec)
-    except BlackboxError as exc:
-        raise pytest.UsageError(f"{MARKER}: {exc}") from None
+    except (BlackboxError, pytest.UsageError) as exc:
+        problem, sessions = str(exc), []
     if not sessions:
-        raise pytest.UsageError(f"{MARKER}: no recorded session selected")
+        pytest.fail(f"{MARKER}: {problem or 'no recorded session selected'}", pytrace=False)
     metafunc.parametrize(ARGNAME, sessions, ids=[s.title for s in sessions])
 
 

@@ -87,4 +87,5 @@ def test_store_sessions_by_name(
     by_suite.assert_outcomes(passed=1)
     missing = run(pytester, f"bundle={str(pytester.path / 'nowhere')!r}", "same")
     assert missing.ret != 0
-    missing.stdout.fnmatch_lines(["*UsageError: blackbox_replay: *is not an export bundle*"])
+    missing.stdout.fnmatch_lines(["blackbox_replay: *nowhere is not an export bundle*"])
+    assert "_hookexec" not in missing.stdout.str()  # one line, no traceback
