@@ -401,8 +401,6 @@ UPGRADES: dict[str, dict[int, Upgrade]] = {
     "retention_applied": {
         0: _defaults(removed=[], held_kept=[], abandoned_sealed=[], broken_kept=[])
     },
-    # Born at version 1: a document without "v" is read as if it had one, never a KeyError.
-    "suite_saved": {0: _defaults()},
 }
 
 
