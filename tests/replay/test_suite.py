@@ -9,6 +9,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import junitparser
 import pytest
 from click.testing import CliRunner
 
@@ -75,6 +76,13 @@ def test_a_suite_with_one_diverging_session_exits_1_with_junit_on_that_case(
     assert message.startswith("step ") and "tools/call echo: diverged" in message
     assert 'replayed "hi!"' in message  # the replayed value
     assert "verdict: diverged" in (failure.text or "")  # the whole explanation
+
+    # and as a CI's JUnit reader sees it
+    report = junitparser.JUnitXml.fromfile(str(junit))
+    results = {case.name: case.result for ts in report for case in ts}
+    assert results[f"fail-only [{fail[:8]}]"] == []
+    (bad,) = results[f"echo-a [{echo[:8]}]"]
+    assert isinstance(bad, junitparser.Failure) and bad.message == message
 
     code, out, _ = cli(
         "replay", "--name", "echo-*", "--against", CHANGED, "--format", "github",
