@@ -92,7 +92,7 @@ def _goal(until: str, rec: Recording, baseline: ReplayResult) -> tuple[Goal | No
             raise ReplayError(
                 f"session {rec.session_id} recorded no fault: use --until divergence or a text"
             )
-        for fr in baseline.faults:
+        for fr in sorted(baseline.faults, key=lambda fr: _severity(fr.fault.fault)):
             if fr.reproduced:
                 f = fr.fault
                 goal = Goal("fault", f.fault, f.label, exit_code=f.exit_code, signal=f.signal)
@@ -107,6 +107,13 @@ def _goal(until: str, rec: Recording, baseline: ReplayResult) -> tuple[Goal | No
     if until in _report_text(baseline):
         return Goal("text", text=until), None
     return None, f"{until!r} does not appear in the replay against {baseline.target}"
+
+
+def _severity(fault: str) -> int:
+    """Which recorded fault a `fault` goal takes when several reproduce: the server going away
+    first, then a transport fault, then errors, then silences."""
+    order = {"server_exit": 0, "jsonrpc_error": 2, "tool_error": 3, "no_response": 4}
+    return order.get(fault, 1)
 
 
 def _report_text(result: ReplayResult) -> str:

@@ -130,6 +130,10 @@ def test_until_divergence_and_until_text(sqlite_url: str, tmp_path: Path) -> Non
                          "--store", sqlite_url)  # fmt: skip
     assert code == 0, out + err
     assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
+    # several faults reproduce (a tool error, then the crash): the crash is the goal
+    code, out, err = cli("minimize", sid, "--store", sqlite_url)
+    assert "goal: fault server_exit at tools/call crash" in err
+    assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
     code, out, _ = cli("minimize", sid, "--until", "never printed", "--store", sqlite_url)
     assert code == 1 and "'never printed' does not appear" in out
     store.close()
