@@ -14,8 +14,18 @@
    request is recorded the same way, then replayed at --timing original; for each request the
    error is |replayed gap - recorded gap|. Target: median under 1 ms.
 
+3. Suite. `--sessions` copies of a recorded 3-call session replayed as one suite (`run_suite`)
+   with --jobs 1, then with --jobs 2; the figure is the ratio of the two times. Target: >= 1.7x
+   (on a machine whose two cores are otherwise idle: each replay starts a Python server, which
+   is CPU-bound).
+
+4. Minimisation. A session of `--minimize-calls` echo calls with one `fail` call (a tool error)
+   in the middle, minimised for that fault (`minimize_session`). Target: under 60 s and under
+   200 replays, ending with the failing call and the handshake.
+
     python bench/replay.py            # 10,000 calls, 1 round (--rounds N for more)
     python bench/replay.py --quick    # 1,000 calls, 1 round
+    python bench/replay.py --only suite,minimize --sessions 100 --minimize-calls 1000
 """
 
 from __future__ import annotations
@@ -51,6 +61,13 @@ def serve_minimal() -> None:
     def echo(message: str) -> str:
         """Return the message."""
         return message
+
+    @server.tool()
+    def fail(message: str) -> str:
+        """A tool error."""
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        raise ToolError(f"failed on {message}")
 
     server.run()
 
@@ -94,7 +111,7 @@ def record(store_url: str, home: Path, name: str, calls: int, gaps_ms=None) -> s
     raise SystemExit(f"the {name} session was not recorded")
 
 
-def extend(store, template_id: str, calls: int) -> str:  # type: ignore[no-untyped-def]
+def extend(store, template_id: str, calls: int, fail_at: int | None = None) -> str:  # type: ignore[no-untyped-def]
     """A session of `calls` echo calls made from a recorded one: its frames up to the first
     tools/call as recorded, then the recorded tools/call exchange repeated with new ids and
     messages (the server answers exactly what the recording then expects), then its end."""
@@ -124,8 +141,14 @@ def extend(store, template_id: str, calls: int) -> str:  # type: ignore[no-untyp
         req["params"]["arguments"]["message"] = f"m{i}"
         res["result"]["content"][0]["text"] = f"m{i}"
         res["result"]["structuredContent"]["result"] = f"m{i}"
+        req["params"]["name"] = "fail" if i == fail_at else "echo"
+        answer = res
+        if i == fail_at:
+            text = f"Error executing tool fail: failed on m{i}"
+            answer = {"jsonrpc": "2.0", "id": res["id"], "result": {"isError": True}}
+            answer["result"]["content"] = [{"type": "text", "text": text}]
         add(request, json.dumps(req, separators=(",", ":")).encode(), mono)
-        add(response, json.dumps(res, separators=(",", ":")).encode(), mono + turn)
+        add(response, json.dumps(answer, separators=(",", ":")).encode(), mono + turn)
         mono += 2 * turn
     add(ended, ended.raw, mono)
     for start in range(0, len(out), 5000):
@@ -157,6 +180,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="1,000 calls, 1 round")
+    parser.add_argument("--sessions", type=int, default=100, help="suite size")
+    parser.add_argument("--minimize-calls", type=int, default=1_000)
+    parser.add_argument(
+        "--only", default="throughput,timing,suite,minimize", help="comma-separated parts"
+    )
     parser.add_argument("--serve-minimal", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_minimal:
@@ -164,9 +192,20 @@ def main() -> None:
         return
     if args.quick:
         args.calls, args.rounds = 1_000, 1
+    parts = set(args.only.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         url = f"sqlite:///{home / 'bench.db'}"
+        if "suite" in parts or "minimize" in parts:
+            template = record(url, home, "template", 3)
+            store = open_store(url)
+            if "suite" in parts:
+                bench_suite(store, template, args.sessions)
+            if "minimize" in parts:
+                bench_minimize(store, template, args.minimize_calls)
+            store.close()
+        if not parts & {"throughput", "timing"}:
+            return
         print(f"recording, then extending it to {args.calls:,} calls ...", file=sys.stderr)
         store = open_store(url)
         sid = extend(store, record(url, home, "bench", 3), args.calls)
@@ -200,6 +239,43 @@ def main() -> None:
         print("|---:|---:|---:|")
         print(f"| {statistics.median(errors):.3f} ms | {p95:.3f} ms | {errors[-1]:.3f} ms |")
         store.close()
+
+
+def bench_suite(store, template: str, sessions: int) -> None:  # type: ignore[no-untyped-def]
+    from replay.suite import run_suite
+
+    ids = [extend(store, template, 3) for _ in range(sessions)]
+    infos = [store.session(i) for i in ids]
+    times = {}
+    for jobs in (1, 2):
+        print(f"suite of {sessions} sessions, --jobs {jobs} ...", file=sys.stderr)
+        result = run_suite(store, infos, jobs=jobs)
+        if result.exit_code != 0:
+            raise SystemExit(f"the suite diverged: {result.counts}")
+        times[jobs] = result.duration_s
+    print(f"\nsuite of {sessions} sessions (load {os.getloadavg()[0]:.1f}):")
+    print("| jobs | seconds | sessions/s | speed-up |")
+    print("|---:|---:|---:|---:|")
+    for jobs, secs in times.items():
+        print(f"| {jobs} | {secs:.1f} | {sessions / secs:.2f} | {times[1] / secs:.2f}x |")
+
+
+def bench_minimize(store, template: str, calls: int) -> None:  # type: ignore[no-untyped-def]
+    from replay.minimize import minimize_session
+
+    sid = extend(store, template, calls, fail_at=calls // 2 + 7)
+    print(f"minimising a {calls:,}-call session with one fault ...", file=sys.stderr)
+    result = minimize_session(store, sid)
+    if result.goal is None:
+        raise SystemExit(f"nothing to minimise: {result.not_reproduced}")
+    print(f"\nminimisation of {calls:,} calls with one fault (load {os.getloadavg()[0]:.1f}):")
+    print("| steps before | steps after | replays | seconds | kept |")
+    print("|---:|---:|---:|---:|---|")
+    kept = ", ".join(result.kept_labels)
+    print(
+        f"| {result.steps_before:,} | {result.steps_after} | {result.replays} | "
+        f"{result.seconds:.1f} | {kept} |"
+    )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ COMMAND_MODULES = {
     "proxy": "blackbox.cmd_proxy",
     "replay": "blackbox.cmd_replay",
     "serve": "blackbox.cmd_replay",
+    "suite": "blackbox.cmd_suite",
+    "minimize": "blackbox.cmd_minimize",
     "report": "blackbox.cmd_analytics",
     "sql": "blackbox.cmd_analytics",
     "doctor": "blackbox.cmd_analytics",

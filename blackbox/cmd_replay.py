@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import click
 
+from blackbox.cmd_suite import replay_suite_cli, suite_options, wants_suite
 from blackbox.options import open_configured_store, store_option
 from replay.inject import parse_injection
 from replay.mock_server import serve_session
@@ -17,7 +18,7 @@ from replay.safety import check_replay_safety, decide
 
 
 @click.command()
-@click.argument("session")
+@click.argument("sessions", metavar="SESSION...", nargs=-1)
 @click.option("--against", metavar="CMD", help="Replay against this command (a new version).")
 @click.option("--url", metavar="URL", help="Replay against a Streamable HTTP endpoint.")
 @click.option(
@@ -64,10 +65,10 @@ from replay.safety import check_replay_safety, decide
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(["table", "json", "github"]),
     default="table",
     show_default=True,
-    help="Report format.",
+    help="Report format (github: Actions annotations, for suites).",
 )
 @click.option(
     "--allow-writes", is_flag=True, help="Send calls that may change something without asking."
@@ -75,9 +76,10 @@ from replay.safety import check_replay_safety, decide
 @click.option(
     "--read-only", is_flag=True, help="Skip calls that may change something (see docs/replay.md)."
 )
+@suite_options
 @store_option
 def replay(
-    session: str,
+    sessions: tuple[str, ...],
     against: str | None,
     url: str | None,
     timing: str,
@@ -91,6 +93,7 @@ def replay(
     allow_writes: bool,
     read_only: bool,
     store_url: str | None,
+    **suite: object,
 ) -> None:
     """Re-drive a recorded session against a server and explain every divergence.
 
@@ -105,6 +108,8 @@ def replay(
     elsewhere the replay needs --allow-writes, or --read-only to skip them.
 
     SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last'.
+    Several sessions (or --name, --since, --suite) replay as a suite, --jobs at a time: one
+    line per session and a summary, exit 1 if any diverged, --junit FILE for CI.
 
     \b
     Example:
@@ -112,6 +117,8 @@ def replay(
       blackbox replay 01a2 --against "python server_v2.py" --ignore '$..datetime'
       blackbox replay 01a2 --learn --format json
       blackbox replay 01a2 --expect-fault --inject cut@5
+      blackbox replay --name 'smoke-*' --since 7d --jobs 4 --junit replay.xml
+      blackbox replay 01a2 --era 2026-07-28
     """
     options = ReplayOptions(
         timing=timing,
@@ -121,11 +128,22 @@ def replay(
         injections=[parse_injection(spec) for spec in inject],
         expect_fault=expect_fault,
         response_timeout_s=timeout_s,
+        era=suite.pop("era", None),  # type: ignore[arg-type]
     )
+    if wants_suite(sessions, fmt, suite):
+        replay_suite_cli(
+            sessions,
+            against=against,
+            url=url,
+            options=options,
+            fmt=fmt,
+            store_url=store_url,
+            **suite,  # type: ignore[arg-type]
+        )
     store = open_configured_store(store_url)
     result = replay_session(
         store,
-        session,
+        sessions[0],
         against=against,
         url=url,
         options=options,

@@ -365,6 +365,18 @@ class PeerBack(Document):
     extra: Mapping[str, JSON] = extra_field()
 
 
+@dataclass(frozen=True, slots=True)
+class SuiteSaved(Document):
+    """A named replay suite (`blackbox suite add`): the sessions `blackbox replay --suite NAME`
+    replays. The newest record of a name is the suite; saving again replaces it."""
+
+    KIND: ClassVar[str] = "suite_saved"
+
+    name: str = doc_field("The suite's name.", required=True, default="")
+    sessions: list[str] = doc_field("The full ids of the suite's sessions, in order.", default=[])
+    extra: Mapping[str, JSON] = extra_field()
+
+
 def started_here(**fields: JSON) -> SessionStarted:
     """A `session_started` document by this process: its version and pid filled in; keys beyond
     the schema (a tap's own settings) are kept as extra."""
@@ -392,6 +404,7 @@ DOCUMENTS: dict[str, type[Document]] = {
         SessionIdle,
         SessionResumed,
         PeerBack,
+        SuiteSaved,
     )
 }
 
@@ -471,7 +484,8 @@ def decode(kind: str, raw: bytes) -> tuple[Document | None, str | None]:
 
     Problems: `not_a_document` (a frame: its raw bytes are the wire's), `unknown_kind`, `empty`,
     `invalid_json`, `invalid_utf8`, `not_an_object`, `unsupported_version N` (written by a
-    newer mcp-blackbox), `missing_field NAME`, `wrong_type NAME`."""
+    newer mcp-blackbox), `unknown_version N` (older than the kind itself), `missing_field NAME`,
+    `wrong_type NAME`."""
     cls = DOCUMENTS.get(str(kind))
     if cls is None:
         return None, "not_a_document" if kind == "frame" else "unknown_kind"
@@ -487,7 +501,10 @@ def decode(kind: str, raw: bytes) -> tuple[Document | None, str | None]:
         return None, f"unsupported_version {version}"
     steps = UPGRADES.get(cls.KIND, {})
     for n in range(version, cls.VERSION):
-        value = steps[n](value)
+        step = steps.get(n)
+        if step is None:  # a kind born after version n: no such document was ever written
+            return None, f"unknown_version {version}"
+        value = step(value)
     return _build(cls, value)
 
 

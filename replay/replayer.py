@@ -29,6 +29,7 @@ from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import EventStore
 from replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
 from replay.drivers import HttpDriver, Inbound, StdioDriver, TransportClosed
+from replay.era_bridge import bridged_recording, check_era
 from replay.evaluate import describe_gone, evaluate, learn_masks
 from replay.inject import Injection
 from replay.matchers import matches, nearest
@@ -94,8 +95,11 @@ class ReplayOptions:
     server_request_wait_s: float = 2.0
     default_masks: bool = True
     skip_steps: frozenset[int] = frozenset()  # steps not sent (replay/safety.py, --read-only)
+    era: str | None = None  # re-speak the session in this protocol era (replay/era_bridge.py)
 
     def check(self) -> None:
+        if self.era is not None:
+            check_era(self.era)
         if self.timing not in ("none", "original"):
             raise ReplayError(f"--timing must be none or original, not {self.timing!r}")
         if not self.speed > 0:
@@ -482,12 +486,51 @@ def replay_session(
     """
     options = options or ReplayOptions()
     options.check()
-    if options.speed != 1.0 and options.timing == "none":
-        options.timing = "original"  # a speed only means something for recorded gaps
-    say = progress or (lambda _msg: None)
     original_id = store.resolve(session_ref)
-    rec = load_recording(store, original_id)
+    step_masks = None
+    if options.era:
+        records = list(store.read_session(original_id))
+        if not records:
+            raise ReplayError(f"session {original_id} has no records")
+        rec, masks, step_masks = bridged_recording(original_id, records, options.era)
+        options.ignore = [*options.ignore, *masks]
+    else:
+        rec = load_recording(store, original_id)
     target = default_target(rec, against, url)
+    result = replay_recording(
+        rec,
+        target,
+        options,
+        store=store if record else None,
+        progress=progress,
+        step_masks=step_masks,
+        guard=guard,
+    )
+    if options.era:
+        result.recorded_era = store.session(original_id).era or "unknown"
+    return result
+
+
+def replay_recording(
+    rec: Recording,
+    target: Target,
+    options: ReplayOptions | None = None,
+    *,
+    store: EventStore | None = None,
+    progress: Callable[[str], None] | None = None,
+    step_masks: dict[int, list[tuple]] | None = None,
+    guard: Callable[[Recording], frozenset[int]] | None = None,
+) -> ReplayResult:
+    """Replay a recording already loaded (from a store, a bundle, or rewritten by minimisation
+    or an era bridge); store the replay as a new session when `store` is given. `step_masks`
+    are parsed paths ignored at given steps (what an era change must change). `guard` sees the
+    recording before anything is sent and returns the steps to skip, or raises to refuse."""
+    options = options or ReplayOptions()
+    options.check()
+    if options.speed != 1.0 and options.timing == "none":
+        options.timing = "original"
+    say = progress or (lambda _msg: None)
+    original_id = rec.session_id
     if guard is not None:
         options.skip_steps = options.skip_steps | guard(rec)
     base = Masks([*(DEFAULT_MASKS if options.default_masks else ()), *options.ignore])
@@ -504,6 +547,8 @@ def replay_session(
         learned_paths = sorted(
             {f"step {n}: {format_path(p)}" for n, paths in learned.items() for p in paths}
         )
+    for number, paths in (step_masks or {}).items():
+        learned[number] = [*learned.get(number, []), *paths]
     say(f"replaying {len(rec.steps)} steps of {original_id} against {target.describe()}")
     replay_id = new_session_id()
     began = time.monotonic()
@@ -511,7 +556,7 @@ def replay_session(
     steps, extras, faults = evaluate(rec, run, base, learned)
     result = ReplayResult(
         original_id=original_id,
-        replay_id=replay_id if record else None,
+        replay_id=replay_id if store is not None else None,
         target=target.describe(),
         transport="http" if target.url else "stdio",
         era=rec.era,
@@ -526,8 +571,9 @@ def replay_session(
         expect_fault=options.expect_fault,
         server_gone=describe_gone(run) if run.gone_after_step is not None else None,
         stderr_tail=run.stderr_tail if run.gone_after_step is not None else [],
+        run=run,
     )
-    if record:
+    if store is not None:
         say(f"storing the replay as session {replay_id}")
         store.append(_session_events(rec, run, result, target, replay_id))
     return result
@@ -603,5 +649,6 @@ def _session_events(
 __all__ = [
     "ReplayOptions",
     "Target",
+    "replay_recording",
     "replay_session",
 ]

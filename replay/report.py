@@ -25,6 +25,7 @@ def as_json(result: ReplayResult) -> dict:
         "target": result.target,
         "transport": result.transport,
         "era": result.era,
+        "recorded_era": result.recorded_era,
         "timing": result.timing,
         "duration_s": round(result.duration_s, 3),
         "summary": result.summary(),
@@ -53,6 +54,8 @@ def render_text(result: ReplayResult) -> str:
         f"replay of {result.original_id} against {result.target} "
         f"({result.transport}, era {result.era or 'unknown'}, timing {result.timing})"
     ]
+    if result.recorded_era:
+        lines.append(f"re-spoken from era {result.recorded_era} (handshake and era fields ignored)")
     if result.injections:
         lines.append("injected: " + ", ".join(result.injections))
     if result.learned:

@@ -119,6 +119,8 @@ class ReplayResult:
     expect_fault: bool
     server_gone: str | None = None  # how and when the server went away on its own
     stderr_tail: list[str] = field(default_factory=list)
+    run: Run | None = field(default=None, repr=False)  # the raw drive, for minimisation
+    recorded_era: str | None = None  # set when --era re-spoke the session in another era
 
     @property
     def divergences(self) -> int:

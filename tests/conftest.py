@@ -18,6 +18,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+pytest_plugins = ["pytester"]  # tests/replay/test_pytest_plugin.py runs pytest in a project
+
 ROOT = Path(__file__).resolve().parent.parent
 PG_URL = os.environ.get("BLACKBOX_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 NODE_BIN = ROOT / "node_modules" / ".bin"

@@ -3,6 +3,7 @@ differ from it in exactly one way each):
 
     python variant.py changed [http PORT]   echo answers differently; the `sleep` tool is gone
     python variant.py fixed   [http PORT]   `crash` no longer exits the process
+    python variant.py louder  [http PORT]   echo answers differently; every other tool the same
     python variant.py same    [http PORT]   the example unchanged (over HTTP when asked)
 """
 
@@ -32,6 +33,14 @@ def build(kind: str):  # type: ignore[no-untyped-def]
         server.remove_tool("sleep")
 
         @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+        def echo(message: str) -> str:
+            """Return the message unchanged."""
+            return message + "!"
+
+    elif kind == "louder":
+        server.remove_tool("echo")
+
+        @server.tool()
         def echo(message: str) -> str:
             """Return the message unchanged."""
             return message + "!"

@@ -1,0 +1,139 @@
+"""Minimisation: a real SDK session of many calls ending in a crash cuts down to the crashing call
+and the handshake, stored as a derived session that replays with the fault reproduced; a fault
+that no longer reproduces is said so without a search; ddmin and the dependency rules on their
+own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from blackbox.cli import main
+from recorder import events
+from recorder.model import Direction, Kind
+from recorder.store import open_store
+from replay.minimize import closure, ddmin, dependencies
+from replay.recording import load_recording
+from replay.replayer import ReplayOptions, replay_session
+from replay.report import render_text
+from tests import peers
+from tests.replay.kit import SERVERS, c2s, record_session, s2c, store_session
+
+FIXED = f"{peers.PYTHON} {SERVERS / 'variant.py'} fixed"
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    if result.exception and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_many_calls_and_one_crash_minimise_to_the_crash_and_the_handshake(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    store = open_store(sqlite_url)
+    calls = [("echo", {"message": f"m{i}"}) for i in range(24)]
+    calls += [("sleep", {"seconds": 0}), ("echo", {"message": "last"}), ("crash", {"code": 7})]
+    sid = record_session(store, sqlite_url, tmp_path, peers.EXAMPLE_SERVER, calls, "legacy", "many")
+    assert len(load_recording(store, sid).steps) == 30  # handshake, tools/list, 27 calls
+
+    code, out, err = cli("minimize", sid, "--store", sqlite_url)
+    assert code == 0, out + err
+    assert "goal: fault server_exit at tools/call crash" in err
+    assert "replay 2:" in err  # progress while it runs
+    assert "kept: initialize, notifications/initialized, tools/call crash" in out
+    summary = next(line for line in out.splitlines() if "requests ->" in line)
+    assert summary.startswith("30 requests -> 3, ")
+    replays = int(summary.split(", ")[1].split()[0])
+    assert replays < 20
+    derived = out.split("derived session ")[1].split()[0]
+
+    started = next(e for e in store.read_session(derived) if e.kind == Kind.SESSION_STARTED)
+    doc = events.decode_dict(started.kind, started.raw) or {}
+    assert (doc["derived_from"], doc["derived_by"]) == (sid, "minimize")
+    assert doc["name"] == "minimized many"
+    assert store.session(derived).sealed
+    sent = [
+        e.method for e in store.read_session(derived) if e.direction == Direction.CLIENT_TO_SERVER
+    ]
+    assert sent == ["initialize", "notifications/initialized", "tools/call"]
+
+    again = replay_session(store, derived, options=ReplayOptions(expect_fault=True))
+    assert again.exit_code == 0, render_text(again)
+    assert [(f.fault.fault, f.reproduced) for f in again.faults] == [("server_exit", True)]
+
+    # against a build where crash no longer crashes: said at once, nothing searched
+    code, out, err = cli("minimize", sid, "--against", FIXED, "--store", sqlite_url)
+    assert code == 1
+    assert out.startswith("nothing to minimise: the recorded fault does not reproduce")
+    assert "replay 2:" not in err
+    store.close()
+
+
+def test_dependencies_keep_the_subscribe_before_a_read(sqlite_url: str) -> None:
+    store = open_store(sqlite_url)
+
+    def req(i: int, method: str, **params: object) -> dict:
+        return {"jsonrpc": "2.0", "id": i, "method": method, "params": params}
+
+    def ok(i: int) -> dict:
+        return {"jsonrpc": "2.0", "id": i, "result": {}}
+
+    frames = [c2s(req(1, "initialize")), s2c(ok(1))]
+    frames += [c2s({"jsonrpc": "2.0", "method": "notifications/initialized"})]
+    frames += [c2s(req(2, "resources/subscribe", uri="a://x")), s2c(ok(2))]
+    frames += [c2s(req(3, "resources/subscribe", uri="a://y")), s2c(ok(3))]
+    frames += [c2s(req(4, "resources/read", uri="a://x")), s2c(ok(4))]
+    frames += [c2s(req(5, "tools/call", name="t")), s2c(ok(5))]
+    frames += [c2s({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 5}})]  # fmt: skip
+    sid = store_session(store, frames, command=peers.EXAMPLE_SERVER)
+    rec = load_recording(store, sid)
+    deps = dependencies(rec.steps)
+    assert deps[5] == {3} and deps[7] == {6} and deps[6] == set() and deps[4] == set()
+    assert closure({7, 5}, deps) == {7, 6, 5, 3}
+    store.close()
+
+
+def test_ddmin_is_one_minimal_and_cheap() -> None:
+    calls: list[list[int]] = []
+
+    def needs(required: set[int]):  # type: ignore[no-untyped-def]
+        def test(subset: list[int]) -> bool:
+            calls.append(subset)
+            return required <= set(subset)
+
+        return test
+
+    assert ddmin(list(range(1000)), needs({637})) == [637]
+    assert len(calls) < 30
+    calls.clear()
+    assert ddmin(list(range(100)), needs({3, 71})) == [3, 71]
+    assert ddmin(list(range(10)), needs(set())) == []
+
+
+def test_until_divergence_and_until_text(sqlite_url: str, tmp_path: Path) -> None:
+    store = open_store(sqlite_url)
+    calls = [("fail", {"reason": "r"}), ("echo", {"message": "a"}), ("echo", {"message": "b"})]
+    calls += [("sleep", {"seconds": 0}), ("crash", {"code": 5})]
+    sid = record_session(store, sqlite_url, tmp_path, peers.EXAMPLE_SERVER, calls, "legacy", "mix")
+    louder = f"{peers.PYTHON} {SERVERS / 'variant.py'} louder"
+    code, out, err = cli("minimize", sid, "--against", louder, "--until", "divergence",
+                         "--store", sqlite_url)  # fmt: skip
+    assert code == 0, out + err
+    assert "goal: tools/call echo diverged" in err
+    assert "kept: initialize, notifications/initialized, tools/call echo\n" in out
+    # a text of the server's stderr: the crash's own message
+    code, out, err = cli("minimize", sid, "--until", "crashing with exit code 5",
+                         "--store", sqlite_url)  # fmt: skip
+    assert code == 0, out + err
+    assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
+    # several faults reproduce (a tool error, then the crash): the crash is the goal
+    code, out, err = cli("minimize", sid, "--store", sqlite_url)
+    assert "goal: fault server_exit at tools/call crash" in err
+    assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
+    code, out, _ = cli("minimize", sid, "--until", "never printed", "--store", sqlite_url)
+    assert code == 1 and "'never printed' does not appear" in out
+    store.close()

@@ -1,0 +1,91 @@
+"""The pytest plugin in a project of its own (pytester): a recorded session, committed as an
+export bundle or read from a store, replays as a test item that passes against an unchanged server
+and fails, with the divergence report as the failure text, against a changed one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analytics.export import export_bundle
+from recorder.store import open_store
+from replay.suite import save_suite
+from tests import peers
+from tests.replay.kit import SERVERS, record_session
+
+VARIANT = str(SERVERS / "variant.py")
+
+TEST_FILE = """
+import pytest
+
+@pytest.mark.blackbox_replay({source}, against={against!r})
+def test_recorded(blackbox_session):
+    blackbox_session.check()
+"""
+
+
+@pytest.fixture
+def recorded(sqlite_url: str, tmp_path: Path) -> tuple[str, str, Path]:
+    """Two sessions of the example server (one per era) and a bundle holding both."""
+    store = open_store(sqlite_url)
+    server = peers.EXAMPLE_SERVER
+    legacy = record_session(
+        store, sqlite_url, tmp_path, server, [("echo", {"message": "hi"})], "legacy", "greet"
+    )
+    modern = record_session(
+        store, sqlite_url, tmp_path, server, [("fail", {"reason": "no"})], "modern", "refuse"
+    )
+    bundle = tmp_path / "bundle"
+    export_bundle(
+        store, bundle, fmt="jsonl", sessions=[store.session(legacy), store.session(modern)]
+    )
+    store.close()
+    return legacy, modern, bundle
+
+
+def run(pytester: pytest.Pytester, source: str, variant: str) -> pytest.RunResult:
+    against = f"{peers.PYTHON} {VARIANT} {variant}"
+    pytester.makepyfile(test_replays=TEST_FILE.format(source=source, against=against))
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+
+
+def test_bundle_sessions_pass_unchanged_and_fail_with_the_report_when_changed(
+    pytester: pytest.Pytester, recorded: tuple[str, str, Path]
+) -> None:
+    legacy, modern, bundle = recorded
+    source = f"bundle={str(bundle)!r}"
+    same = run(pytester, source, "same")
+    same.assert_outcomes(passed=2)
+    same.stdout.fnmatch_lines([f"*test_recorded?greet-{legacy[:8]}? PASSED*"])
+    changed = run(pytester, source, "louder")
+    changed.assert_outcomes(passed=1, failed=1)
+    changed.stdout.fnmatch_lines(
+        [
+            f"*test_recorded?greet-{legacy[:8]}? FAILED*",
+            f"*test_recorded?refuse-{modern[:8]}? PASSED*",
+            "*tools/call echo: diverged*",
+            '*$.result.content?0?.text: recorded "hi", replayed "hi!"*',
+            "*verdict: diverged*",
+        ]
+    )
+    assert "Traceback" not in changed.stdout.str()
+
+
+def test_store_sessions_by_name(
+    pytester: pytest.Pytester, sqlite_url: str, recorded: tuple[str, str, Path]
+) -> None:
+    legacy, _modern, _bundle = recorded
+    source = f"store={sqlite_url!r}, name='greet'"
+    changed = run(pytester, source, "louder")
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines([f"*greet-{legacy[:8]}*FAILED*", "*verdict: diverged*"])
+    store = open_store(sqlite_url)
+    save_suite(store, "ci", [legacy])
+    store.close()
+    by_suite = run(pytester, f"store={sqlite_url!r}, suite='ci'", "same")
+    by_suite.assert_outcomes(passed=1)
+    missing = run(pytester, f"bundle={str(pytester.path / 'nowhere')!r}", "same")
+    assert missing.ret != 0
+    missing.stdout.fnmatch_lines(["blackbox_replay: *nowhere is not an export bundle*"])
+    assert "_hookexec" not in missing.stdout.str()  # one line, no traceback
