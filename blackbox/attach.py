@@ -54,7 +54,9 @@ from blackbox.host_config import (
     MalformedConfig,
     NoServers,
     load_config,
-    parse_json_text,
+    load_document,
+    parse_fragment,
+    parse_json_text,  # noqa: F401 - callers read configs through attach
 )
 from blackbox.jsonc import (
     Edit,
@@ -380,7 +382,7 @@ def attach(
             if change.action == "bridged":
                 new_text = bridged_entry_text(text, node, wrapper, change.proxy_argv or [])
                 edits.append(Edit(node.start, node.end, new_text))
-                expected[key] = _parse_fragment(new_text)
+                expected[key] = parse_fragment(new_text)
                 new_records[key] = {
                     "kind": "bridge",
                     "original": entry_text,
@@ -538,7 +540,7 @@ def verify_rewrite(
             place = place[step]
         place[name] = value
     try:
-        got = _loads(after, config.format.jsonc)
+        got = load_document(after, config.format.jsonc)
     except MalformedConfig:
         got = None
     if got != want:
@@ -581,7 +583,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
         entry_text = text[node.start : node.end]
         if record and entry_text == record.get("wrapped"):
             edits.append(Edit(node.start, node.end, record["original"]))
-            expected[key] = _parse_fragment(record["original"])
+            expected[key] = parse_fragment(record["original"])
             done.add(key)
             changes.append(_restored(key, record, exact=True))
             continue
@@ -595,7 +597,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(inner[0]))]
             had_args = True
             if record:
-                original = _parse_fragment(record.get("original", ""))
+                original = parse_fragment(record.get("original", ""))
                 had_args = not isinstance(original, dict) or "args" in original
             expected[key] = {**entry, "command": inner[0], "args": inner[1:]}
             if not inner[1:] and not had_args:
@@ -616,14 +618,14 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
         if record and record.get("kind") == "bridge" and kind == "stdio" and is_bridged(entry):
             # The host reformatted the entry since attach: it is still ours, put the original back.
             edits.append(Edit(node.start, node.end, record["original"]))
-            expected[key] = _parse_fragment(record["original"])
+            expected[key] = parse_fragment(record["original"])
             done.add(key)
             changes.append(_restored(key, record, exact=False))
             continue
         if not record and kind == "stdio" and is_bridged(entry) and len(entry["args"]) > 1:
             new_text = unbridged_entry_text(text, node, entry)
             edits.append(Edit(node.start, node.end, new_text))
-            expected[key] = _parse_fragment(new_text)
+            expected[key] = parse_fragment(new_text)
             done.add(key)
             changes.append(EntryChange(key, "restored", f"-> {entry['args'][-1]}", exact=False))
             continue
@@ -685,25 +687,8 @@ def _restored(key: str, record: dict, exact: bool) -> EntryChange:
             upstream=record.get("upstream"),
             unit_path=record.get("unit"),
         )
-    original = _parse_fragment(record.get("original", ""))
+    original = parse_fragment(record.get("original", ""))
     shown = ""
     if isinstance(original, dict) and isinstance(original.get("command"), str):
         shown = shlex.join([original["command"], *original.get("args", [])])
     return EntryChange(key, "restored", shown, exact=exact)
-
-
-def _loads(text: str, jsonc: bool) -> Any:
-    """The value of a document: the C parser when it can (strict JSON), ours for JSONC."""
-    try:
-        return json.loads(text.removeprefix("\ufeff"))
-    except ValueError:
-        if not jsonc:
-            raise MalformedConfig("not JSON") from None
-    return parse_json_text(text, jsonc=True).to_python()
-
-
-def _parse_fragment(fragment: str) -> Any:
-    try:
-        return _loads(fragment, jsonc=True)
-    except MalformedConfig:
-        return None

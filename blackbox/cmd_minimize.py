@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from blackbox.cmd_replay import safety_guard
 from blackbox.options import open_configured_store, store_option
 from replay.minimize import minimize_session
 from replay.replayer import ReplayOptions
@@ -38,6 +39,11 @@ from replay.replayer import ReplayOptions
     show_default=True,
     help="Seconds to wait for a response before calling it missing.",
 )
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Send calls that may change something (minimisation replays them many times).",
+)
 @store_option
 def minimize(
     session: str,
@@ -46,13 +52,16 @@ def minimize(
     until: str,
     ignore: tuple[str, ...],
     timeout_s: float,
+    allow_writes: bool,
     store_url: str | None,
 ) -> None:
     """Minimise a session: the fewest requests (plus the handshake) that still reproduce it.
 
     Replays subsets of the session's client requests (delta debugging) until no single request
     can be removed; keeps what a kept request depends on (the handshake, the subscribe before
-    a resource read). Stores the result as a new session derived from the original and prints
+    a resource read). Calls to tools the recording does not mark read-only would be sent again
+    at every trial: they are listed, and a terminal is asked, else --allow-writes is needed.
+    Stores the result as a new session derived from the original and prints
     its id. A recorded fault that does not reproduce at all is said so first (exit 1).
 
     \b
@@ -71,6 +80,7 @@ def minimize(
         until=until,
         options=options,
         progress=lambda msg: click.echo(msg, err=True),
+        guard=safety_guard(allow_writes, read_only=False),
     )
     if result.not_reproduced:
         click.echo(f"nothing to minimise: {result.not_reproduced}")

@@ -138,6 +138,8 @@ def replay(
             options=options,
             fmt=fmt,
             store_url=store_url,
+            # Sessions of a suite run in threads: nobody can be asked, so writes need a flag.
+            guard=safety_guard(allow_writes, read_only, interactive=False),
             **suite,  # type: ignore[arg-type]
         )
     store = open_configured_store(store_url)
@@ -154,9 +156,12 @@ def replay(
     sys.exit(result.exit_code)
 
 
-def safety_guard(allow_writes: bool, read_only: bool) -> Callable[[Recording], frozenset[int]]:
+def safety_guard(
+    allow_writes: bool, read_only: bool, interactive: bool = True
+) -> Callable[[Recording], frozenset[int]]:
     """The check every replay command runs before sending anything: list the calls that may
-    change something (stderr), then allow, skip, ask a terminal, or refuse (exit 2)."""
+    change something (stderr), then allow, skip, ask a terminal (when `interactive` and there
+    is one), or refuse (exit 2)."""
     if allow_writes and read_only:
         raise click.UsageError("--allow-writes and --read-only contradict each other")
 
@@ -166,10 +171,8 @@ def safety_guard(allow_writes: bool, read_only: bool) -> Callable[[Recording], f
             click.echo(f"{len(risky)} call(s) may change something on the server:", err=True)
             for call in risky:
                 click.echo(f"  {call.describe()}", err=True)
-        interactive = sys.stdin.isatty() and sys.stderr.isatty()
-        ask = (
-            (lambda: click.confirm("send them?", default=False, err=True)) if interactive else None
-        )
+        can_ask = interactive and sys.stdin.isatty() and sys.stderr.isatty()
+        ask = (lambda: click.confirm("send them?", default=False, err=True)) if can_ask else None
         skip = decide(risky, allow_writes=allow_writes, read_only=read_only, confirm=ask)
         if skip:
             click.echo(f"skipping {len(skip)} call(s) (--read-only)", err=True)

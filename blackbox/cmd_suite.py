@@ -14,6 +14,7 @@ import click
 
 from blackbox.options import moment_ns, open_configured_store, store_option
 from replay.era_bridge import ERAS
+from replay.recording import Recording
 from replay.replayer import ReplayOptions
 from replay.suite import (
     SessionOutcome,
@@ -84,6 +85,7 @@ def replay_suite_cli(
     suite: str | None = None,
     jobs: int | None = None,
     junit: Path | None = None,
+    guard: Callable[[Recording], frozenset[int]] | None = None,
 ) -> None:
     """Run the suite, print it, write JUnit, exit 0 (all equivalent) or 1."""
     if not sessions and not (name_glob or since or suite):
@@ -102,7 +104,14 @@ def replay_suite_cli(
         click.echo(f"[{done}/{total}] {outcome.short_id} {outcome.status}", err=True)
 
     result = run_suite(
-        store, selected, against=against, url=url, options=options, jobs=jobs, on_done=progress
+        store,
+        selected,
+        against=against,
+        url=url,
+        options=options,
+        jobs=jobs,
+        on_done=progress,
+        guard=guard,
     )
     if junit is not None:
         write_junit(result, junit)

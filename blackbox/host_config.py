@@ -8,10 +8,12 @@ module raises the same `AttachError` family.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from blackbox.jsonc import JSONCError, Node, line_col, parse
 from recorder.errors import BlackboxError
@@ -170,3 +172,21 @@ def load_config(path: str | os.PathLike[str]) -> HostConfig:
     if servers is None or servers.kind != "object":
         raise NoServers(f'{shown}: no "{fmt.section}" object: nothing to attach')
     return HostConfig(shown, real, raw, text, root, fmt, servers, mode)
+
+
+def load_document(text: str, jsonc: bool) -> Any:
+    """The value of a document: the C parser when it can (strict JSON), ours for JSONC."""
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except ValueError:
+        if not jsonc:
+            raise MalformedConfig("not JSON") from None
+    return parse_json_text(text, jsonc=True).to_python()
+
+
+def parse_fragment(fragment: str) -> Any:
+    """A JSON or JSONC fragment's value, None when it does not parse."""
+    try:
+        return load_document(fragment, jsonc=True)
+    except MalformedConfig:
+        return None

@@ -277,10 +277,12 @@ def minimize_session(
     until: str = "fault",
     options: ReplayOptions | None = None,
     progress: Callable[[str], None] | None = None,
+    guard: Callable[[Recording], frozenset[int]] | None = None,
 ) -> MinimizeResult:
     """Minimise a session for `until` (fault, divergence, or a text) and store the result as a
     derived session. When the baseline replay does not show the goal, nothing is searched and
-    the result says why (`not_reproduced`)."""
+    the result says why (`not_reproduced`). `guard` (replay/safety.py) sees the recording
+    first and raises to refuse; minimisation never skips steps, so what it returns is unused."""
     say = progress or (lambda _msg: None)
     began = time.monotonic()
     options = options or ReplayOptions()
@@ -289,6 +291,8 @@ def minimize_session(
     if not records:
         raise ReplayError(f"session {original_id} has no records")
     rec = build_recording(original_id, records)
+    if guard is not None:
+        guard(rec)
     target = default_target(rec, against, url)
     say(f"replaying all {len(rec.steps):,} steps of {original_id} against {target.describe()}")
     baseline = replay_recording(rec, target, options)

@@ -24,10 +24,12 @@ from recorder.errors import BlackboxError
 from recorder.model import Direction, NewEvent, SessionInfo, new_session_id
 from recorder.store import EventStore
 from replay.compare import summarize
-from replay.recording import ReplayError
+from replay.recording import Recording, ReplayError
 from replay.replayer import ReplayOptions, replay_session
 from replay.report import as_json, render_text
 from replay.results import ReplayResult
+
+Guard = Callable[[Recording], frozenset[int]]
 
 SUITE_PREFIX = "suite:"  # the session name a saved suite is stored under
 
@@ -206,13 +208,20 @@ def replay_one(
     against: str | None,
     url: str | None,
     options: ReplayOptions,
+    guard: Guard | None = None,
 ) -> SessionOutcome:
-    """Replay one session of a suite; a session that cannot run is an `error` outcome, not an
-    exception, so one broken session does not stop the others."""
+    """Replay one session of a suite; a session that cannot run (a replay the safety `guard`
+    refused included) is an `error` outcome, not an exception, so one broken session does not
+    stop the others."""
     began = time.monotonic()
     try:
         result = replay_session(
-            store, info.session_id, against=against, url=url, options=copy.deepcopy(options)
+            store,
+            info.session_id,
+            against=against,
+            url=url,
+            options=copy.deepcopy(options),
+            guard=guard,
         )
     except (BlackboxError, OSError) as exc:
         return SessionOutcome(
@@ -239,9 +248,11 @@ def run_suite(
     options: ReplayOptions | None = None,
     jobs: int | None = None,
     on_done: Callable[[SessionOutcome, int, int], None] | None = None,
+    guard: Guard | None = None,
 ) -> SuiteResult:
     """Replay every session, `jobs` at a time; outcomes come back in the order of `sessions`.
-    `on_done(outcome, done, total)` is called as each finishes (progress)."""
+    `on_done(outcome, done, total)` is called as each finishes (progress); `guard` is replay
+    safety's check (replay/safety.py), run on each session before anything is sent."""
     options = options or ReplayOptions()
     options.check()
     jobs = jobs or default_jobs()
@@ -254,7 +265,7 @@ def run_suite(
 
     def work(index: int) -> None:
         nonlocal done
-        outcome = replay_one(store, sessions[index], against, url, options)
+        outcome = replay_one(store, sessions[index], against, url, options, guard)
         with lock:
             outcomes[index] = outcome
             done += 1

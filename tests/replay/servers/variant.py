@@ -40,7 +40,7 @@ def build(kind: str):  # type: ignore[no-untyped-def]
     elif kind == "louder":
         server.remove_tool("echo")
 
-        @server.tool()
+        @server.tool(annotations=ToolAnnotations(read_only_hint=True))
         def echo(message: str) -> str:
             """Return the message unchanged."""
             return message + "!"
