@@ -47,6 +47,7 @@ from recorder.observer import FrameObserver
 from recorder.ship_worker import lower_thread_priority
 from recorder.shipper import POLL_SECONDS, Shipper
 from recorder.store import EventStore
+from recorder.tool_watch import ToolWatch
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 OVERSIZE_PREFIX = 64 * 1024
@@ -169,7 +170,9 @@ class _Tap:
         self.journal.append(self.sid, Kind.SESSION_STARTED, Direction.NONE, events.encode(started))
         if hasattr(cfg.policy, "watch"):  # a live policy records each version it puts in force
             cfg.policy.watch(lambda doc: self._emit(self.sid, doc))  # type: ignore[union-attr]
-        self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
+        # Tool drift is watched here too, off the relay's path (in the store worker with a URL).
+        tools = ToolWatch(self._emit, self._open_store) if cfg.store_url is None else None
+        self.observer = FrameObserver(self._emit, cfg.quarantine_noise, tools)
         self.shipper = Shipper(
             self.journal,
             self._open_store,
