@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from recorder import events
+from recorder import events, pinning
 from recorder.errors import BlackboxError
 from recorder.idle import IdleWatch
 from recorder.journal import Journal, JournalError, StoreMark
@@ -186,6 +186,8 @@ class _Tap:
             leftovers_dir=cfg.journal_dir if cfg.ship_leftovers else None,
         )
         self.shipper.start()
+        if cfg.policy is not None:
+            pinning.attach(cfg.policy, self._open_store, self.journal, cfg.name)
         self.leftovers: threading.Thread | None = None
         if cfg.ship_leftovers and cfg.store_url is None:  # else the store worker ships them
             self.leftovers = threading.Thread(target=self._ship_leftovers, daemon=True)
@@ -532,12 +534,17 @@ class _Tap:
                 continue
             stored = cfg.redactor.redact_frame(frame) if cfg.redactor is not None else frame
             self.append(self.sid, Kind.FRAME, direction, stored)
+            pinner = cfg.policy.pinner if cfg.policy is not None else None
             if direction == Direction.SERVER_TO_CLIENT:
+                if pinner is not None:
+                    pinner.server_frame(frame)
                 if cfg.quarantine_noise and _is_noise(frame):
                     _write_all(self.stderr_fd, frame + b"\n")
                     continue
                 forward.append(frame + b"\n")
                 continue
+            if pinner is not None:
+                pinner.client_frame(frame)
             verdict = cfg.policy.check(cfg.name, frame) if cfg.policy is not None else None
             if verdict is None:
                 forward.append(frame + b"\n")

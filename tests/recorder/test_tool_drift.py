@@ -4,6 +4,8 @@ between sessions and within one (after `notifications/tools/list_changed`)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -97,3 +99,81 @@ def test_a_change_within_a_session_after_list_changed(tmp_path: Path, sqlite_url
     listed = docs_of(store, "tools_listed")
     assert len(listed) == 2  # the first answer and the changed one
     assert "weather" in listed[1]["findings"]
+
+
+PIN_POLICY = """
+default = "allow"
+
+[pin]
+servers = ["drift"]
+trust_on_first_use = true
+"""
+
+
+def _blackbox(tmp_path: Path, store_url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home"), "BLACKBOX_STORE": store_url}
+    return subprocess.run(
+        [peers.BLACKBOX, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_a_pinned_tool_is_denied_under_a_new_definition_until_approved(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(PIN_POLICY)
+    gate = ("--policy", str(policy))
+    store = open_store(sqlite_url)
+    # Trust on first use: the reviewed definition is approved as it is first seen.
+    assert run_session(tmp_path, sqlite_url, "clean", False, *gate)["weather"] == "sunny in Oslo"
+    wait_sealed(store, 2)  # the session and its approval
+    # The rug pull: without the gate the call goes through under the poisoned definition...
+    assert run_session(tmp_path, sqlite_url, "poisoned")["weather"] == "sunny in Oslo"
+    # ...with it, it is denied, and the decision names the change.
+    seen = run_session(tmp_path, sqlite_url, "poisoned", False, *gate)
+    assert "weather" not in seen and "changed" in seen["weather_error"]
+    wait_sealed(store, 4)
+    denials = [d for d in docs_of(store, "decision") if d["decision"] == "deny"]
+    assert [(d["tool"], d["rule"], d["decided_by"]) for d in denials] == [("weather", "pin", "pin")]
+    assert "approved definition" in denials[0]["reason"]
+    # Approving the recorded definition (an audit record of its own) lets the call through.
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "drift", "weather")
+    assert done.returncode == 0, done.stderr
+    (change,) = docs_of(store, "tool_changed")[:1]
+    assert done.stdout.split()[-1] == change["new_hash"]
+    assert run_session(tmp_path, sqlite_url, "poisoned", False, *gate)["weather"] == "sunny in Oslo"
+    approvals = [d for d in docs_of(store, "decision") if d["method"] == "tools/approve"]
+    assert sorted((d["tool"], d["decided_by"]) for d in approvals) == [
+        ("rug_pull", "trust_on_first_use"),  # every tool of a pinned server
+        ("weather", "trust_on_first_use"),
+        ("weather", "user"),
+    ]
+    assert store.verify() == []
+
+
+def test_a_pinned_tool_changed_within_the_session_is_denied(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(PIN_POLICY.replace('servers = ["drift"]', "") + RULE_PIN)
+    seen = run_session(tmp_path, sqlite_url, "clean", True, "--policy", str(policy))
+    assert "changed" in seen["weather_error"]
+
+
+RULE_PIN = """
+[[rule]]
+id = "pin-weather"
+decision = "allow"
+tool = "weather"
+pin = true
+"""
+
+
+def test_bad_pin_settings_are_one_line_errors(tmp_path: Path, sqlite_url: str) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[pin]\nservers = "drift"\ntrust = 1\n')
+    done = _blackbox(tmp_path, sqlite_url, "policy", "check", str(policy))
+    assert done.returncode == 2 and "unknown key 'trust' in [pin]" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "nope", "weather")
+    assert done.returncode == 2 and "no definition of 'weather'" in done.stderr
