@@ -86,7 +86,7 @@ _LISTED = """
     FROM (
         SELECT session_id, wall_ns, CAST(doc AS JSON) AS doc,
                unnest(from_json(CAST(doc AS JSON) -> 'items',
-                                '[{"kind":"VARCHAR","name":"VARCHAR","hash":"VARCHAR"}]')) AS it
+                                '[{{"kind":"VARCHAR","name":"VARCHAR","hash":"VARCHAR"}}]')) AS it
         FROM _control WHERE kind = 'tools_listed' {where}
     )
 """
@@ -125,7 +125,7 @@ def inventory(con: duckdb.DuckDBPyConnection, filters: ToolFilters) -> list[dict
     """One row per server, item and definition hash: first and last seen, sessions, calls and
     errors made under that definition, and whether the heuristics flagged it."""
     where, params = _where(filters)
-    tool = " WHERE name = ?" if filters.tool is not None else ""
+    tool = " WHERE d.name = ?" if filters.tool is not None else ""
     sql = f"""
         WITH listed AS ({_LISTED.format(where=where)}),
         calls AS ({_CALLS}),

@@ -45,7 +45,19 @@ def sessions(store_url: str | None, limit: int, fmt: str, idle_only: bool = Fals
         click.echo(render(rows, fmt, [*SESSION_COLUMNS, *IDLE_COLUMNS] if fmt == "table" else None))
         return
     rows = list_session_rows(store, limit=limit)
-    click.echo(render(rows, fmt, SESSION_COLUMNS if fmt == "table" else None))
+    columns = _with_tool_changes(store, rows)
+    click.echo(render(rows, fmt, columns if fmt == "table" else None))
+
+
+def _with_tool_changes(store: object, rows: list[dict]) -> list[str]:
+    """Add `tools_changed` (how many tool definitions changed in the session) to the rows; the
+    table shows the column only when some session has a change."""
+    from recorder.tool_watch import changes_by_session
+
+    counts = changes_by_session(store, [r["id"] for r in rows])  # type: ignore[arg-type]
+    for row in rows:
+        row["tools_changed"] = counts.get(row["id"], 0)
+    return SESSION_COLUMNS + (["tools_changed"] if counts else [])
 
 
 @click.command()
