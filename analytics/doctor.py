@@ -474,7 +474,9 @@ def _discovery(w: _Walk) -> list[Finding]:
                 seqs,
             )
         )
-    out += _tool_drift(w)
+    from analytics.doctor_tools import tool_drift  # here: it imports this module
+
+    out += tool_drift(w)
     unknown = [
         c
         for c in w.calls
@@ -494,58 +496,6 @@ def _discovery(w: _Walk) -> list[Finding]:
                 "call only tools from the server's current tools/list",
                 [c["request_seq"] for c in unknown],
                 unknown[0]["error_message"],
-            )
-        )
-    return out
-
-
-def _tool_drift(w: _Walk) -> list[Finding]:
-    """Definitions that changed against the last recorded ones, and calls made under them."""
-    out: list[Finding] = []
-    flagged_changes = set()
-    for ev, doc in w.tool_changes:
-        tool, change = doc.get("tool"), doc.get("change")
-        seq = doc.get("seq") or ev.seq
-        after = [
-            c["request_seq"]
-            for c in w.calls
-            if c["method"] == "tools/call" and c["tool"] == tool and c["request_seq"] > seq
-        ]
-        rules = sorted({str(f.get("rule")) for f in doc.get("findings") or []})
-        flagged_changes.add(tool)
-        old, new = str(doc.get("old_hash") or "")[:12], str(doc.get("new_hash") or "")[:12]
-        message = f"{doc.get('item_kind') or 'tool'} '{tool}' {change}"
-        message += f" ({old or '-'} -> {new or '-'})" if change == "changed" else ""
-        message += f"; {_plural(len(after), 'call')} made under the new definition"
-        if rules:
-            message += f"; suspicious: {', '.join(rules)}"
-        out.append(
-            Finding(
-                "discovery",
-                "tool_changed",
-                "warning",
-                message,
-                "review the change (blackbox tools --changes); if it is expected, approve it "
-                f"(blackbox tools approve {doc.get('server')} {tool}); pin tools in the policy "
-                "to refuse calls under unapproved definitions",
-                [ev.seq, *after],
-                "\n".join(doc.get("diff") or [])[:400] or None,
-            )
-        )
-    for tool, found in sorted(w.tool_findings.items()):
-        if tool in flagged_changes or not isinstance(found, list):
-            continue
-        rules = sorted({str(f.get("rule")) for f in found if isinstance(f, dict)})
-        out.append(
-            Finding(
-                "discovery",
-                "suspicious_definition",
-                "warning",
-                f"tool '{tool}' has a suspicious definition: {', '.join(rules)} (a heuristic)",
-                "read the tool's description and schema before trusting it "
-                f"(blackbox tools --history {tool})",
-                [],
-                "; ".join(str(f.get("excerpt")) for f in found if isinstance(f, dict))[:400],
             )
         )
     return out

@@ -52,9 +52,9 @@ def sessions(store_url: str | None, limit: int, fmt: str, idle_only: bool = Fals
 def _with_tool_changes(store: object, rows: list[dict]) -> list[str]:
     """Add `tools_changed` (how many tool definitions changed in the session) to the rows; the
     table shows the column only when some session has a change."""
-    from recorder.tool_watch import changes_by_session
+    from recorder.store.kinds import kind_counts
 
-    counts = changes_by_session(store, [r["id"] for r in rows])  # type: ignore[arg-type]
+    counts = kind_counts(store, [r["id"] for r in rows], "tool_changed")
     for row in rows:
         row["tools_changed"] = counts.get(row["id"], 0)
     return SESSION_COLUMNS + (["tools_changed"] if counts else [])

@@ -446,27 +446,3 @@ class OwnSession:
             if self._store is not None:
                 with contextlib.suppress(Exception):
                     self._store.close()
-
-
-def changes_by_session(store: EventStore, session_ids: Sequence[str]) -> dict[str, int]:
-    """How many `tool_changed` records each of these sessions holds (sessions without any are
-    absent). One query over the sessions' own records (the (session_id, seq) index), never a
-    scan of the log by kind; a store without SQL access answers {}."""
-    engine = getattr(store, "engine", None)
-    if engine is None or not session_ids:
-        return {}
-    from sqlalchemy import func, select
-
-    from recorder.store.schema import events as table
-
-    query = (
-        select(table.c.session_id, func.count())
-        .where(table.c.session_id.in_(list(session_ids)))
-        .where(table.c.kind == events.ToolChanged.KIND)
-        .group_by(table.c.session_id)
-    )
-    try:
-        with engine.connect() as conn:
-            return {sid: int(n) for sid, n in conn.execute(query)}
-    except Exception:  # a listing never fails for want of this column
-        return {}
