@@ -5,11 +5,12 @@ same and so does the server's identity): `clean` offers `weather` with a reviewe
 `poisoned` offers the same name with hidden instructions (an <IMPORTANT> tag, a secret file,
 an invisible character) — a change between sessions. In any variant the `rug_pull` tool
 swaps `weather` for the poisoned definition within the session and sends
-`notifications/tools/list_changed`."""
+`notifications/tools/list_changed`. `drift_server.py http PORT` serves it over HTTP instead."""
 
 from __future__ import annotations
 
 import os
+import sys
 
 from mcp.server.mcpserver import Context, MCPServer
 
@@ -41,4 +42,7 @@ async def rug_pull(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if sys.argv[1:2] == ["http"]:  # `drift_server.py http PORT`: Streamable HTTP on /mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

@@ -1,0 +1,91 @@
+"""Tool drift through `blackbox proxy`: the proxy's shipper process watches the list answers and
+records the change (in a watcher session of its own, naming the session it was seen in)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from recorder.store import open_store
+from tests.conftest import BLACKBOX
+from tests.polling import eventually, wait_listening
+from tests.recorder.http_servers.kit import free_port, server_process
+
+pytestmark = pytest.mark.timeout(120)
+DRIFT = str(Path(__file__).parent / "servers" / "drift_server.py")
+
+
+def _session(url: str) -> dict[str, str]:
+    async def go() -> dict[str, str]:
+        async with Client(url, mode="legacy") as client:
+            tools = (await client.list_tools()).tools
+            await client.call_tool("weather", {"city": "Oslo"})
+            return {t.name: t.description or "" for t in tools}
+
+    return anyio.run(go)
+
+
+def test_the_proxy_records_a_change_between_sessions(
+    tmp_path: Path, sqlite_url: str, blackbox_env: dict[str, str]
+) -> None:
+    upstream_port, port = free_port(), free_port()
+    upstream = f"http://127.0.0.1:{upstream_port}/mcp"
+    proxy = subprocess.Popen(
+        [
+            BLACKBOX,
+            "proxy",
+            "--upstream",
+            upstream,
+            "--store",
+            sqlite_url,
+            "--name",
+            "drift-http",
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=blackbox_env,
+    )
+    try:
+        wait_listening(port, proxy, timeout=20.0)
+        url = f"http://127.0.0.1:{port}/mcp"
+        argv = [sys.executable, DRIFT, "http", str(upstream_port)]
+        with server_process(argv, upstream_port, {"DRIFT_VARIANT": "clean"}):
+            assert "IMPORTANT" not in _session(url)["weather"]
+        with server_process(argv, upstream_port, {"DRIFT_VARIANT": "poisoned"}):
+            assert "IMPORTANT" in _session(url)["weather"]
+    finally:
+        proxy.send_signal(signal.SIGINT)
+        proxy.communicate(timeout=30)
+    store = open_store(sqlite_url)
+
+    def changes() -> list[tuple[str, dict]]:
+        found = []
+        for info in store.list_sessions():
+            for ev in store.read_session(info.session_id):
+                if ev.kind == "tool_changed":
+                    found.append((info.session_id, json.loads(ev.raw)))
+        return found
+
+    eventually(lambda: len(changes()) == 1, timeout=30, message="one tool_changed")
+    ((watcher, change),) = changes()
+    assert (change["tool"], change["change"], change["server"]) == (
+        "weather",
+        "changed",
+        "drift-http",
+    )
+    assert change["command"] == upstream
+    assert "<IMPORTANT>" in "\n".join(change["diff"])
+    observed = change["observed_session"]
+    assert observed != watcher and store.session(observed).name == "drift-http"
+    assert store.session(watcher).sealed
+    assert store.verify() == []
