@@ -204,6 +204,7 @@ class Pinner:
         self._load = load
         self._record = record
         self.current: dict[str, str] = {}
+        self._last_answer = b""
         self._pending: set[tuple[str | None, str | None]] = set()
         self.approved: dict[tuple[str, str], str] = {}
         self._loaded = threading.Event()
@@ -251,9 +252,12 @@ class Pinner:
             if ident not in self._pending:
                 continue
             self._pending.discard(ident)
-            for kind, name, item in tooldefs.listed_items("tools/list", msg.get("result")):
-                self.current[name] = tooldefs.definition_hash(kind, item)
-                if self.settings.tofu:
+            if raw != self._last_answer:  # the same bytes again: the same definitions
+                self._last_answer = raw
+                for kind, name, item in tooldefs.listed_items("tools/list", msg.get("result")):
+                    self.current[name] = tooldefs.definition_hash(kind, item)
+            if self.settings.tofu:
+                for name in list(self.current):
                     self._first_use(name)
 
     def _first_use(self, tool: str) -> None:

@@ -21,6 +21,7 @@ It parses only frames that can matter (a byte search first) and never raises int
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ Emit = Callable[[str, events.Document], None]
 BASELINE_SESSIONS = 50
 _REQUEST_NEEDLES = (b'/list"', b'"server/discover"')
 LIST_CHANGED = "notifications/tools/list_changed"
+ANSWER_CACHE = 256  # distinct list answers remembered (per watcher process)
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Known:
 class _Server:
     known: dict[tuple[str, str], Known] = field(default_factory=dict)
     kinds: set[str] = field(default_factory=set)  # the kinds a baseline exists for
+    last: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)  # by method
 
 
 def server_key(doc: events.Document | None) -> tuple[str | None, str | None] | None:
@@ -97,6 +100,7 @@ class ToolWatch:
         self._list_changed: set[str] = set()
         self._findings: dict[tuple[str, str, str], list[dict[str, str]]] = {}
         self._store: EventStore | None = None
+        self._answers: dict[tuple[str, bytes], tuple[Any, Any, Any]] = {}
 
     def __call__(self, batch: Sequence[NewEvent]) -> None:
         with self._lock:
@@ -121,6 +125,9 @@ class ToolWatch:
             if key is not None and ev.session_id != self.own_session:
                 self._sessions[ev.session_id] = key
             return
+        if ev.kind == Kind.SESSION_ENDED:  # a long-lived proxy's watcher forgets ended sessions
+            self._forget(ev.session_id)
+            return
         if ev.kind != Kind.FRAME or ev.raw_size is not None or ev.session_id not in self._sessions:
             return
         raw = ev.raw
@@ -140,6 +147,14 @@ class ToolWatch:
         for msg in value if isinstance(value, list) else [value]:
             if isinstance(msg, dict):
                 self._message(ev, msg)
+
+    def _forget(self, sid: str) -> None:
+        self._sessions.pop(sid, None)
+        self._list_changed.discard(sid)
+        for key in [k for k in self._last_listing if k[0] == sid]:
+            del self._last_listing[key]
+        for key in [k for k in self._pending if k[0] == sid]:
+            del self._pending[key]
 
     def _message(self, ev: NewEvent, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -173,26 +188,13 @@ class ToolWatch:
         sid = ev.session_id
         key = self._sessions[sid]
         server = self._server(key)
-        items = tooldefs.listed_items(method, result)
-        tool_names = [name for kind, name, _ in items if kind == "tool"]
-        listed: list[tuple[str, str, str]] = []
-        defs: dict[tuple[str, str], dict[str, Any]] = {}
-        found: dict[str, list[dict[str, str]]] = {}
-        for kind, name, item in items:
-            h = tooldefs.definition_hash(kind, item)
-            listed.append((kind, name, h))
-            defs[(kind, name)] = tooldefs.definition(kind, item)
-            cache_key = (kind, name, h)
-            if cache_key not in self._findings:
-                self._findings[cache_key] = tooldefs.findings(
-                    kind, name, item, self.rules, tool_names
-                )
-            if self._findings[cache_key]:
-                found[name] = self._findings[cache_key]
+        listed, defs, found = self._hashed(ev.raw, method, result)
         after_notice = sid in self._list_changed
         self._list_changed.discard(sid)
-        changes = self._compare(server, kinds, listed, defs, complete)
         snapshot = tuple(listed)
+        # The common case: the same answer as this server's last one, nothing to compare.
+        same = complete and server.last.get(method) == snapshot
+        changes = [] if same else self._compare(server, kinds, listed, defs, complete)
         if self._last_listing.get((sid, method)) != snapshot:
             self._last_listing[(sid, method)] = snapshot
             self._emit(
@@ -230,6 +232,9 @@ class ToolWatch:
                     extra=extra,
                 ),
             )
+        if same:
+            return
+        server.last[method] = snapshot if complete else ()
         # The known definitions move on: each change is recorded once.
         for kind, name, h in listed:
             server.known[(kind, name)] = Known(h, defs[(kind, name)], sid)
@@ -238,6 +243,41 @@ class ToolWatch:
             for item_key in [k for k in server.known if k[0] in kinds and k not in names]:
                 del server.known[item_key]
         server.kinds.update(kinds)
+
+    def _hashed(
+        self, raw: bytes, method: str, result: dict[str, Any]
+    ) -> tuple[
+        list[tuple[str, str, str]],
+        dict[tuple[str, str], dict[str, Any]],
+        dict[str, list[dict[str, str]]],
+    ]:
+        """(kind, name, hash) of each listed item, definitions, findings by name. Remembered by
+        the answer's bytes from `"result"` on: most sessions of a server get the same answer,
+        and hashing its definitions was most of the watcher's cost (measured)."""
+        at = raw.find(b'"result"')
+        cache_key = (method, hashlib.sha1(raw[at:]).digest()) if at >= 0 else None
+        cached = self._answers.get(cache_key) if cache_key is not None else None
+        if cached is not None:
+            return cached
+        items = tooldefs.listed_items(method, result)
+        tool_names = [name for kind, name, _ in items if kind == "tool"]
+        listed: list[tuple[str, str, str]] = []
+        defs: dict[tuple[str, str], dict[str, Any]] = {}
+        found: dict[str, list[dict[str, str]]] = {}
+        for kind, name, item in items:
+            h = tooldefs.definition_hash(kind, item)
+            listed.append((kind, name, h))
+            defs[(kind, name)] = tooldefs.definition(kind, item)
+            key = (kind, name, h)
+            if key not in self._findings:
+                self._findings[key] = tooldefs.findings(kind, name, item, self.rules, tool_names)
+            if self._findings[key]:
+                found[name] = self._findings[key]
+        if cache_key is not None:
+            if len(self._answers) >= ANSWER_CACHE:
+                self._answers.clear()
+            self._answers[cache_key] = (listed, defs, found)
+        return listed, defs, found
 
     def _compare(
         self,
