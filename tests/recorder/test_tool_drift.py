@@ -61,19 +61,19 @@ def docs_of(store: EventStore, kind: str) -> list[dict]:
 
 
 def test_a_change_between_sessions_is_recorded_once_with_its_diff_and_findings(
-    tmp_path: Path, sqlite_url: str
+    tmp_path: Path, store_url: str
 ) -> None:
-    run_session(tmp_path, sqlite_url, "clean")
-    store = open_store(sqlite_url)
+    run_session(tmp_path, store_url, "clean")
+    store = open_store(store_url)
     wait_sealed(store, 1)
     assert docs_of(store, "tool_changed") == []  # a first listing is a snapshot, not a change
     (listed,) = docs_of(store, "tools_listed")
     assert {i["name"] for i in listed["items"]} == {"weather", "rug_pull"}
     assert listed["findings"] == {}
 
-    run_session(tmp_path, sqlite_url, "poisoned")
+    run_session(tmp_path, store_url, "poisoned")
     wait_sealed(store, 2)
-    run_session(tmp_path, sqlite_url, "poisoned")  # the same definition again: no new change
+    run_session(tmp_path, store_url, "poisoned")  # the same definition again: no new change
     wait_sealed(store, 3)
     (change,) = docs_of(store, "tool_changed")
     assert (change["tool"], change["change"], change["server"]) == ("weather", "changed", "drift")
