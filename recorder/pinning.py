@@ -12,7 +12,8 @@ indexed lookup: `blackbox tools approve SERVER TOOL [HASH]` writes one; with
 The tap only parses `tools/list` requests and their answers (a byte search first) on the gated
 path; approvals are read from the store at start, off the relay, and read again before a denial.
 A call to a pinned tool that this session never listed is left to the ordinary rules: nothing
-was shown to the model that could have changed.
+was shown to the model that could have changed. In the HTTP proxy one pinner serves every
+session: the current definition is the one the upstream's latest `tools/list` answer gave.
 
     [pin]
     servers = ["weather", "fs*"]     # globs; every tool of these servers is pinned
@@ -205,7 +206,7 @@ class Pinner:
         self._record = record
         self.current: dict[str, str] = {}
         self._last_answer = b""
-        self._pending: set[tuple[str | None, str | None]] = set()
+        self._pending: set[tuple[str, str | None, str | None]] = set()
         self.approved: dict[tuple[str, str], str] = {}
         self._loaded = threading.Event()
         self._loaded_at = 0.0
@@ -230,16 +231,23 @@ class Pinner:
 
     # -- frames --------------------------------------------------------------------------------
 
-    def client_frame(self, raw: bytes) -> None:
+    def frame(self, session: str, direction: str, raw: bytes) -> None:
+        """A frame of one of several sessions (the HTTP proxy's): ids are per session."""
+        if direction == Direction.CLIENT_TO_SERVER:
+            self.client_frame(raw, session)
+        elif direction == Direction.SERVER_TO_CLIENT:
+            self.server_frame(raw, session)
+
+    def client_frame(self, raw: bytes, session: str = "") -> None:
         """A client-to-server frame: remember the ids of `tools/list` requests."""
         if b"tools/list" not in raw:
             return
         value, problem = parse(raw)
         for msg in (value if isinstance(value, list) else [value]) if problem is None else []:
             if isinstance(msg, dict) and msg.get("method") == "tools/list" and "id" in msg:
-                self._pending.add(id_fields(msg["id"]))
+                self._pending.add((session, *id_fields(msg["id"])))
 
-    def server_frame(self, raw: bytes) -> None:
+    def server_frame(self, raw: bytes, session: str = "") -> None:
         """A server-to-client frame: the answer to a `tools/list` gives the current
         definitions."""
         if not self._pending or b'"tools"' not in raw:
@@ -248,7 +256,7 @@ class Pinner:
         for msg in (value if isinstance(value, list) else [value]) if problem is None else []:
             if not isinstance(msg, dict) or "id" not in msg or "method" in msg:
                 continue
-            ident = id_fields(msg["id"])
+            ident = (session, *id_fields(msg["id"]))
             if ident not in self._pending:
                 continue
             self._pending.discard(ident)

@@ -266,6 +266,9 @@ class HttpProxyTap(ResponseRelays):
                 raw_size is None
             ):  # pings: `unresponsive` faults and `peer_back` (recorder.heartbeat)
                 self.heartbeats.frame(session, direction, raw, seq)
+            pinner = getattr(self.policy, "pinner", None)
+            if pinner is not None:  # tool pinning: the definitions each session was given
+                pinner.frame(session.session_id, direction, raw)
         return seq
 
     def _end(self, session: RecordingSession) -> None:

@@ -26,10 +26,39 @@ def _session(url: str) -> dict[str, str]:
     async def go() -> dict[str, str]:
         async with Client(url, mode="legacy") as client:
             tools = (await client.list_tools()).tools
-            await client.call_tool("weather", {"city": "Oslo"})
-            return {t.name: t.description or "" for t in tools}
+            seen = {t.name: t.description or "" for t in tools}
+            try:
+                result = await client.call_tool("weather", {"city": "Oslo"})
+                seen["result"] = result.content[0].text
+            except Exception as exc:  # the gate's denial
+                seen["error"] = str(exc)
+            return seen
 
     return anyio.run(go)
+
+
+def _proxy(upstream: str, port: int, store_url: str, env: dict[str, str], *extra: str):  # type: ignore[no-untyped-def]
+    proc = subprocess.Popen(
+        [
+            BLACKBOX,
+            "proxy",
+            "--upstream",
+            upstream,
+            "--store",
+            store_url,
+            "--name",
+            "drift-http",
+            "--listen",
+            f"127.0.0.1:{port}",
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    wait_listening(port, proc, timeout=20.0)
+    return proc
 
 
 def test_the_proxy_records_a_change_between_sessions(
@@ -89,3 +118,33 @@ def test_the_proxy_records_a_change_between_sessions(
     assert observed != watcher and store.session(observed).name == "drift-http"
     assert store.session(watcher).sealed
     assert store.verify() == []
+
+
+def test_the_proxy_denies_a_pinned_tool_under_a_new_definition(
+    tmp_path: Path, sqlite_url: str, blackbox_env: dict[str, str]
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[pin]\nservers = ["drift-http"]\ntrust_on_first_use = true\n')
+    upstream_port, port = free_port(), free_port()
+    upstream = f"http://127.0.0.1:{upstream_port}/mcp"
+    argv = [sys.executable, DRIFT, "http", str(upstream_port)]
+    url = f"http://127.0.0.1:{port}/mcp"
+    proxy = _proxy(upstream, port, sqlite_url, blackbox_env, "--policy", str(policy))
+    try:
+        with server_process(argv, upstream_port, {"DRIFT_VARIANT": "clean"}):
+            assert _session(url)["result"] == "sunny in Oslo"  # approved on first use
+        with server_process(argv, upstream_port, {"DRIFT_VARIANT": "poisoned"}):
+            denied = _session(url)
+    finally:
+        proxy.send_signal(signal.SIGINT)
+        proxy.communicate(timeout=30)
+    assert "result" not in denied and "changed" in denied["error"]
+    store = open_store(sqlite_url)
+    approvals = [
+        json.loads(ev.raw)
+        for info in store.list_sessions(name="blackbox tool approvals")
+        for ev in store.read_session(info.session_id)
+        if ev.kind == "decision"
+    ]
+    assert sorted(a["tool"] for a in approvals) == ["rug_pull", "weather"]
+    assert all(a["decided_by"] == "trust_on_first_use" for a in approvals)
