@@ -149,6 +149,12 @@ def test_a_pinned_tool_is_denied_under_a_new_definition_until_approved(
         ("weather", "user"),
     ]
     assert store.verify() == []
+    # A recorded definition can be approved by a prefix of its hash; an unknown one cannot.
+    old = change["old_hash"]
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "drift", "weather", old[:12])
+    assert done.returncode == 0 and done.stdout.split()[-1] == old
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "drift", "weather", "ffff0000")
+    assert done.returncode == 2 and "no recorded definition" in done.stderr
 
 
 def test_a_pinned_tool_changed_within_the_session_is_denied(
