@@ -537,7 +537,7 @@ class _Tap:
             pinner = cfg.policy.pinner if cfg.policy is not None else None
             if direction == Direction.SERVER_TO_CLIENT:
                 if pinner is not None:
-                    pinner.server_frame(frame)
+                    pinner.server_frame(stored)  # as recorded: the hashes approvals name
                 if cfg.quarantine_noise and _is_noise(frame):
                     _write_all(self.stderr_fd, frame + b"\n")
                     continue
