@@ -234,7 +234,10 @@ class ToolWatch:
             )
         if same:
             return
-        server.last[method] = snapshot if complete else ()
+        if complete:
+            server.last[method] = snapshot
+        else:  # a page says nothing of what the whole list is now
+            server.last.pop(method, None)
         # The known definitions move on: each change is recorded once.
         for kind, name, h in listed:
             server.known[(kind, name)] = Known(h, defs[(kind, name)], sid)

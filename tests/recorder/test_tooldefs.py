@@ -117,3 +117,44 @@ def test_the_watcher_sees_no_change_when_only_key_order_differs() -> None:
     )
     assert [d.KIND for d in emitted] == ["tools_listed", "tools_listed", "tool_changed"]
     assert emitted[-1].diff == ["- description: Get the weather.", "+ description: Changed."]
+
+
+def test_prompts_and_resource_templates_drift_too_and_a_page_judges_no_disappearance() -> None:
+    from recorder import events
+
+    emitted: list = []
+    watch = ToolWatch(lambda sid, doc: emitted.append(doc), None, tooldefs.DEFAULT_RULES)
+    started = events.encode(events.started_here(name="s", transport="stdio", command=["srv"]))
+    prompt = {"name": "review", "description": "Review code.", "arguments": [{"name": "code"}]}
+    template = {"name": "file", "uriTemplate": "file:///{path}", "description": "A file."}
+
+    def exchange(seq: int, method: str, result: dict, params: dict | None = None) -> list:
+        request = {"jsonrpc": "2.0", "id": seq, "method": method, "params": params or {}}
+        return [
+            _frame("A", seq, "c2s", request),
+            _frame("A", seq + 1, "s2c", {"jsonrpc": "2.0", "id": seq, "result": result}),
+        ]
+
+    watch([NewEvent("A", 1, 0, 0, "session_started", "-", started)])
+    watch(exchange(2, "prompts/list", {"prompts": [prompt]}))
+    watch(exchange(4, "resources/templates/list", {"resourceTemplates": [template]}))
+    changed = {**prompt, "arguments": [{"name": "code"}, {"name": "secret"}]}
+    watch(exchange(6, "prompts/list", {"prompts": [changed]}))
+    watch(exchange(8, "resources/templates/list", {"resourceTemplates": []}, {"cursor": "2"}))
+    kinds = [(d.KIND, getattr(d, "change", None)) for d in emitted]
+    assert kinds == [
+        ("tools_listed", None),
+        ("tools_listed", None),
+        ("tools_listed", None),
+        ("tool_changed", "changed"),
+        ("tools_listed", None),  # a second page: not complete, nothing disappeared
+    ]
+    change = emitted[3]
+    assert (change.item_kind, change.tool, change.method) == ("prompt", "review", "prompts/list")
+    assert change.diff == ['+ arguments[1].name: "secret"']
+    watch(exchange(10, "resources/templates/list", {"resourceTemplates": []}))
+    assert (emitted[-1].KIND, emitted[-1].change, emitted[-1].tool) == (
+        "tool_changed",
+        "removed",
+        "file",
+    )
