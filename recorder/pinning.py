@@ -341,3 +341,15 @@ def attach(
             journal.append(sid, kind, Direction.NONE, raw)
 
     policy.pinner = Pinner(settings, load if store_factory is not None else None, record, server)
+
+
+def carry_over(old: Any, new: Any) -> None:
+    """A policy reloaded in a running tap: the new policy's pinning keeps what the session has
+    seen (current definitions, approvals) under the new settings; no pinning when it pins
+    nothing."""
+    pinner = getattr(old, "pinner", None)
+    settings = getattr(new, "pins", None)
+    if pinner is None or settings is None:
+        return
+    pinner.settings = settings
+    new.pinner = pinner

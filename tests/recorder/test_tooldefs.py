@@ -158,3 +158,20 @@ def test_prompts_and_resource_templates_drift_too_and_a_page_judges_no_disappear
         "removed",
         "file",
     )
+
+
+def test_a_reloaded_policy_keeps_the_sessions_pinning_state() -> None:
+    from recorder import pinning
+    from recorder.policy import Policy
+
+    old = Policy.from_text('[pin]\nservers = ["a"]\n')
+    pinning.attach(old, None, None, "a")
+    assert old.pinner is not None
+    old.pinner.current["weather"] = "h1"
+    new = Policy.from_text('[pin]\nservers = ["a", "b"]\n')
+    pinning.carry_over(old, new)
+    assert new.pinner is old.pinner and new.pinner.settings.servers == ("a", "b")
+    assert new.pinner.check("a", "weather") is not None  # no approval: denied
+    unpinned = Policy.from_text('default = "allow"\n')
+    pinning.carry_over(old, unpinned)
+    assert unpinned.pinner is None
