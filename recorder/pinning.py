@@ -36,6 +36,7 @@ from recorder.jsonrpc import id_fields, parse
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.policy_rules import PIN_RULE, TOOLS_CALL, PolicyError, Rule
 from recorder.store import EventStore
+from recorder.tool_watch import server_sessions
 
 APPROVALS_NAME = "blackbox tool approvals"
 APPROVE_METHOD = "tools/approve"
@@ -136,7 +137,7 @@ def approval_records(
 def recorded_hashes(store: EventStore, server: str, tool: str) -> list[str]:
     """The definition hashes recorded for a server's tool, newest first (distinct)."""
     seen: list[str] = []
-    for info in store.list_sessions(name=server):
+    for info in server_sessions(store, server):
         found = []
         for ev in store.read_session(info.session_id):
             if ev.kind == events.ToolsListed.KIND:

@@ -38,6 +38,7 @@ Emit = Callable[[str, events.Document], None]
 BASELINE_SESSIONS = 50
 _REQUEST_NEEDLES = (b'/list"', b'"server/discover"')
 LIST_CHANGED = "notifications/tools/list_changed"
+WATCH_PREFIX = "tool watch: "
 ANSWER_CACHE = 256  # distinct list answers remembered (per watcher process)
 
 
@@ -347,7 +348,7 @@ def last_listing(
     if name is None:
         return []
     wanted: dict[str, tuple[str, events.ToolsListed]] = {}  # kind -> (session, snapshot)
-    for info in store.list_sessions(limit=limit, name=name):
+    for info in server_sessions(store, name, limit):
         if info.session_id in exclude or info.command != command:
             continue
         latest: dict[str, events.ToolsListed] = {}
@@ -380,6 +381,21 @@ def last_listing(
                     )
                 )
     return out
+
+
+def watch_name(server: str) -> str:
+    """The name of the HTTP proxy's watcher sessions for `server`."""
+    return WATCH_PREFIX + server
+
+
+def server_sessions(store: EventStore, name: str, limit: int | None = None) -> list[Any]:
+    """A server's sessions and its watcher sessions (by name: indexed lookups), newest first.
+    The watcher's are looked up apart: a busy proxy's own sessions would push them past
+    `limit`."""
+    found = store.list_sessions(limit=limit, name=name)
+    found += store.list_sessions(limit=limit, name=watch_name(name))
+    found.sort(key=lambda s: (s.started_ns or 0, s.session_id), reverse=True)
+    return found
 
 
 def _kinds_of(doc: events.ToolsListed) -> list[str]:
@@ -447,9 +463,10 @@ class OwnSession:
     def emit(self, sid: str, doc: events.Document) -> None:
         with self._lock:
             if self._seq == 0:
-                # Named as the server it watches: its baselines are found by that name.
+                # Named after the server it watches: its baselines are found by that name.
+                server = getattr(doc, "server", None)
                 started = events.started_here(
-                    name=getattr(doc, "server", None),
+                    name=watch_name(server) if server is not None else None,
                     transport=None,
                     command=getattr(doc, "command", None),
                     extra={"role": "tool_watch"},

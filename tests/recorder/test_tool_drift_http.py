@@ -116,7 +116,7 @@ def test_the_proxy_records_a_change_between_sessions(
     assert "<IMPORTANT>" in "\n".join(change["diff"])
     observed = change["observed_session"]
     assert observed != watcher and store.session(observed).name == "drift-http"
-    assert store.session(watcher).sealed
+    assert store.session(watcher).sealed and store.session(watcher).name == "tool watch: drift-http"
     assert store.verify() == []
 
 
