@@ -198,11 +198,15 @@ def doctor(store: EventStore, ref: str, slow_s: float = SLOW_S) -> Diagnosis:
 
 def diagnose(store: EventStore, session_id: str, slow_s: float = SLOW_S) -> Diagnosis:
     """Walk the fault tree over one session (a full id: resolve prefixes with the store)."""
-    store.session(session_id)  # raises SessionNotFound with a clear message
+    info = store.session(session_id)  # raises SessionNotFound with a clear message
     walk = _Walk()
     for ev in store.read_session(session_id):
         walk.feed(ev)
     walk.finish()
+    if info.transport == "http" and info.name:
+        from analytics.doctor_tools import observed_elsewhere
+
+        observed_elsewhere(store, walk, info.name, session_id)
     findings: list[Finding] = []
     findings += _transport(walk)
     findings += _heartbeats(walk)

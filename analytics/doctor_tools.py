@@ -5,7 +5,25 @@ flagged (`tools_listed` findings). Kept apart from `analytics.doctor` so that mo
 
 from __future__ import annotations
 
-from analytics.doctor import Finding, _plural, _Walk
+from analytics.doctor import Finding, _doc, _plural, _Walk
+from recorder.store import EventStore
+from recorder.tool_watch import watch_name
+
+
+def observed_elsewhere(store: EventStore, w: _Walk, name: str, session_id: str) -> None:
+    """Add to the walk what the HTTP proxy's watcher recorded about this session in its own
+    sessions (`tool watch: NAME`, found by name; they hold few records)."""
+    for info in store.list_sessions(name=watch_name(name)):
+        for ev in store.read_session(info.session_id):
+            if ev.kind not in ("tool_changed", "tools_listed"):
+                continue
+            doc = _doc(ev)
+            if doc.get("observed_session") != session_id:
+                continue
+            if ev.kind == "tool_changed":
+                w.tool_changes.append((ev, doc))
+            else:
+                w.tool_findings.update(doc.get("findings") or {})
 
 
 def tool_drift(w: _Walk) -> list[Finding]:

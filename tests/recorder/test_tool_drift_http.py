@@ -118,6 +118,11 @@ def test_the_proxy_records_a_change_between_sessions(
     assert observed != watcher and store.session(observed).name == "drift-http"
     assert store.session(watcher).sealed and store.session(watcher).name == "tool watch: drift-http"
     assert store.verify() == []
+    # The doctor of the observed session names the change the watcher recorded elsewhere.
+    from analytics.doctor import diagnose
+
+    codes = [f.code for f in diagnose(store, observed).findings]
+    assert "tool_changed" in codes
 
 
 def test_the_proxy_denies_a_pinned_tool_under_a_new_definition(
