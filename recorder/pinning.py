@@ -314,6 +314,12 @@ class Pinner:
         )
 
 
+def pinner_of(policy: Any) -> Pinner | None:
+    """The session's pinner of a tap's policy: a `Policy`, or a `LivePolicy` (its `policy` is
+    the version in force; `carry_over` moves the pinner on at each reload)."""
+    return getattr(getattr(policy, "policy", policy), "pinner", None)
+
+
 def attach(
     policy: Any,
     store_factory: Callable[[], EventStore] | None,
@@ -322,6 +328,7 @@ def attach(
 ) -> None:
     """Give a tap's policy a `Pinner` when it pins anything: approvals read from the store,
     trust-on-first-use approvals written to the tap's `journal` as sessions of their own."""
+    policy = getattr(policy, "policy", policy)  # a live policy: the version in force
     settings = getattr(policy, "pins", None)
     if settings is None:
         return
@@ -345,9 +352,9 @@ def attach(
 
 
 def carry_over(old: Any, new: Any) -> None:
-    """A policy reloaded in a running tap: the new policy's pinning keeps what the session has
-    seen (current definitions, approvals) under the new settings; no pinning when it pins
-    nothing."""
+    """A policy reloaded in a running tap (`recorder.policy_reload`): the new policy's pinning
+    keeps what the session has seen (current definitions, approvals) under the new settings; no
+    pinning when it pins nothing. (A tap that started without pinning gains none on reload.)"""
     pinner = getattr(old, "pinner", None)
     settings = getattr(new, "pins", None)
     if pinner is None or settings is None:

@@ -534,7 +534,7 @@ class _Tap:
                 continue
             stored = cfg.redactor.redact_frame(frame) if cfg.redactor is not None else frame
             self.append(self.sid, Kind.FRAME, direction, stored)
-            pinner = cfg.policy.pinner if cfg.policy is not None else None
+            pinner = pinning.pinner_of(cfg.policy) if cfg.policy is not None else None
             if direction == Direction.SERVER_TO_CLIENT:
                 if pinner is not None:
                     pinner.server_frame(stored)  # as recorded: the hashes approvals name

@@ -175,3 +175,18 @@ def test_a_reloaded_policy_keeps_the_sessions_pinning_state() -> None:
     unpinned = Policy.from_text('default = "allow"\n')
     pinning.carry_over(old, unpinned)
     assert unpinned.pinner is None
+
+
+def test_a_live_policy_reload_keeps_the_pinner(tmp_path: Path) -> None:
+    from recorder import pinning
+    from recorder.policy_reload import LivePolicy
+
+    path = tmp_path / "policy.toml"
+    path.write_text('[pin]\nservers = ["a"]\n')
+    live = LivePolicy(path)
+    pinning.attach(live, None, None, "a")
+    pinner = pinning.pinner_of(live)
+    assert pinner is not None
+    path.write_text('[pin]\nservers = ["a", "b"]\n')
+    assert live.poll() is not None
+    assert pinning.pinner_of(live) is pinner and pinner.settings.servers == ("a", "b")
