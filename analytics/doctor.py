@@ -139,6 +139,9 @@ class _Walk:
         self.tool_lists: list[tuple[int, set[str], bool]] = []  # (seq, names, is_first_page)
         self.list_requests: dict[tuple[str, str | None], bool] = {}  # key -> first page?
         self.invalid_frames: list[StoredEvent] = []
+        # tool drift (`recorder.tool_watch`): changes and flagged definitions recorded here
+        self.tool_changes: list[tuple[StoredEvent, dict]] = []
+        self.tool_findings: dict[str, list] = {}
 
     def feed(self, ev: StoredEvent) -> None:
         self.events.append(ev)
@@ -155,6 +158,10 @@ class _Walk:
             self.ended = (ev, _doc(ev))
         elif ev.kind == Kind.DECISION:
             self.decisions.append((ev, _doc(ev)))
+        elif ev.kind == "tool_changed":
+            self.tool_changes.append((ev, _doc(ev)))
+        elif ev.kind == "tools_listed":
+            self.tool_findings.update(_doc(ev).get("findings") or {})
         self.tracker.feed(ev)
         self.calls.extend(as_dict(c) for c in self.tracker.take_closed())
 
@@ -191,11 +198,15 @@ def doctor(store: EventStore, ref: str, slow_s: float = SLOW_S) -> Diagnosis:
 
 def diagnose(store: EventStore, session_id: str, slow_s: float = SLOW_S) -> Diagnosis:
     """Walk the fault tree over one session (a full id: resolve prefixes with the store)."""
-    store.session(session_id)  # raises SessionNotFound with a clear message
+    info = store.session(session_id)  # raises SessionNotFound with a clear message
     walk = _Walk()
     for ev in store.read_session(session_id):
         walk.feed(ev)
     walk.finish()
+    if info.transport == "http" and info.name:
+        from analytics.doctor_tools import observed_elsewhere
+
+        observed_elsewhere(store, walk, info.name, session_id)
     findings: list[Finding] = []
     findings += _transport(walk)
     findings += _heartbeats(walk)
@@ -467,6 +478,9 @@ def _discovery(w: _Walk) -> list[Finding]:
                 seqs,
             )
         )
+    from analytics.doctor_tools import tool_drift  # here: it imports this module
+
+    out += tool_drift(w)
     unknown = [
         c
         for c in w.calls

@@ -35,6 +35,7 @@ COMMAND_MODULES = {
     "report": "blackbox.cmd_analytics",
     "sql": "blackbox.cmd_analytics",
     "doctor": "blackbox.cmd_analytics",
+    "tools": "blackbox.cmd_tools",
     "policy": "blackbox.cmd_policy",
     "hook": "blackbox.cmd_policy",
     "decision": "blackbox.cmd_policy",

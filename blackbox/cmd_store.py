@@ -75,13 +75,25 @@ def sessions(
         limit=None if idle_only else limit,
     )
     rows = [summary.row() for summary in listing.list_summaries(store, filt)]
-    columns = listing.COLUMNS
+    columns = list(listing.COLUMNS)
     if idle_only:
         from recorder.idle import IDLE_COLUMNS, idle_session_rows
 
         rows = idle_session_rows(store, rows, limit)
         columns = [*listing.COLUMNS, *IDLE_COLUMNS]
+    columns = _with_tool_changes(store, rows, columns)
     click.echo(render(rows, fmt, columns if fmt == "table" else None))
+
+
+def _with_tool_changes(store: object, rows: list[dict], columns: list[str]) -> list[str]:
+    """Add `tools_changed` (how many tool definitions changed in the session) to the rows; the
+    table shows the column only when some session has a change."""
+    from recorder.store.kinds import kind_counts
+
+    counts = kind_counts(store, [r["id"] for r in rows], "tool_changed")
+    for row in rows:
+        row["tools_changed"] = counts.get(row["id"], 0)
+    return [*columns, *(["tools_changed"] if counts else [])]
 
 
 @click.command()

@@ -377,6 +377,72 @@ class SuiteSaved(Document):
     extra: Mapping[str, JSON] = extra_field()
 
 
+@dataclass(frozen=True, slots=True)
+class ToolsListed(Document):
+    """What a server offered: the tools, prompts or resource templates of one list answer, each
+    with the hash of its definition (`recorder.tooldefs`), written by the shipper side when a
+    session's listing differs from its previous one. The inventory is built from these."""
+
+    KIND: ClassVar[str] = "tools_listed"
+
+    server: str | None = doc_field("The server's recorded name.", required=True)
+    command: str | None = doc_field("The server's command line or URL.", required=True)
+    method: str = doc_field(
+        "The list method answered: tools/list, prompts/list, resources/templates/list or"
+        " server/discover.",
+        required=True,
+        default="tools/list",
+    )
+    items: list[JSON] = doc_field(
+        "Each item as {kind, name, hash}: kind tool, prompt or resource_template; hash the"
+        " sha256 hex of its canonical definition.",
+        default=[],
+    )
+    complete: bool = doc_field(
+        "The answer listed everything (no pagination): what is absent has disappeared.",
+        default=True,
+    )
+    seq: int | None = doc_field("The seq of the answer's frame.")
+    findings: dict[str, JSON] = doc_field(
+        "Suspicious-definition findings by item name (a heuristic; see docs/tools.md).",
+        default={},
+    )
+    observed_session: str | None = doc_field(
+        "The session the answer was seen in, when not this record's own (the HTTP proxy's"
+        " watcher records in a session of its own).",
+        optional=True,
+    )
+    extra: Mapping[str, JSON] = extra_field()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChanged(Document):
+    """A server's tool, prompt or resource template changed, appeared or disappeared against the
+    last definition recorded for that server (its name and command or URL), written by the
+    shipper side as the answer is seen, never on the relay's path."""
+
+    KIND: ClassVar[str] = "tool_changed"
+
+    server: str | None = doc_field("The server's recorded name.", required=True)
+    command: str | None = doc_field("The server's command line or URL.", required=True)
+    tool: str = doc_field("The item's name.", required=True, default="")
+    item_kind: str = doc_field("tool, prompt or resource_template.", default="tool")
+    change: str = doc_field("changed, added or removed.", required=True, default="changed")
+    method: str = doc_field("The list method whose answer showed it.", default="tools/list")
+    old_hash: str | None = doc_field("The previous definition's hash (null when added).")
+    new_hash: str | None = doc_field("The new definition's hash (null when removed).")
+    diff: list[str] = doc_field("A readable diff, one line each (- old, + new).", default=[])
+    findings: list[JSON] = doc_field(
+        "Suspicious-definition findings of the new definition (a heuristic).", default=[]
+    )
+    seq: int | None = doc_field("The seq of the answer's frame.")
+    previous_session: str | None = doc_field("The session the previous definition was seen in.")
+    observed_session: str | None = doc_field(
+        "The session the answer was seen in, when not this record's own.", optional=True
+    )
+    extra: Mapping[str, JSON] = extra_field()
+
+
 def started_here(**fields: JSON) -> SessionStarted:
     """A `session_started` document by this process: its version and pid filled in; keys beyond
     the schema (a tap's own settings) are kept as extra."""
@@ -405,6 +471,8 @@ DOCUMENTS: dict[str, type[Document]] = {
         SessionResumed,
         PeerBack,
         SuiteSaved,
+        ToolsListed,
+        ToolChanged,
     )
 }
 

@@ -12,7 +12,8 @@ the same journal:
   `invalid_json` from the client, `invalid_utf8` from either side;
 - the requests still waiting for an answer, which the tap names in an `exit_with_outstanding` fault
   when the server exits under them;
-- pings left unanswered (`recorder.heartbeat`): an `unresponsive` fault, then `peer_back`.
+- pings left unanswered (`recorder.heartbeat`): an `unresponsive` fault, then `peer_back`;
+- with a `recorder.tool_watch.ToolWatch`, what the server offered and when it changed.
 """
 
 from __future__ import annotations
@@ -28,13 +29,17 @@ from recorder.model import Direction, Kind, NewEvent
 from recorder.pairing import Pending, request_key, response_key
 
 Emit = Callable[[str, events.Document], None]  # (session id, document)
+Observer = Callable[[Sequence[NewEvent]], None]
 
 
 class FrameObserver:
     """Follows one stdio session's frames: era, invalid lines, outstanding requests."""
 
-    def __init__(self, emit: Emit, quarantine_noise: bool = False) -> None:
+    def __init__(
+        self, emit: Emit, quarantine_noise: bool = False, tools: Observer | None = None
+    ) -> None:
         self.emit = emit
+        self.tools = tools
         self.quarantine_noise = quarantine_noise
         self.era: str | None = None
         self._lock = threading.Lock()
@@ -49,6 +54,8 @@ class FrameObserver:
             for ev in events:
                 if ev.kind == Kind.FRAME and ev.raw_size is None:
                     self._frame(ev)
+        if self.tools is not None:
+            self.tools(events)
 
     def outstanding(self) -> list[dict[str, Any]]:
         """The client's requests the server has not answered, oldest first."""

@@ -30,6 +30,7 @@ from recorder import events
 from recorder.decisions import args_fingerprint
 from recorder.jsonrpc import id_fields
 from recorder.model import Direction, Kind
+from recorder.pinning import Pinner, PinSettings, pin_settings
 from recorder.policy_rules import (
     AMBIGUOUS_RULE,
     DEFAULT_RULE,
@@ -164,8 +165,12 @@ class Policy:
         default: str = "allow",
         name: str = "<policy>",
         sha256: str | None = None,
+        pins: PinSettings | None = None,
     ) -> None:
         self.rules = tuple(rules)
+        # Tool pinning (`recorder.pinning`): the settings, and in a tap the session's state.
+        self.pins = pins
+        self.pinner: Pinner | None = None
         self.default = default
         self.name = name
         self.sha256 = sha256
@@ -204,7 +209,7 @@ class Policy:
         if sha256 is None:
             sha256 = hashlib.sha256(text.encode()).hexdigest()
         rules, default = parse_policy(text, name)
-        return cls(rules, default, name, sha256)
+        return cls(rules, default, name, sha256, pin_settings(text, rules, name))
 
     # -- deciding --------------------------------------------------------------------------
 
@@ -297,6 +302,9 @@ class Policy:
             reason += " (JSON parsers disagree on which one counts)"
             outcome = Outcome("deny", AMBIGUOUS_RULE, "rule", reason)
             return outcome, tool, args, "deny", reason
+        pinned = self.pinner.check(server, tool) if self.pinner is not None else None
+        if pinned is not None and method == TOOLS_CALL:
+            return Outcome("deny", pinned[0], "pin", pinned[1]), tool, args, "deny", pinned[1]
         outcome = self.evaluate(server, method, tool, args)
         final = "allow" if outcome.decision == "allow" else "deny"
         reason = outcome.reason

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from recorder import events
+from recorder.pinning import carry_over
 from recorder.policy import GateVerdict, Policy
 from recorder.policy_rules import PolicyError, Rule
 from recorder.record_scan import records_of_kinds
@@ -180,6 +181,7 @@ class LivePolicy:
         doc = self._loaded(policy, self.policy.sha256, "changed")
         # Recorded before the swap: a version's decisions come after its `policy_loaded`.
         self._record(doc)
+        carry_over(self.policy, policy)  # tool pinning keeps what the session has seen
         self.policy = policy
         self.on_notice(f"policy {self.path} reloaded: version {sha[:12]} in force")
         return doc

@@ -15,6 +15,11 @@ File format (see docs/permissions.md)::
     method = "tools/call"        # exact method, or a list; default "tools/call"
     reason = "nothing writes under /etc"
     when = [{ arg = "path", matches = "^/etc/", normalize = "path" }]   # all must hold
+    pin = true                   # hold the tools it targets to their approved definitions
+
+    [pin]                        # pinning for whole servers (see recorder.pinning)
+    servers = ["weather"]
+    trust_on_first_use = true
 
 Conditions: `arg` is a path into the call's arguments (`path`, `$.options.mode`, `files[0]`,
 `["key.with.dots"]`), with exactly one of `equals = VALUE` (JSON equality: `true` is not `1`),
@@ -38,11 +43,12 @@ DEFAULT_RULE = "default"
 # has a key twice (its meaning depends on the server's parser).
 UNPARSEABLE_RULE = "unparseable"
 AMBIGUOUS_RULE = "ambiguous"
+PIN_RULE = "pin"  # a pinned tool's definition differs from its approved one
 TOOLS_CALL = "tools/call"
 
 _DECISIONS = ("allow", "deny", "ask")
-_RULE_KEYS = {"id", "decision", "server", "tool", "method", "reason", "when"}
-_TOP_KEYS = {"default", "rule", "version"}
+_RULE_KEYS = {"id", "decision", "server", "tool", "method", "reason", "when", "pin"}
+_TOP_KEYS = {"default", "rule", "version", "pin"}
 _COND_OPS = ("equals", "matches", "present")
 _NORMALIZERS = ("path",)
 
@@ -176,6 +182,7 @@ class Rule:
     when: tuple[Condition, ...]
     reason: str | None
     line: int
+    pin: bool = False
 
     def matches(self, server: str | None, method: str, tool: str | None, args: object) -> bool:
         return self.targets(server, method, tool) and all(c.holds(args) for c in self.when)
@@ -294,7 +301,7 @@ class _Builder:
             if key not in _TOP_KEYS:
                 raise self.fail(
                     self.loc.top(key),
-                    f"unknown key {key!r} (expected: default, version, [[rule]])",
+                    f"unknown key {key!r} (expected: default, version, [[rule]], [pin])",
                 )
         version = self.doc.get("version", 1)
         if version != 1:
@@ -349,7 +356,7 @@ class _Builder:
         rule_id = raw.get("id")
         if not isinstance(rule_id, str) or not rule_id.strip():
             raise self.fail(self.loc.rule(index, "id"), f"rule {index + 1} needs an id (a string)")
-        if rule_id in (DEFAULT_RULE, UNPARSEABLE_RULE, AMBIGUOUS_RULE):
+        if rule_id in (DEFAULT_RULE, UNPARSEABLE_RULE, AMBIGUOUS_RULE, PIN_RULE):
             raise self.fail(self.loc.rule(index, "id"), f"rule id {rule_id!r} is reserved")
         decision = raw.get("decision")
         if decision not in _DECISIONS:
@@ -378,6 +385,9 @@ class _Builder:
         if not isinstance(conditions, list):
             raise self.fail(self.loc.rule(index, "when"), "when must be a list of conditions")
         when = tuple(self.condition(index, i, c) for i, c in enumerate(conditions))
+        pin = raw.get("pin", False)
+        if not isinstance(pin, bool):
+            raise self.fail(self.loc.rule(index, "pin"), "pin must be true or false")
         return Rule(
             id=rule_id,
             decision=decision,
@@ -387,6 +397,7 @@ class _Builder:
             when=when,
             reason=reason,
             line=self.loc.rule(index)[0],
+            pin=pin,
         )
 
     def condition(self, index: int, ci: int, raw: object) -> Condition:

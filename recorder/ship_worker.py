@@ -170,7 +170,11 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
             # One line a document: encoded JSON escapes every newline inside it.
             say(f"event\t{sid}\t{doc.KIND}\t{events.encode(doc).decode()}")
 
-        observer = FrameObserver(emit, quarantine_noise=mode == "observe-quarantine")
+        from recorder.store import open_store
+        from recorder.tool_watch import ToolWatch
+
+        tools = ToolWatch(emit, lambda: open_store(url, create=False))
+        observer = FrameObserver(emit, quarantine_noise=mode == "observe-quarantine", tools=tools)
     seen: dict[str, int] = {}
 
     def observe(path: str, start: int, end: int) -> None:

@@ -53,6 +53,7 @@ from recorder.idle import SessionIdle, check_interval
 from recorder.journal import Journal, JournalError
 from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, parse
 from recorder.model import Direction, Kind
+from recorder.pinning import pinner_of
 from recorder.taps.http_exchange import (
     PROXY_ERROR_CODE,
     SSE_EVENTS_PER_RECORD,
@@ -266,6 +267,9 @@ class HttpProxyTap(ResponseRelays):
                 raw_size is None
             ):  # pings: `unresponsive` faults and `peer_back` (recorder.heartbeat)
                 self.heartbeats.frame(session, direction, raw, seq)
+            pinner = pinner_of(self.policy)
+            if pinner is not None:  # tool pinning: the definitions each session was given
+                pinner.frame(session.session_id, direction, raw)
         return seq
 
     def _end(self, session: RecordingSession) -> None:

@@ -266,6 +266,10 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
                 args=(config.journal_dir, store_factory),
                 daemon=True,
             ).start()
+    if config.policy is not None:
+        from recorder import pinning
+
+        pinning.attach(config.policy, config.store_factory, journal, config.settings.server_name)
     tap = HttpProxyTap(config.settings, journal, config.policy, config.on_notice)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host

@@ -28,6 +28,7 @@ from recorder.journal import parse_segment_name
 from recorder.leftovers import ship_leftovers_quietly
 from recorder.shipper import Shipper
 from recorder.store import EventStore, open_store
+from recorder.tool_watch import OwnSession, ToolWatch
 
 
 class JournalTail:
@@ -97,7 +98,16 @@ def main(argv: list[str]) -> int:
     def factory() -> EventStore:
         return open_store(store_url)
 
-    shipper = Shipper(tail, factory, notice, poll_seconds=poll_seconds)  # type: ignore[arg-type]
+    # Tool drift is watched here, off the proxy's path; it records in a session of its own.
+    own = OwnSession(factory)
+    watch = ToolWatch(own.emit, factory, own_session=own.session_id)
+    shipper = Shipper(
+        tail,  # type: ignore[arg-type]
+        factory,
+        notice,
+        observer=watch,
+        poll_seconds=poll_seconds,
+    )
     shipper.start()
     if len(argv) > 5 and argv[5] == "leftovers":
         threading.Thread(
@@ -121,7 +131,10 @@ def main(argv: list[str]) -> int:
         # that word the proxy died; what we ship stays in the journal too, so that the next tap
         # or `blackbox ship` closes its sessions as recovered.
         tail.close()
-    return 0 if shipper.stop(final_seconds) else 3
+    done = shipper.stop(final_seconds)
+    watch.close()
+    own.close()
+    return 0 if done else 3
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from recorder import events
+from recorder import events, pinning
 from recorder.errors import BlackboxError
 from recorder.idle import IdleWatch
 from recorder.journal import Journal, JournalError, StoreMark
@@ -47,6 +47,7 @@ from recorder.observer import FrameObserver
 from recorder.ship_worker import lower_thread_priority
 from recorder.shipper import POLL_SECONDS, Shipper
 from recorder.store import EventStore
+from recorder.tool_watch import ToolWatch
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
 OVERSIZE_PREFIX = 64 * 1024
@@ -169,7 +170,9 @@ class _Tap:
         self.journal.append(self.sid, Kind.SESSION_STARTED, Direction.NONE, events.encode(started))
         if hasattr(cfg.policy, "watch"):  # a live policy records each version it puts in force
             cfg.policy.watch(lambda doc: self._emit(self.sid, doc))  # type: ignore[union-attr]
-        self.observer = FrameObserver(self._emit, cfg.quarantine_noise)
+        # Tool drift is watched here too, off the relay's path (in the store worker with a URL).
+        tools = ToolWatch(self._emit, self._open_store) if cfg.store_url is None else None
+        self.observer = FrameObserver(self._emit, cfg.quarantine_noise, tools)
         self.shipper = Shipper(
             self.journal,
             self._open_store,
@@ -183,6 +186,8 @@ class _Tap:
             leftovers_dir=cfg.journal_dir if cfg.ship_leftovers else None,
         )
         self.shipper.start()
+        if cfg.policy is not None:
+            pinning.attach(cfg.policy, self._open_store, self.journal, cfg.name)
         self.leftovers: threading.Thread | None = None
         if cfg.ship_leftovers and cfg.store_url is None:  # else the store worker ships them
             self.leftovers = threading.Thread(target=self._ship_leftovers, daemon=True)
@@ -529,12 +534,17 @@ class _Tap:
                 continue
             stored = cfg.redactor.redact_frame(frame) if cfg.redactor is not None else frame
             self.append(self.sid, Kind.FRAME, direction, stored)
+            pinner = pinning.pinner_of(cfg.policy) if cfg.policy is not None else None
             if direction == Direction.SERVER_TO_CLIENT:
+                if pinner is not None:
+                    pinner.server_frame(stored)  # as recorded: the hashes approvals name
                 if cfg.quarantine_noise and _is_noise(frame):
                     _write_all(self.stderr_fd, frame + b"\n")
                     continue
                 forward.append(frame + b"\n")
                 continue
+            if pinner is not None:
+                pinner.client_frame(frame)
             verdict = cfg.policy.check(cfg.name, frame) if cfg.policy is not None else None
             if verdict is None:
                 forward.append(frame + b"\n")

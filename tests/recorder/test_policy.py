@@ -350,7 +350,7 @@ def test_a_malformed_policy_refuses_to_start_the_tap(
     assert proc.returncode == 2
     assert proc.stderr.decode().strip() == (
         f"blackbox: {bad}:3:3: unknown key 'decison' in rule 1 "
-        "(expected: decision, id, method, reason, server, tool, when)"
+        "(expected: decision, id, method, pin, reason, server, tool, when)"
     )
     assert not marker.exists()  # the server was never started
 

@@ -1,0 +1,185 @@
+"""Tool drift as it happens, with the SDK client and a real SDK server whose definitions change
+between sessions and within one (after `notifications/tools/list_changed`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import stdio_client
+
+from recorder.store import EventStore, open_store
+from tests import peers
+from tests.recorder.test_stdio_tap import wait_sealed
+
+DRIFT_SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "drift_server.py")]
+
+
+def run_session(
+    tmp_path: Path, store_url: str, variant: str, rug_pull: bool = False, *extra: str
+) -> dict:
+    command = peers.record_command(DRIFT_SERVER, "drift", None, *extra)
+    env = peers.tap_env(tmp_path / "home", store_url, DRIFT_VARIANT=variant)
+    server = peers.params(command, env)
+    seen: dict = {}
+
+    async def drive() -> None:
+        with anyio.fail_after(60):
+            async with (
+                stdio_client(server) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                tools = await session.list_tools()
+                seen["first"] = {t.name: t.description for t in tools.tools}
+                if rug_pull:
+                    await session.call_tool("rug_pull", {})
+                    tools = await session.list_tools()
+                    seen["second"] = {t.name: t.description for t in tools.tools}
+                try:
+                    result = await session.call_tool("weather", {"city": "Oslo"})
+                    seen["weather"] = result.content[0].text
+                except Exception as exc:  # the gate's denial, in the pinning tests
+                    seen["weather_error"] = str(exc)
+
+    anyio.run(drive)
+    return seen
+
+
+def docs_of(store: EventStore, kind: str) -> list[dict]:
+    found = []
+    for info in store.list_sessions():
+        for ev in store.read_session(info.session_id):
+            if ev.kind == kind:
+                found.append({**json.loads(ev.raw), "_session": info.session_id, "_seq": ev.seq})
+    return found
+
+
+def test_a_change_between_sessions_is_recorded_once_with_its_diff_and_findings(
+    tmp_path: Path, store_url: str
+) -> None:
+    run_session(tmp_path, store_url, "clean")
+    store = open_store(store_url)
+    wait_sealed(store, 1)
+    assert docs_of(store, "tool_changed") == []  # a first listing is a snapshot, not a change
+    (listed,) = docs_of(store, "tools_listed")
+    assert {i["name"] for i in listed["items"]} == {"weather", "rug_pull"}
+    assert listed["findings"] == {}
+
+    run_session(tmp_path, store_url, "poisoned")
+    wait_sealed(store, 2)
+    run_session(tmp_path, store_url, "poisoned")  # the same definition again: no new change
+    wait_sealed(store, 3)
+    (change,) = docs_of(store, "tool_changed")
+    assert (change["tool"], change["change"], change["server"]) == ("weather", "changed", "drift")
+    assert change["old_hash"] != change["new_hash"]
+    assert change["previous_session"] is not None
+    diff = "\n".join(change["diff"])
+    assert "+ description:" in diff and "<IMPORTANT>" in diff and "<U+200B>" in diff
+    assert "- description: Get the weather forecast for a city." in diff
+    rules = {f["rule"] for f in change["findings"]}
+    assert {"invisible_unicode", "instruction_tag", "secret_reference"} <= rules
+    assert store.verify() == []
+
+
+def test_a_change_within_a_session_after_list_changed(tmp_path: Path, sqlite_url: str) -> None:
+    seen = run_session(tmp_path, sqlite_url, "clean", True)
+    assert "IMPORTANT" in seen["second"]["weather"]
+    store = open_store(sqlite_url)
+    (info,) = wait_sealed(store, 1)
+    (change,) = docs_of(store, "tool_changed")
+    assert change["_session"] == info.session_id
+    assert change["previous_session"] == info.session_id
+    assert change["after_list_changed"] is True
+    listed = docs_of(store, "tools_listed")
+    assert len(listed) == 2  # the first answer and the changed one
+    assert "weather" in listed[1]["findings"]
+
+
+PIN_POLICY = """
+default = "allow"
+
+[pin]
+servers = ["drift"]
+trust_on_first_use = true
+"""
+
+
+def _blackbox(tmp_path: Path, store_url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home"), "BLACKBOX_STORE": store_url}
+    return subprocess.run(
+        [peers.BLACKBOX, *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+def test_a_pinned_tool_is_denied_under_a_new_definition_until_approved(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(PIN_POLICY)
+    gate = ("--policy", str(policy))
+    store = open_store(sqlite_url)
+    # Trust on first use: the reviewed definition is approved as it is first seen.
+    assert run_session(tmp_path, sqlite_url, "clean", False, *gate)["weather"] == "sunny in Oslo"
+    wait_sealed(store, 2)  # the session and its approval
+    # The rug pull: without the gate the call goes through under the poisoned definition...
+    assert run_session(tmp_path, sqlite_url, "poisoned")["weather"] == "sunny in Oslo"
+    # ...with it, it is denied, and the decision names the change.
+    seen = run_session(tmp_path, sqlite_url, "poisoned", False, *gate)
+    assert "weather" not in seen and "changed" in seen["weather_error"]
+    wait_sealed(store, 4)
+    denials = [d for d in docs_of(store, "decision") if d["decision"] == "deny"]
+    assert [(d["tool"], d["rule"], d["decided_by"]) for d in denials] == [("weather", "pin", "pin")]
+    assert "approved definition" in denials[0]["reason"]
+    # Approving the recorded definition (an audit record of its own) lets the call through.
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "drift", "weather")
+    assert done.returncode == 0, done.stderr
+    (change,) = docs_of(store, "tool_changed")[:1]
+    assert done.stdout.split()[-1] == change["new_hash"]
+    assert run_session(tmp_path, sqlite_url, "poisoned", False, *gate)["weather"] == "sunny in Oslo"
+    approvals = [d for d in docs_of(store, "decision") if d["method"] == "tools/approve"]
+    assert sorted((d["tool"], d["decided_by"]) for d in approvals) == [
+        ("rug_pull", "trust_on_first_use"),  # every tool of a pinned server
+        ("weather", "trust_on_first_use"),
+        ("weather", "user"),
+    ]
+    assert store.verify() == []
+    # A recorded definition can be approved by a prefix of its hash; an unknown one cannot.
+    old = change["old_hash"]
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "drift", "weather", old[:12])
+    assert done.returncode == 0 and done.stdout.split()[-1] == old
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "drift", "weather", "ffff0000")
+    assert done.returncode == 2 and "no recorded definition" in done.stderr
+
+
+def test_a_pinned_tool_changed_within_the_session_is_denied(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(PIN_POLICY.replace('servers = ["drift"]', "") + RULE_PIN)
+    seen = run_session(tmp_path, sqlite_url, "clean", True, "--policy", str(policy))
+    assert "changed" in seen["weather_error"]
+
+
+RULE_PIN = """
+[[rule]]
+id = "pin-weather"
+decision = "allow"
+tool = "weather"
+pin = true
+"""
+
+
+def test_bad_pin_settings_are_one_line_errors(tmp_path: Path, sqlite_url: str) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[pin]\nservers = "drift"\ntrust = 1\n')
+    done = _blackbox(tmp_path, sqlite_url, "policy", "check", str(policy))
+    assert done.returncode == 2 and "unknown key 'trust' in [pin]" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "nope", "weather")
+    assert done.returncode == 2 and "no definition of 'weather'" in done.stderr
