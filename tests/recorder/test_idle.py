@@ -4,6 +4,7 @@ back, in log order between the frames; the in-use time is then a query."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -68,9 +69,10 @@ def test_stdio_session_idle_then_resumed(tmp_path: Path) -> None:
     assert 2.0e9 <= resumed["idle_ns"] < 10e9 and resumed["direction"] == "c2s"
     last_frame = [ev for ev in records if ev.kind == "frame"][4]
     assert abs(idle["last_frame_ns"] - last_frame.wall_ns) < 0.5e9
-    out = CliRunner().invoke(main, ["sessions", "--idle", "--store", store_url])
+    out = CliRunner().invoke(main, ["sessions", "--idle", "--store", store_url, "--format", "json"])
     assert out.exit_code == 0, out.output
-    assert sid[:8] in out.output
+    (row,) = json.loads(out.output)
+    assert row["id"] == sid and row["idle_periods"] == 1
 
 
 def test_busy_session_is_not_idle(tmp_path: Path) -> None:
@@ -98,8 +100,8 @@ def test_busy_session_is_not_idle(tmp_path: Path) -> None:
         assert "session_idle" not in _kinds(store.read_session(sid))
     finally:
         store.close()
-    out = CliRunner().invoke(main, ["sessions", "--idle", "--store", store_url])
-    assert out.exit_code == 0 and sid[:8] not in out.output
+    out = CliRunner().invoke(main, ["sessions", "--idle", "--store", store_url, "--format", "json"])
+    assert out.exit_code == 0 and json.loads(out.output) == []
 
 
 def test_proxy_session_idle_then_resumed(tmp_path: Path) -> None:
