@@ -38,6 +38,9 @@ COMMAND_MODULES = {
     "verify-export": "blackbox.cmd_compliance",
     "retention": "blackbox.cmd_compliance",
     "hold": "blackbox.cmd_compliance",
+    "keys": "blackbox.cmd_trust",
+    "checkpoint": "blackbox.cmd_trust",
+    "prove": "blackbox.cmd_trust",
 }
 
 
