@@ -191,7 +191,7 @@ class AutoCheckpoints:
         self.signer = signer
         self.every = every
         self.publish = publish
-        self._last = 0.0
+        self._last = time.monotonic()
         self._said: str | None = None
 
     @classmethod

@@ -18,7 +18,9 @@ from sqlalchemy import create_engine, text
 from blackbox.cli import main
 from recorder import chain, merkle
 from recorder.checkpoint import Signer, open_checkpoint, parse_vkey
+from recorder.journal import Journal
 from recorder.model import Kind
+from recorder.shipper import Shipper
 from recorder.signing import split_notes
 from recorder.store import open_store, tree
 from tests.recorder.storekit import T0, session_events
@@ -105,7 +107,7 @@ def test_checkpoint_is_signed_stored_filed_and_never_holds_the_private_key(signe
     with store.transaction() as conn:
         kept = tree.stored_checkpoints(conn)
     assert [k.note for k in kept] == [note]
-    seed = secret.rsplit("+", 1)[-1]
+    seed = secret.split("+", 4)[4]
     for k in kept:
         assert seed not in k.note and "PRIVATE" not in k.note
     if store_url.startswith("sqlite"):
@@ -263,3 +265,39 @@ def test_stored_checkpoint_edited_is_found_by_plain_verify(signed):
     code, out = run("verify", "--store", store_url)
     assert code == 1
     assert "fewer than the" in out
+
+
+def ship_one_session(store_url: str, directory: Path) -> None:
+    journal = Journal.create(directory, segment_bytes=4000)
+    shipper = Shipper(journal, lambda: open_store(store_url), lambda _n: None, batch_records=5)
+    shipper.start()
+    journal.append("s1", "session_started", "-", b'{"name":"t","transport":"stdio"}')
+    for i in range(20):
+        journal.append("s1", "frame", "c2s", json.dumps({"jsonrpc": "2.0", "id": i}).encode())
+    journal.append("s1", "session_ended", "-", b'{"reason":"client_closed","outcome":"ok"}')
+    journal.close()
+    assert shipper.stop(30)
+
+
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_the_shipper_checkpoints_on_seal_when_a_key_is_configured(
+    store_url, blackbox_env, tmp_path, monkeypatch, switch
+):
+    monkeypatch.setenv("BLACKBOX_CHECKPOINT_EVERY", "3600")  # only the seal triggers one
+    if switch == "off":
+        monkeypatch.setenv("BLACKBOX_CHECKPOINTS", "off")
+    _code, out = run("keys", "init", "--origin", "example.com/audit")
+    vkey = out.strip().splitlines()[-1]
+    ship_one_session(store_url, tmp_path / "j")
+    filed = Path(blackbox_env["BLACKBOX_HOME"]) / "checkpoints.txt"
+    if switch == "off":
+        assert not filed.exists()
+        return
+    notes = split_notes(filed.read_text())
+    assert len(notes) == 1  # the seal, not every batch
+    checkpoint, problem = open_checkpoint(notes[0], [parse_vkey(vkey)[0]])
+    assert problem is None
+    store = open_store(store_url)
+    assert checkpoint.size == sum(1 for _ in store.read_log()) == 23
+    store.close()
+    assert verify_against(store_url, vkey, filed)[0] == 0
