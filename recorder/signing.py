@@ -225,3 +225,16 @@ class AutoCheckpoints:
             if message != self._said:
                 print(message, file=sys.stderr, flush=True)
                 self._said = message
+
+
+def note_for_export(store: EventStore) -> str | None:
+    """The checkpoint an export bundle carries: a fresh one when a signing key is configured
+    (so it covers every exported record), else the newest the store keeps, else None."""
+    signer = None
+    with contextlib.suppress(CheckpointError):
+        signer = keys.configured_signer()
+    if signer is not None:
+        return issue(store, signer, checkpoints_file()).note
+    with store.transaction() as conn:
+        kept = tree.stored_checkpoints(conn, last=True)
+    return kept[0].note if kept else None
