@@ -46,13 +46,14 @@ def write(
     size = checkpoint.size
     proven = uncovered = 0
     with store.transaction() as conn, open(out_dir / PROOFS_FILE, "w", encoding="utf-8") as out:
+        cached = tree.BlockCache(conn)
         for sid in session_ids:
             leaves = {leaf.seq: leaf for leaf in tree.session_leaves(conn, sid)}
             for rec in store.read_session(sid):
                 leaf = leaves.get(rec.seq)
                 line: dict[str, object] = {"session_id": sid, "seq": rec.seq, "leaf_index": None}
                 if leaf is not None and leaf.index < size:
-                    proof = tree.inclusion_proof(conn, leaf.index, size)
+                    proof = merkle.inclusion_proof(leaf.index, size, cached)
                     line["leaf_index"] = leaf.index
                     line["proof"] = [base64.b64encode(h).decode("ascii") for h in proof]
                     proven += 1

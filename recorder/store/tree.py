@@ -279,6 +279,57 @@ def consistency_proof(conn: Connection, old_size: int, new_size: int) -> list[by
     return _with_subtrees(conn, lambda sub: merkle.consistency_proof(old_size, new_size, sub))
 
 
+class BlockCache:
+    """A `SubtreeHash` over the stored tree for many proofs at one size (an export's): stored
+    hashes are read in aligned blocks of 256 and kept, so proofs of neighbouring leaves, which
+    share most of their path, cost a query per 256 leaves rather than two each (an export of
+    21,000 records took 23x as long with a query pair per proof)."""
+
+    BLOCK = 256
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.known: dict[tuple[int, int], bytes] = {}
+        self.loaded: set[tuple[int, int]] = set()
+        self.memo: dict[tuple[int, int], bytes] = {}
+
+    def _stored(self, level: int, idx: int) -> bytes:
+        key = (level, idx)
+        found = self.known.get(key)
+        if found is not None:
+            return found
+        first = idx - idx % self.BLOCK
+        if (level, first) not in self.loaded:
+            self.loaded.add((level, first))
+            last = first + self.BLOCK - 1
+            if level == 0:
+                rows = self.conn.execute(
+                    select(tree_leaves.c.idx, tree_leaves.c.leaf_hash).where(
+                        tree_leaves.c.idx.between(first, last)
+                    )
+                )
+            else:
+                rows = self.conn.execute(
+                    select(tree_nodes.c.idx, tree_nodes.c.hash).where(
+                        tree_nodes.c.level == level, tree_nodes.c.idx.between(first, last)
+                    )
+                )
+            self.known.update(((level, i), chain.as_bytes(h)) for i, h in rows)
+        if key not in self.known:
+            raise TreeDamaged(f"the store's tree lacks node {idx} of level {level}: run verify")
+        return self.known[key]
+
+    def __call__(self, start: int, end: int) -> bytes:
+        found = self.memo.get((start, end))
+        if found is None:
+            height = (end - start).bit_length() - 1
+            level = height - height % STRIDE
+            first, count = start >> level, (end - start) >> level
+            found = merkle.root([self._stored(level, first + j) for j in range(count)])
+            self.memo[(start, end)] = found
+        return found
+
+
 @dataclass(frozen=True)
 class Leaf:
     """A sequenced record: tree index, log position, seq and chain hash (the leaf input)."""

@@ -42,6 +42,7 @@ def test_sequencing_builds_the_rfc_tree_incrementally(store_url):
         for index in (0, 1, 15, 16, 31, 32, 100, size - 1):
             proof = tree.inclusion_proof(conn, index, size)
             assert proof == reference.inclusion_proof(index)
+            assert merkle.inclusion_proof(index, size, tree.BlockCache(conn)) == proof
             assert merkle.verify_inclusion(
                 merkle.leaf_hash(chain_hashes(store)[index]), index, size, proof, reference.root()
             )
