@@ -135,3 +135,27 @@ def test_export_refuses_a_log_inconsistent_with_its_last_checkpoint(
     code, out = run("export", "--store", store_url, "--session", sid, "--out", str(out_dir))
     assert code == 2 and "refusing to sign" in out
     assert not out_dir.exists()
+
+
+def test_retention_archive_proves_its_records_and_earlier_checkpoints_still_verify(
+    store_url, blackbox_env, tmp_path
+):
+    from analytics.retention import apply_retention
+    from analytics.verify_export import verify_export
+    from recorder import logproof
+    from recorder.checkpoint import parse_vkey
+
+    store = open_store(store_url)
+    now = time.time_ns()
+    old = record_session(store, now - 120 * DAY_NS)
+    record_session(store, now - DAY_NS)
+    vkey = run("keys", "init")[1].strip().splitlines()[-1]
+    code, earlier = run("checkpoint", "--store", store_url)
+    assert code == 0
+    result = apply_retention(store, 90 * DAY_NS, tmp_path / "archive", now_ns=now)
+    assert result.removed == [old]
+    report = verify_export(tmp_path / "archive", verifier=parse_vkey(vkey)[0])
+    assert report.ok, [f.message() for f in report.findings]
+    checked = logproof.verify_checkpoint(store, earlier, vkey)
+    assert checked.findings == [] and checked.retained > 0
+    store.close()

@@ -301,3 +301,23 @@ def test_the_shipper_checkpoints_on_seal_when_a_key_is_configured(
     assert checkpoint.size == sum(1 for _ in store.read_log()) == 23
     store.close()
     assert verify_against(store_url, vkey, filed)[0] == 0
+
+
+def test_publish_to_a_directory_and_to_a_command(signed, tmp_path):
+    store, store_url, _vkey, _outside, _ = signed
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    store.append(session_events(calls=1, start_ns=T0 + 9 * 10**9))
+    code, note = run("checkpoint", "--store", store_url, "--publish", str(shelf))
+    assert code == 0
+    size = note.split("\n")[1]
+    assert (shelf / "checkpoint.txt").read_text() == note
+    assert (shelf / f"checkpoint-{int(size):012d}.txt").read_text() == note
+    store.append(session_events(calls=1, start_ns=T0 + 10 * 10**9))
+    copied = tmp_path / "uploaded.txt"
+    command = f"sh -c 'cat > {copied}'"
+    code, note = run("checkpoint", "--store", store_url, "--publish", command)
+    assert code == 0 and copied.read_text() == note
+    store.append(session_events(calls=1, start_ns=T0 + 11 * 10**9))
+    code, out = run("checkpoint", "--store", store_url, "--publish", "false")
+    assert code == 2 and "publishing the checkpoint with false failed" in out
