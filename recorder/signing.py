@@ -26,6 +26,7 @@ from pathlib import Path
 
 from recorder import keys
 from recorder.checkpoint import (
+    EM_DASH,
     Checkpoint,
     CheckpointError,
     Signer,
@@ -75,14 +76,36 @@ def note_checkpoint(note: str) -> Checkpoint | None:
     return checkpoint
 
 
+# The last note of a checkpoints file is found in its tail: the file grows by a note per session
+# end, and the shipper reads it before every checkpoint.
+_TAIL_BYTES = 8192
+
+
+def _last_note(data: bytes, whole: bool) -> Checkpoint | None:
+    """The last checkpoint in `data`, the file's tail (`whole`: the entire file)."""
+    blocks = [b for b in data.decode("utf-8", "replace").split("\n\n") if b.strip()]
+    if not whole:
+        blocks = blocks[1:]  # the first block may be cut
+    while blocks and blocks[0].startswith(EM_DASH):
+        blocks = blocks[1:]  # a signature block whose note was cut: start at a note's text
+    notes = split_notes("\n\n".join(blocks))
+    return note_checkpoint(notes[-1]) if notes else None
+
+
+def _tail(handle) -> tuple[bytes, bool]:  # type: ignore[no-untyped-def]
+    size = os.fstat(handle.fileno()).st_size
+    handle.seek(max(0, size - _TAIL_BYTES))
+    return handle.read(), size <= _TAIL_BYTES
+
+
 def _last_in_file(path: Path) -> Checkpoint | None:
     try:
-        notes = split_notes(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as handle:
+            return _last_note(*_tail(handle))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise CheckpointError(f"cannot read the checkpoints file {path}: {exc}") from None
-    return note_checkpoint(notes[-1]) if notes else None
 
 
 def _refusal(conn, previous: Checkpoint, where: str, head: tree.TreeHead) -> str | None:  # type: ignore[no-untyped-def]
@@ -138,14 +161,12 @@ def append_to_file(path: Path, note: str, size: int) -> None:
     """Append `note` to the checkpoints file, under a lock, unless a larger one is already last
     (two shippers finishing in the other order: the file's sizes only grow)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+", encoding="utf-8") as out:
+    with open(path, "a+b") as out:
         fcntl.flock(out, fcntl.LOCK_EX)
-        out.seek(0)
-        notes = split_notes(out.read())
-        last = note_checkpoint(notes[-1]) if notes else None
+        last = _last_note(*_tail(out))
         if last is not None and last.size >= size:
             return
-        out.write(note + "\n")
+        out.write((note + "\n").encode("utf-8"))
         out.flush()
         os.fsync(out.fileno())
 
