@@ -55,6 +55,12 @@ def test_bundle_verifies_with_the_key_and_says_what_without(exported):
     code, out = run("verify-export", str(bundle))
     assert code == 0, out
     assert "only the bundle's integrity was checked, not its origin" in out
+    # the signing key is nowhere in the bundle
+    secret = next(bundle.parent.rglob("checkpoint.key")).read_text().strip()
+    seed = secret.split("+", 4)[4]
+    for path in bundle.iterdir():
+        data = path.read_bytes()
+        assert seed.encode() not in data and base64.b64decode(seed)[1:] not in data
 
 
 def test_a_bundle_signed_by_another_key_fails(exported):

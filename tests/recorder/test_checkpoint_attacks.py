@@ -126,6 +126,11 @@ def test_intact_log_verifies_against_the_checkpoint(signed):
     code, out = verify_against(store_url, vkey, outside)
     assert code == 0, out
     assert "consistent with the checkpoint" in out
+    code, out = run("verify", "--store", store_url, "--checkpoint", str(outside))
+    assert code == 2 and "--key" in out
+    code, out = run("verify", "--store", store_url, "--format", "json", "--key", vkey)
+    doc = json.loads(out)
+    assert code == 0 and doc["intact"] and doc["checkpoints"]["signed_by_key"]
 
 
 def test_rewrite_with_recomputed_hashes_is_caught(signed):
