@@ -538,11 +538,3 @@ def _chain_hash(row: Sequence, heads: dict[str, tuple[int, bytes]], out: Recompu
         h = chain.link(prev, record)
     heads[sid] = (seq, h)
     return h
-
-
-def pending(conn: Connection) -> int:
-    """How many committed records the tree does not hold yet (above its watermark)."""
-    watermark, _size, _stack = _state(conn)
-    return conn.execute(
-        select(func.count()).select_from(events).where(events.c.position > watermark)
-    ).scalar_one()
