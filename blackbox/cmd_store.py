@@ -16,7 +16,6 @@ from blackbox.output import (
     render,
     timeline,
 )
-from recorder import logproof
 from recorder.store import schema_head
 
 
@@ -95,6 +94,8 @@ def verify(
       blackbox verify last --format json
       blackbox verify --checkpoint /mnt/audit/checkpoint.txt --key "$(cat log.vkey)"
     """
+    from recorder import logproof  # here, so that the import block stays as the store's own
+
     if checkpoint_file is not None and not vkey:
         raise click.UsageError("--checkpoint is checked with --key VKEY (`blackbox keys show`)")
     store = open_configured_store(store_url)
