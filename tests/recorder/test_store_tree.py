@@ -106,6 +106,7 @@ def test_four_concurrent_writers_with_checkpoints_every_100ms(pg_url):
             for i in range(12):
                 start = T0 + (w * 100 + i) * 10**9
                 mine.append(session_events(new_session_id(start), calls=2, start_ns=start))
+                time.sleep(0.04)  # the writes span several checkpoint intervals
         except BaseException as exc:
             errors.append(exc)
         finally:
