@@ -36,6 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analytics import bundle_proof
 from analytics.columns import arrow_columns, document_columns
 from recorder import __version__, chain, events
 from recorder.errors import BlackboxError
@@ -360,6 +361,7 @@ def export_bundle(
     progress: Callable[[ExportProgress], None] | None = None,
     sessions: Iterable[SessionInfo] | None = None,
     include_broken: bool = False,
+    checkpoint_note: str | None = None,
 ) -> ExportResult:
     """Write the selected sessions (or `sessions`, when given) as a bundle in `out_dir`, which
     must be new or empty. The manifest is written last: a directory without one is incomplete.
@@ -368,9 +370,22 @@ def export_bundle(
     and its `sessions` row, derived columns, projection, removals); a session that fails makes
     the export refuse, unless `include_broken`, when it is exported with its findings in the
     manifest (`store_findings`, `chain_intact_at_export: false`) and `verify-export` fails on
-    it. A bundle thus never vouches for what the store already could not."""
+    it. A bundle thus never vouches for what the store already could not.
+
+    With `checkpoint_note` (a signed checkpoint of the log), the bundle carries it and an
+    inclusion proof of every record in it (analytics/bundle_proof.py)."""
     try:
-        return _export(store, out_dir, selection, fmt, redactor, progress, sessions, include_broken)
+        return _export(
+            store,
+            out_dir,
+            selection,
+            fmt,
+            redactor,
+            progress,
+            sessions,
+            include_broken,
+            checkpoint_note,
+        )
     except OSError as exc:  # a full disk or a vanished directory: one clear line, no traceback
         raise ExportError(
             f"cannot write the bundle in {out_dir}: {exc.strerror or exc}; it is incomplete "
@@ -387,6 +402,7 @@ def _export(
     progress: Callable[[ExportProgress], None] | None = None,
     sessions: Iterable[SessionInfo] | None = None,
     include_broken: bool = False,
+    checkpoint_note: str | None = None,
 ) -> ExportResult:
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -472,9 +488,14 @@ def _export(
             "bytes": (out_dir / name).stat().st_size,
             "sha256": sha256_file(out_dir / name),
         }
+    tree_entry = None
+    if checkpoint_note is not None:
+        tree_entry, proof_files = bundle_proof.write(store, out_dir, checkpoint_note, per_session)
+        files.update(proof_files)
     manifest = _manifest(
         selection, fmt, files, per_session, first_ns, last_ns, redactor, redacted_total, broken
     )
+    manifest["tree"] = tree_entry
     text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
     (out_dir / MANIFEST).write_text(text, encoding="utf-8")
     return ExportResult(

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from analytics.export import Selection, export_bundle, iso
 from analytics.verify_export import verify_export
-from recorder import events
+from recorder import events, signing
 from recorder.errors import BlackboxError
 from recorder.model import Direction, Kind, NewEvent, SessionInfo, new_session_id
 from recorder.store import EventStore
@@ -203,6 +203,8 @@ def apply_retention(
             Selection(session_ids=tuple(i.session_id for i in candidates)),
             fmt=archive_format,
             sessions=candidates,
+            # The archive proves its records are the log's, as any export does.
+            checkpoint_note=signing.note_for_export(store),
             progress=lambda p: say(
                 f"archived {p.sessions_done}/{p.sessions_total} sessions, {p.records} records"
             ),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+from analytics import bundle_proof
 from analytics.export import (
     BUNDLE_FORMAT,
     DECISION_COLUMNS,
@@ -32,6 +33,7 @@ from analytics.export import (
     sha256_file,
 )
 from recorder import chain, events
+from recorder.checkpoint import Verifier
 from recorder.jsonrpc import classify
 from recorder.model import DERIVED, Kind, StoredEvent
 
@@ -81,6 +83,7 @@ class ExportReport:
     records_checked: int = 0
     records_rehashed: int = 0
     records_attested: int = 0
+    origin_checked: bool = False  # the checkpoint's signature checked with the log's key
 
     @property
     def ok(self) -> bool:
@@ -95,6 +98,7 @@ class ExportReport:
             "records_checked": self.records_checked,
             "records_rehashed": self.records_rehashed,
             "records_attested": self.records_attested,
+            "origin_checked": self.origin_checked,
             "findings": [f.as_dict() for f in self.findings],
         }
 
@@ -116,10 +120,16 @@ def load_manifest(path: Path) -> tuple[dict | None, ExportFinding | None]:
     return manifest, None
 
 
-def verify_export(path: Path, progress: Callable[[int], None] | None = None) -> ExportReport:
-    """Check the bundle in `path`; `progress` is called with the records checked so far."""
+def verify_export(
+    path: Path,
+    progress: Callable[[int], None] | None = None,
+    verifier: Verifier | None = None,
+) -> ExportReport:
+    """Check the bundle in `path`; `progress` is called with the records checked so far. With
+    `verifier` (the log's public key) the bundle's checkpoint must be signed by it and cover
+    every record; without, its proofs are checked against it, which proves integrity only."""
     path = Path(path)
-    report = ExportReport(path)
+    report = ExportReport(path, origin_checked=verifier is not None)
     manifest, problem = load_manifest(path)
     if manifest is None:
         assert problem is not None
@@ -158,7 +168,37 @@ def verify_export(path: Path, progress: Callable[[int], None] | None = None) -> 
             _check_sessions(path, fmt, manifest, by_role["sessions"], report)
         if "decisions" in by_role and (path / by_role["decisions"][0]).is_file():
             _check_decisions(path, fmt, by_role["decisions"], rebuilt, report)
+        _check_tree(path, fmt, manifest, by_role["records"][0], verifier, report)
+    elif verifier is not None:
+        _check_tree(path, fmt, manifest, None, verifier, report)
     return report
+
+
+def _check_tree(
+    path: Path,
+    fmt: str,
+    manifest: dict,
+    records_name: str | None,
+    verifier: Verifier | None,
+    report: ExportReport,
+) -> None:
+    """The signed checkpoint and every record's inclusion proof (analytics/bundle_proof.py)."""
+    rows = read_rows(path / records_name, FILES["records"], fmt) if records_name else iter(())
+    try:
+        found = bundle_proof.check(path, manifest, rows, verifier)
+    except Exception as exc:  # a tampered records file: already a finding of its own
+        found = [("proof_invalid", f"cannot check the proofs: {exc}", None, None)]
+    for problem, detail, sid, seq in found:
+        name = bundle_proof.CHECKPOINT_FILE if problem.startswith(("checkpoint", "no_")) else None
+        report.findings.append(
+            ExportFinding(
+                problem,
+                detail,
+                name or bundle_proof.PROOFS_FILE,
+                None if sid is None else str(sid),
+                seq if isinstance(seq, int) else None,
+            )
+        )
 
 
 def _check_marked_broken(manifest: dict, report: ExportReport) -> None:

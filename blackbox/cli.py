@@ -18,6 +18,9 @@ from recorder.errors import BlackboxError
 # hook or a tap does not pay for importing analytics, replay and the migration tooling.
 COMMAND_MODULES = {
     "sessions": "blackbox.cmd_store",
+    "keys": "blackbox.cmd_trust",
+    "checkpoint": "blackbox.cmd_trust",
+    "prove": "blackbox.cmd_trust",
     "show": "blackbox.cmd_store",
     "verify": "blackbox.cmd_store",
     "db": "blackbox.cmd_store",

@@ -32,6 +32,7 @@ from blackbox.options import (
     store_option,
 )
 from blackbox.output import Throttled, render
+from recorder import logproof, signing
 from recorder.fingerprint import load_or_create_key, store_key_path
 from recorder.redact import Redactor
 
@@ -138,8 +139,16 @@ def export_cmd(
             final=p.sessions_done == p.sessions_total,
         )
 
+    note = signing.note_for_export(store)
     result = export_bundle(
-        store, out_dir, selection, fmt, redactor, progress, include_broken=include_broken
+        store,
+        out_dir,
+        selection,
+        fmt,
+        redactor,
+        progress,
+        include_broken=include_broken,
+        checkpoint_note=note,
     )
     counts = result.manifest["counts"]
     if result.broken:
@@ -159,21 +168,26 @@ def export_cmd(
 @click.command("verify-export")
 @click.argument("bundle", type=click.Path(path_type=Path, file_okay=False))
 @format_option(("table", "json"))
-def verify_export_cmd(bundle: Path, fmt: str) -> None:
-    """Check a bundle offline: file hashes and every session's hash chain.
+@click.option("--key", "vkey", metavar="VKEY", default=None, help="The log's verifier key.")
+def verify_export_cmd(bundle: Path, fmt: str, vkey: str | None) -> None:
+    """Check a bundle offline: file hashes, every session's hash chain, and the inclusion proof
+    of every record in the bundle's signed checkpoint.
 
     Exit 0 when everything holds, 1 with each finding (file_missing, file_hash_mismatch,
-    modified, missing, reordered, truncated, ...) otherwise. Needs no store.
+    modified, missing, reordered, truncated, not_included, checkpoint_refused, ...) otherwise.
+    Needs no store. With --key (`blackbox keys show` on the recording side) the checkpoint must
+    be signed by that key: the bundle's origin is checked, not only its integrity.
 
     \b
     Example:
-      blackbox verify-export audit-2026-11/
+      blackbox verify-export audit-2026-11/ --key "example.com/audit+1a2b3c4d+AU..."
       blackbox verify-export audit-2026-11/ --format json
     """
     if not bundle.is_dir():
         raise click.BadParameter(f"{bundle} is not a directory", param_hint="BUNDLE")
+    verifier = logproof.read_verifier(vkey) if vkey else None
     say = Throttled()
-    report = verify_export(bundle, progress=lambda n: say(f"checked {n} records"))
+    report = verify_export(bundle, lambda n: say(f"checked {n} records"), verifier)
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=2))
     elif report.ok:
@@ -182,6 +196,13 @@ def verify_export_cmd(bundle: Path, fmt: str) -> None:
             f"{report.records_checked} records ({report.records_rehashed} re-hashed, "
             f"{report.records_attested} redacted and attested)"
         )
+        if verifier is not None:
+            click.echo(f"origin: every record is in the log signed by {verifier.name}")
+        else:
+            click.echo(
+                "only the bundle's integrity was checked, not its origin: pass --key VKEY "
+                "to check it comes from the log that key signs"
+            )
     else:
         for finding in report.findings:
             click.echo(finding.message())

@@ -9,16 +9,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from recorder import keys
+
 STORE_ENV = "BLACKBOX_STORE"
 HOME_ENV = "BLACKBOX_HOME"
 
 
 def data_dir() -> Path:
-    """The directory holding the default SQLite store, journals and the analytics copy."""
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base).expanduser() / "mcp-blackbox"
+    """The directory holding the default SQLite store, journals and the analytics copy (the
+    rule lives in recorder/keys.py, which the shipper's signing key is found by too)."""
+    return keys.data_dir()
 
 
 def default_store_url() -> str:

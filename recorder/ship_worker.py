@@ -199,8 +199,10 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         # preempts it at once (niced, it could finish its time slice first: that was p99). Only
         # this thread: observing, which a closing tap waits for, keeps the worker's priority.
         idle_thread_priority()
+        from recorder.signing import AutoCheckpoints
         from recorder.store import open_store
 
+        checkpoints = AutoCheckpoints.configured()  # off unless a signing key is configured
         store: EventStore | None = None
         with contextlib.suppress(Exception):  # connect before the first batch; errors come later
             store = open_store(url)
@@ -220,6 +222,7 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                             raise StoreError(f"journal {path} ends before offset {end}")
                         store.append(batch)
                         count += len(batch)
+                        checkpoints.after_append(store, batch)
                 finally:
                     reader.close()
                 answer = f"ok {count}"

@@ -225,6 +225,9 @@ class Shipper:
         if self.nice:
             lower_thread_priority(self.nice)
         backoff = 0.1
+        from recorder.signing import AutoCheckpoints
+
+        checkpoints = AutoCheckpoints.configured()  # off unless a signing key is configured
         try:
             while True:
                 if not self._pending:
@@ -239,6 +242,7 @@ class Shipper:
                     if self._store is None:
                         self._store = self.store_factory()
                     self._store.append(self._pending)
+                    checkpoints.after_append(self._store, self._pending)
                 except Exception as exc:  # any failure: keep the records in the journal, retry
                     retry = self._back_off(exc, backoff)
                     if retry is None:

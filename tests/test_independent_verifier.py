@@ -229,6 +229,50 @@ def check_checkpoint_root(note: str, vkey: str, bundle: Path) -> list[str]:
     return []
 
 
+def verify_inclusion(leaf: bytes, index: int, size: int, proof: list[bytes], root: bytes) -> bool:
+    """RFC 9162 2.1.3.2: fold the path from leaf `index` of a tree of `size` leaves."""
+    if not 0 <= index < size:
+        return False
+    fn, sn, r = index, size - 1, leaf_hash(leaf)
+    for p in proof:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            while fn and not fn & 1:
+                fn >>= 1
+                sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == root
+
+
+def check_bundle_proofs(bundle: Path, vkey: str) -> list[str]:
+    """The bundle's checkpoint.txt verifies with the key, and proofs.jsonl (one line per record,
+    in the records file's order) proves each record's chain hash is a leaf of its tree."""
+    try:
+        _origin, size, root = open_checkpoint((bundle / "checkpoint.txt").read_text(), vkey)
+    except ValueError as exc:
+        return [f"checkpoint: {exc}"]
+    records = read_records_jsonl(bundle / "records.jsonl")
+    proofs = [json.loads(line) for line in (bundle / "proofs.jsonl").read_text().splitlines()]
+    if len(proofs) != len(records):
+        return ["proofs: not one proof per record"]
+    problems = []
+    for record, proof in zip(records, proofs, strict=True):
+        where = f"session {record['session_id']} seq {record['seq']}"
+        if (proof["session_id"], proof["seq"]) != (record["session_id"], record["seq"]):
+            problems.append(f"{where}: the proof is for another record")
+            continue
+        path = [base64.b64decode(h, validate=True) for h in proof["proof"]]
+        index = proof["leaf_index"]
+        if index is None or not verify_inclusion(record["hash"], index, size, path, root):
+            problems.append(f"{where}: not in the tree the checkpoint signs")
+    return problems
+
+
 # == The evidence, made by the project in a child process =====================================
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -296,6 +340,19 @@ def make_evidence(tmp_path: Path, redact: bool) -> tuple[Path, dict]:
     run(CLI, "export", "--store", url, "--out", str(bundle), "--format", "jsonl", *flags, env=env)
     signed = json.loads(run(sys.executable, "-c", MAKE_CHECKPOINT, url, env=env))
     return bundle, signed
+
+
+def make_signed_bundle(tmp_path: Path, redact: bool) -> tuple[Path, str]:
+    """A bundle exported with a signing key configured: it carries checkpoint.txt and
+    proofs.jsonl. Returns the bundle and the verifier key `keys init` printed last."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run(sys.executable, "-c", MAKE_STORE, url, env=env)
+    vkey = run(CLI, "keys", "init", "--origin", "blackbox.example/log", env=env).split()[-1]
+    bundle = tmp_path / "signed"
+    flags = [] if redact else ["--no-redact"]
+    run(CLI, "export", "--store", url, "--out", str(bundle), "--format", "jsonl", *flags, env=env)
+    return bundle, vkey
 
 
 def rewrite_manifest_hash(bundle: Path, name: str) -> None:
@@ -446,3 +503,42 @@ def test_a_session_the_exporter_found_broken_fails(tmp_path: Path) -> None:
     run(*args, str(tmp_path / "marked"), "--include-broken", env=env)
     problems = check_bundle(tmp_path / "marked")
     assert len(problems) == 1 and problems[0].endswith("the exporter found it broken in the store")
+
+
+def test_a_signed_bundle_proves_every_record_in_its_checkpoint(tmp_path: Path) -> None:
+    bundle, vkey = make_signed_bundle(tmp_path, redact=True)
+    assert check_bundle(bundle) == []
+    assert check_bundle_proofs(bundle, vkey) == []  # redacted records too: their original hash
+    other = make_evidence(tmp_path, redact=False)[1]["other_vkey"]
+    assert check_bundle_proofs(bundle, other) == ["checkpoint: not signed by the trusted key"]
+
+
+def test_a_record_rewritten_in_a_signed_bundle_fails_its_inclusion_proof(tmp_path: Path) -> None:
+    bundle, vkey = make_signed_bundle(tmp_path, redact=False)
+    path = bundle / "records.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    victim = rows[0]["session_id"]
+    prev = genesis(victim)
+    for row in rows:
+        if row["session_id"] != victim:
+            continue
+        raw = base64.b64decode(row["raw"])
+        if row["seq"] == 4:
+            raw = raw.replace(b"get_current_time", b"delete_all_files")
+            row["raw"] = base64.b64encode(raw).decode()
+        if row["kind"] == SEAL_KIND:
+            doc = json.loads(raw)
+            doc["head"] = prev.hex()
+            raw = json.dumps(doc, separators=(",", ":")).encode()
+            row["raw"] = base64.b64encode(raw).decode()
+        prev = chain_hash(prev, dict(row, raw=raw))
+        row["hash"] = prev.hex()
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["sessions"][victim]["head"] = prev.hex()
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    rewrite_manifest_hash(bundle, "records.jsonl")
+    assert check_bundle(bundle) == []  # consistent with itself
+    problems = check_bundle_proofs(bundle, vkey)
+    assert problems and all(victim in p and "not in the tree" in p for p in problems)
+    assert any("seq 4:" in p for p in problems)

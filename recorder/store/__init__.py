@@ -20,6 +20,9 @@ from recorder.errors import BadStoreURL
 from recorder.model import NewEvent, SessionInfo, StoredEvent
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from sqlalchemy.engine import Connection
     from sqlalchemy.engine.url import URL
 
     from recorder.events import RetentionApplied
@@ -109,6 +112,11 @@ class EventStore(Protocol):
 
     def removals(self) -> list[Removal]:
         """Every session retention removed, with the record that says so, oldest first."""
+        ...
+
+    def transaction(self, write: bool = False) -> AbstractContextManager[Connection]:
+        """A connection (a committed write transaction when `write`) for the store's companion
+        modules: the Merkle tree (`recorder.store.tree`) and its checkpoints."""
         ...
 
     def close(self) -> None: ...

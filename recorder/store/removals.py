@@ -23,6 +23,7 @@ from recorder import chain
 from recorder import events as docs
 from recorder.errors import AppendRefused
 from recorder.model import Kind, NewEvent, new_session_id
+from recorder.store import tree
 from recorder.store.schema import events, retention_removals, sessions
 
 RETENTION_SESSION = "retention"
@@ -82,6 +83,10 @@ def record_and_remove(
         )
     ).scalar_one()
     conn.execute(insert(retention_removals), [{"session_id": sid, "removed_by": by} for sid in ids])
+    # The removed records stay leaves of the Merkle tree: sequenced now if they were not yet,
+    # their leaf hashes kept and marked with this record, so every earlier checkpoint verifies.
+    tree.sequence(conn)
+    tree.mark_removed(conn, ids, by)
     removed = 0
     for sid in ids:
         # One session at a time, through its (session_id, seq) index: in seq order, the one

@@ -100,3 +100,63 @@ retention_removals = Table(
     Column("session_id", String(64), primary_key=True),
     Column("removed_by", Position, nullable=False),
 )
+
+# The Merkle tree over the whole log (RFC 9162; recorder/merkle.py, recorder/store/tree.py).
+# Everything here is the writer's cache, never evidence: `verify --checkpoint` recomputes every
+# leaf from the records' bytes. Leaf `idx` of the tree is the record at log `position`, in the
+# order the sequencer took them; `leaf_hash` is SHA-256(0x00 || the record's chain hash) and is
+# kept when retention removes the record (`removed_by`: the `retention_applied` record's
+# position), so earlier checkpoints still verify.
+tree_leaves = Table(
+    "tree_leaves",
+    metadata,
+    Column("idx", Position, primary_key=True, autoincrement=False),
+    Column("position", Position, nullable=False),
+    Column("leaf_hash", LargeBinary(32), nullable=False),
+    Column("removed_by", Position, nullable=True),
+    Index(None, "position"),
+)
+
+# Perfect, aligned subtrees at every fourth level (16, 256, 4096, ... leaves): node (level, idx)
+# is the hash of leaves [idx * 2**level, (idx + 1) * 2**level). Any subtree a proof asks for is
+# then a fold of at most 8 stored hashes, for n/15 rows beside the leaves.
+tree_nodes = Table(
+    "tree_nodes",
+    metadata,
+    Column("level", Integer, primary_key=True, autoincrement=False),
+    Column("idx", BigInteger, primary_key=True, autoincrement=False),
+    Column("hash", LargeBinary(32), nullable=False),
+)
+
+# One row: the tree's size, the highest log position sequenced, and the frontier (the compact
+# range [0, size), `merkle.Frontier.to_bytes`) the next leaves extend.
+tree_state = Table(
+    "tree_state",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("size", BigInteger, nullable=False),
+    Column("watermark", BigInteger, nullable=False),
+    Column("frontier", LargeBinary, nullable=False),
+)
+
+# Log positions below the watermark that were not committed when the sequencer passed them: on
+# PostgreSQL a transaction can commit a lower position after a higher one. Each sequencing run
+# takes in those that have appeared since.
+tree_gaps = Table(
+    "tree_gaps",
+    metadata,
+    Column("position", BigInteger, primary_key=True, autoincrement=False),
+    Column("seen_ns", BigInteger, nullable=False),
+)
+
+# Every checkpoint signed over this log, as a C2SP signed note. A copy for the writer's own
+# consistency checks and for `verify`: only a copy kept elsewhere is evidence.
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("id", Position, primary_key=True, autoincrement=True),
+    Column("size", BigInteger, nullable=False),
+    Column("root_hash", LargeBinary(32), nullable=False),
+    Column("note", Text, nullable=False),
+    Column("created_ns", BigInteger, nullable=False),
+)

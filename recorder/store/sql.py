@@ -168,6 +168,17 @@ class SqlEventStore(ABC):
         except (SQLAlchemyError, DBAPIError, OSError) as exc:
             raise describe_db_error(exc, self.url) from exc
 
+    @contextmanager
+    def transaction(self, write: bool = False) -> Iterator[Connection]:
+        """A connection for the store's companion modules (`recorder.store.tree`): a write
+        transaction committed on success when `write`, errors translated either way."""
+        with self._translated(), self.engine.connect() as conn:
+            if write:
+                self._begin_write(conn)
+            yield conn
+            if write:
+                conn.commit()
+
     # -- writing -----------------------------------------------------------------------------
 
     def append(self, new_events: Sequence[NewEvent]) -> int:

@@ -152,7 +152,7 @@ def test_sqlite_read_only(tmp_path):
 def test_disk_full(tmp_path):
     mount = tmp_path / "tiny"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)], check=True)
     try:
         from recorder.errors import StoreFull
 

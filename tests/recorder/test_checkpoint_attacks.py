@@ -1,0 +1,328 @@
+"""Signed checkpoints against an attacker who can write the database, on SQLite and PostgreSQL,
+through the CLI a user runs: keys, checkpoint, verify --checkpoint, prove. Each attack is made as
+its author would make it — triggers dropped, hashes, seals, heads and the store's own tree
+recomputed — and `verify --checkpoint` with nothing but the public key must say what happened."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine, text
+
+from blackbox.cli import main
+from recorder import chain, merkle
+from recorder.checkpoint import Signer, open_checkpoint, parse_vkey
+from recorder.journal import Journal
+from recorder.model import Kind
+from recorder.shipper import Shipper
+from recorder.signing import split_notes
+from recorder.store import open_store, tree
+from tests.recorder.storekit import T0, session_events
+from tests.recorder.test_tamper import tamper
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def signed(store_url, blackbox_env):
+    """Three sessions recorded, a key made, a checkpoint signed and kept in a file elsewhere."""
+    store = open_store(store_url)
+    sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
+    for events in sessions:
+        store.append(events)
+    code, out = run("keys", "init", "--origin", "example.com/audit")
+    assert code == 0, out
+    vkey = out.strip().splitlines()[-1]
+    code, note = run("checkpoint", "--store", store_url)
+    assert code == 0, note
+    outside = Path(blackbox_env["BLACKBOX_HOME"]).parent / "elsewhere" / "checkpoint.txt"
+    outside.parent.mkdir()
+    outside.write_text(note)
+    yield store, store_url, vkey, outside, [e[0].session_id for e in sessions]
+    store.close()
+
+
+def verify_against(store_url: str, vkey: str, checkpoint: Path) -> tuple[int, str]:
+    return run("verify", "--store", store_url, "--checkpoint", str(checkpoint), "--key", vkey)
+
+
+def rebuild_tree(store_url: str) -> None:
+    """What a thorough attacker does after rewriting records: the store's tree recomputed too."""
+    tamper(
+        store_url,
+        *((f"DELETE FROM {t}", {}) for t in ("tree_leaves", "tree_nodes", "tree_state")),
+    )
+    store = open_store(store_url)
+    with store.transaction(write=True) as conn:
+        tree.sequence(conn)
+    store.close()
+
+
+def test_keys_init_is_0600_refuses_overwrite_and_ends_with_the_vkey(blackbox_env):
+    code, out = run("keys", "init", "--origin", "example.com/audit")
+    assert code == 0, out
+    vkey = out.strip().splitlines()[-1]
+    verifier, problem = parse_vkey(vkey)
+    assert problem is None and verifier.name == "example.com/audit"
+    path = Path(blackbox_env["BLACKBOX_HOME"]) / "keys" / "checkpoint.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    before = path.read_bytes()
+    code, out = run("keys", "init")
+    assert code == 2 and "never overwritten" in out
+    assert path.read_bytes() == before
+    assert run("keys", "show") == (0, vkey + "\n")
+    os.chmod(path, 0o644)
+    code, out = run("keys", "show")
+    assert code == 2 and "chmod 600" in out
+
+
+def test_key_file_flag_and_environment_variable(tmp_path, blackbox_env, monkeypatch):
+    elsewhere = tmp_path / "vault" / "log.key"
+    code, out = run("keys", "init", "--key-file", str(elsewhere))
+    assert code == 0 and elsewhere.exists()
+    monkeypatch.setenv("BLACKBOX_KEY_FILE", str(elsewhere))
+    assert run("keys", "show") == (0, out.strip().splitlines()[-1] + "\n")
+
+
+def test_checkpoint_is_signed_stored_filed_and_never_holds_the_private_key(signed, blackbox_env):
+    store, store_url, vkey, outside, _ = signed
+    note = outside.read_text()
+    verifier, _ = parse_vkey(vkey)
+    checkpoint, problem = open_checkpoint(note, [verifier])
+    assert problem is None
+    assert checkpoint.origin == "example.com/audit"
+    assert checkpoint.size == sum(1 for _ in store.read_log())
+    home = Path(blackbox_env["BLACKBOX_HOME"])
+    assert split_notes((home / "checkpoints.txt").read_text()) == [note]
+    secret = (home / "keys" / "checkpoint.key").read_text().strip()
+    with store.transaction() as conn:
+        kept = tree.stored_checkpoints(conn)
+    assert [k.note for k in kept] == [note]
+    seed = secret.split("+", 4)[4]
+    for k in kept:
+        assert seed not in k.note and "PRIVATE" not in k.note
+    if store_url.startswith("sqlite"):
+        db = Path(store_url.removeprefix("sqlite:///")).read_bytes()
+        assert seed.encode() not in db and base64.b64decode(seed)[1:] not in db
+    # a second checkpoint over an unchanged log is the same one; over a grown log, a new one
+    assert run("checkpoint", "--store", store_url) == (0, note)
+    store.append(session_events(calls=1, start_ns=T0 + 9 * 10**9))
+    code, later = run("checkpoint", "--store", store_url)
+    assert code == 0 and later != note
+    assert verify_against(store_url, vkey, outside)[0] == 0
+
+
+def test_intact_log_verifies_against_the_checkpoint(signed):
+    _store, store_url, vkey, outside, _ = signed
+    code, out = verify_against(store_url, vkey, outside)
+    assert code == 0, out
+    assert "consistent with the checkpoint" in out
+    code, out = run("verify", "--store", store_url, "--checkpoint", str(outside))
+    assert code == 2 and "--key" in out
+    code, out = run("verify", "--store", store_url, "--format", "json", "--key", vkey)
+    doc = json.loads(out)
+    assert code == 0 and doc["intact"] and doc["checkpoints"]["signed_by_key"]
+
+
+def test_rewrite_with_recomputed_hashes_is_caught(signed):
+    store, store_url, vkey, outside, sids = signed
+    victim = sids[1]
+    records = list(store.read_session(victim))
+    head = chain.genesis(victim)
+    statements = []
+    for r in records:
+        raw = r.raw
+        if r.kind == Kind.FRAME and b'"isError":true' in raw:
+            raw = raw.replace(b'"isError":true', b'"isError":false')
+        if r.kind == Kind.SESSION_SEALED:
+            raw = chain.seal_payload(r.seq - 1, head)
+        new = chain.ChainRecord(
+            r.session_id, r.seq, r.wall_ns, r.mono_ns, r.kind, r.direction, raw, r.raw_size, b""
+        )
+        head = chain.link(head, new)
+        statements.append(
+            (
+                "UPDATE events SET raw = :raw, hash = :hash, is_error = :err WHERE position = :p",
+                {"raw": raw, "hash": head, "p": r.position, "err": r.is_error and raw == r.raw},
+            )
+        )
+    statements.append(
+        ("UPDATE sessions SET head_hash = :h WHERE session_id = :s", {"h": head, "s": victim})
+    )
+    tamper(store_url, *statements)
+    rebuild_tree(store_url)
+    assert store.verify() == []  # the chains alone cannot tell
+    code, out = verify_against(store_url, vkey, outside)
+    assert code == 1
+    assert "root of the first" in out and "rewritten" in out
+
+
+def test_whole_session_delete_is_caught(signed):
+    _store, store_url, vkey, outside, sids = signed
+    victim = sids[0]
+    tamper(
+        store_url,
+        ("DELETE FROM events WHERE session_id = :s", {"s": victim}),
+        ("DELETE FROM sessions WHERE session_id = :s", {"s": victim}),
+    )
+    code, out = verify_against(store_url, vkey, outside)
+    assert code == 1
+    assert "gone from the log" in out
+    rebuild_tree(store_url)  # and with the tree recomputed without them
+    code, out = verify_against(store_url, vkey, outside)
+    assert code == 1
+    assert "fewer than the" in out or "root of the first" in out
+
+
+def test_truncation_below_the_checkpoint_is_caught(signed):
+    _store, store_url, vkey, outside, sids = signed
+    last = sids[-1]
+    tamper(
+        store_url,
+        ("DELETE FROM events WHERE session_id = :s", {"s": last}),
+        ("DELETE FROM sessions WHERE session_id = :s", {"s": last}),
+    )
+    rebuild_tree(store_url)
+    code, out = verify_against(store_url, vkey, outside)
+    assert code == 1
+    assert "fewer than the" in out and "removed or the database was rolled back" in out
+    # and the writer's side refuses to sign over the cut log
+    code, out = run("checkpoint", "--store", store_url)
+    assert code == 2 and "refusing to sign" in out
+
+
+def test_a_forged_root_is_refused(signed):
+    _store, store_url, vkey, outside, _ = signed
+    lines = outside.read_text().split("\n")
+    lines[2] = base64.b64encode(bytes(32)).decode()
+    outside.write_text("\n".join(lines))
+    code, out = verify_against(store_url, vkey, outside)
+    assert code == 1
+    assert "refused" in out and "does not verify" in out
+
+
+def test_another_key_is_refused(signed):
+    _store, store_url, _vkey, outside, _ = signed
+    other = Signer.generate("example.com/audit").vkey
+    code, out = verify_against(store_url, other, outside)
+    assert code == 1 and "refused" in out
+
+
+def test_retention_then_an_earlier_checkpoint_still_verifies(signed):
+    store, store_url, vkey, outside, sids = signed
+    store.remove_sessions([sids[0]])
+    code, out = verify_against(store_url, vkey, outside)
+    assert code == 0, out
+    code, _later = run("checkpoint", "--store", store_url)
+    assert code == 0
+    code, out = run("verify", "--store", store_url)
+    assert code == 0, out
+    assert "only as trustworthy as the database" in out
+
+
+def test_prove_gives_inclusion_and_consistency_proofs(signed):
+    store, store_url, vkey, outside, sids = signed
+    store.append(session_events(calls=1, start_ns=T0 + 9 * 10**9))
+    assert run("checkpoint", "--store", store_url)[0] == 0
+    code, out = run("prove", sids[1], "--store", store_url, "--checkpoint", str(outside))
+    assert code == 0, out
+    doc = json.loads(out)
+    checkpoint, _ = open_checkpoint(outside.read_text(), [parse_vkey(vkey)[0]])
+    assert doc["tree_size"] == checkpoint.size
+    root = base64.b64decode(doc["root_hash"])
+    assert root == checkpoint.root_hash
+    records = {r.seq: r for r in store.read_session(sids[1])}
+    assert [p["seq"] for p in doc["inclusion"]] == sorted(records)
+    for p in doc["inclusion"]:
+        leaf = merkle.leaf_hash(records[p["seq"]].hash)
+        proof = [base64.b64decode(h) for h in p["proof"]]
+        assert merkle.verify_inclusion(leaf, p["leaf_index"], checkpoint.size, proof, root)
+    code, out = run("prove", sids[1], "--store", store_url, "--consistency-from", "5")
+    doc = json.loads(out)
+    c = doc["consistency"]
+    assert merkle.verify_consistency(
+        5,
+        doc["tree_size"],
+        base64.b64decode(c["old_root_hash"]),
+        base64.b64decode(doc["root_hash"]),
+        [base64.b64decode(h) for h in c["proof"]],
+    )
+
+
+def test_stored_checkpoint_edited_is_found_by_plain_verify(signed):
+    _store, store_url, _vkey, _outside, _ = signed
+    engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
+    with engine.begin() as conn:
+        note = conn.execute(text("SELECT note FROM checkpoints")).scalar_one()
+        origin, size, rest = note.split("\n", 2)
+        forged = f"{origin}\n{int(size) + 1000}\n{rest}"
+        conn.execute(text("UPDATE checkpoints SET note = :n"), {"n": forged})
+    engine.dispose()
+    code, out = run("verify", "--store", store_url)
+    assert code == 1
+    assert "fewer than the" in out
+
+
+def ship_one_session(store_url: str, directory: Path) -> None:
+    journal = Journal.create(directory, segment_bytes=4000)
+    shipper = Shipper(journal, lambda: open_store(store_url), lambda _n: None, batch_records=5)
+    shipper.start()
+    journal.append("s1", "session_started", "-", b'{"name":"t","transport":"stdio"}')
+    for i in range(20):
+        journal.append("s1", "frame", "c2s", json.dumps({"jsonrpc": "2.0", "id": i}).encode())
+    journal.append("s1", "session_ended", "-", b'{"reason":"client_closed","outcome":"ok"}')
+    journal.close()
+    assert shipper.stop(30)
+
+
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_the_shipper_checkpoints_on_seal_when_a_key_is_configured(
+    store_url, blackbox_env, tmp_path, monkeypatch, switch
+):
+    monkeypatch.setenv("BLACKBOX_CHECKPOINT_EVERY", "3600")  # only the seal triggers one
+    if switch == "off":
+        monkeypatch.setenv("BLACKBOX_CHECKPOINTS", "off")
+    _code, out = run("keys", "init", "--origin", "example.com/audit")
+    vkey = out.strip().splitlines()[-1]
+    ship_one_session(store_url, tmp_path / "j")
+    filed = Path(blackbox_env["BLACKBOX_HOME"]) / "checkpoints.txt"
+    if switch == "off":
+        assert not filed.exists()
+        return
+    notes = split_notes(filed.read_text())
+    assert len(notes) == 1  # the seal, not every batch
+    checkpoint, problem = open_checkpoint(notes[0], [parse_vkey(vkey)[0]])
+    assert problem is None
+    store = open_store(store_url)
+    assert checkpoint.size == sum(1 for _ in store.read_log()) == 23
+    store.close()
+    assert verify_against(store_url, vkey, filed)[0] == 0
+
+
+def test_publish_to_a_directory_and_to_a_command(signed, tmp_path):
+    store, store_url, _vkey, _outside, _ = signed
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    store.append(session_events(calls=1, start_ns=T0 + 9 * 10**9))
+    code, note = run("checkpoint", "--store", store_url, "--publish", str(shelf))
+    assert code == 0
+    size = note.split("\n")[1]
+    assert (shelf / "checkpoint.txt").read_text() == note
+    assert (shelf / f"checkpoint-{int(size):012d}.txt").read_text() == note
+    store.append(session_events(calls=1, start_ns=T0 + 10 * 10**9))
+    copied = tmp_path / "uploaded.txt"
+    command = f"sh -c 'cat > {copied}'"
+    code, note = run("checkpoint", "--store", store_url, "--publish", command)
+    assert code == 0 and copied.read_text() == note
+    store.append(session_events(calls=1, start_ns=T0 + 11 * 10**9))
+    code, out = run("checkpoint", "--store", store_url, "--publish", "false")
+    assert code == 2 and "publishing the checkpoint with false failed" in out
