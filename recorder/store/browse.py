@@ -4,16 +4,17 @@ Why it exists: the pages must open fast whatever the store holds (10,000 session
 100,000 frames), so nothing here reads more than one page: the session list is a keyset page over
 the sessions projection (newest first) with calls, errors and faults counted for that page only,
 and a timeline is a range of seqs over the (session_id, seq) index, its requests paired to their
-responses by id within a bounded window. The `checkpoints` table is read when a store has one.
+responses by id within a bounded window. The overview shows the newest signed checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, inspect, or_, select, text
+from sqlalchemy import and_, case, func, or_, select
 
 from recorder.model import DERIVED
 from recorder.pairing import request_key, response_key
@@ -263,24 +264,19 @@ def answer_seq(store: EventStore, session_id: str, rpc_id: str, direction: str) 
 
 
 def newest_checkpoint(store: EventStore) -> dict[str, Any] | None:
-    """The newest row of the `checkpoints` table when the store has one (older stores do not)."""
-    engine = _engine(store)
-    try:
-        if not inspect(engine).has_table("checkpoints"):
-            return None
-        columns = [c["name"] for c in inspect(engine).get_columns("checkpoints")]
-        order = next(
-            (c for c in ("tree_size", "size", "created_ns", "position", "id") if c in columns),
-            columns[0],
-        )
-        with engine.connect() as conn:
-            row = (
-                conn.execute(text(f'SELECT * FROM checkpoints ORDER BY "{order}" DESC LIMIT 1'))
-                .mappings()
-                .first()
-            )
-    except Exception:  # a table of another version's shape: show nothing
+    """The newest signed checkpoint the store keeps (recorder/store/tree.py), None before the
+    first: its tree size, root hash, when it was signed and the signed note itself."""
+    from recorder.store import tree
+
+    with _engine(store).connect() as conn:
+        newest = tree.stored_checkpoints(conn, last=True)
+    if not newest:
         return None
-    if row is None:
-        return None
-    return {k: (v.hex() if isinstance(v, bytes | memoryview) else v) for k, v in dict(row).items()}
+    cp = newest[0]
+    signed = datetime.fromtimestamp(cp.created_ns / 1e9, tz=UTC) if cp.created_ns else None
+    return {
+        "size": cp.size,
+        "root_hash": cp.root_hash.hex(),
+        "signed": signed.isoformat(timespec="seconds") if signed else None,
+        "note": cp.note,
+    }

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from blackbox.ui.data import record_detail
 from recorder.store import EventStore, open_store
@@ -91,12 +90,26 @@ def test_a_record_comes_back_byte_for_byte(store: EventStore) -> None:
     assert record_detail(store, sid, s.seq + 5) is None
 
 
-def test_checkpoints_are_read_when_the_table_exists(store: EventStore) -> None:
-    assert newest_checkpoint(store) is None  # no table: nothing, no error
-    with store.engine.begin() as conn:  # type: ignore[attr-defined]
-        conn.execute(text("CREATE TABLE checkpoints (tree_size BIGINT, root_hash TEXT)"))
-        conn.execute(text("INSERT INTO checkpoints VALUES (3, 'aa'), (9, 'bb'), (5, 'cc')"))
-    assert newest_checkpoint(store) == {"tree_size": 9, "root_hash": "bb"}
+def test_the_newest_signed_checkpoint_is_shown(store: EventStore, tmp_path: Path) -> None:
+    from recorder.keys import init_key
+    from recorder.signing import issue
+
+    assert newest_checkpoint(store) is None  # none signed yet: nothing, no error
+    signer = init_key(tmp_path / "key", origin="ui.test")
+    early = Session("early")
+    early.call("t", 10, 2)
+    early.end(20)
+    early.save(store)
+    first = issue(store, signer)
+    later = Session("later", start_ns=BASE_NS + 10**9)
+    later.call("t", 10, 2)
+    later.end(20)
+    later.save(store)
+    second = issue(store, signer)
+    shown = newest_checkpoint(store)
+    assert shown is not None and second.size > first.size
+    assert shown["size"] == second.size and shown["root_hash"] == second.root.hex()
+    assert shown["note"] == second.note and shown["note"].startswith("ui.test\n")
 
 
 def test_the_pages_assets_are_package_data() -> None:
