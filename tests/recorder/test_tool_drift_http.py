@@ -142,8 +142,14 @@ def test_the_proxy_denies_a_pinned_tool_under_a_new_definition(
             denied = _session(url)
     finally:
         proxy.send_signal(signal.SIGINT)
-        proxy.communicate(timeout=30)
+        _out, err = proxy.communicate(timeout=30)
     assert "result" not in denied and "changed" in denied["error"]
+    if "will be shipped by the next tap" in err:
+        # On a loaded machine the proxy's last 2.5 s of shipping may not suffice: what the store
+        # did not take stays in the journal, and `blackbox ship` delivers it. Nothing is lost.
+        subprocess.run(
+            [BLACKBOX, "ship", "--store", sqlite_url], env=blackbox_env, check=True, timeout=60
+        )
     store = open_store(sqlite_url)
     approvals = [
         json.loads(ev.raw)
