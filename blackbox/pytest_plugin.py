@@ -46,6 +46,9 @@ class ReplaySpec:
     ignore: list[str] = field(default_factory=list)
     timeout: float = 10.0
     era: str | None = None
+    # Calls the recording does not mark read-only (replay/safety.py): refuse the replay (the
+    # default: a CI job must not write to a live server by surprise), allow, or skip them.
+    writes: str = "refuse"
 
     @classmethod
     def from_marker(cls, marker: pytest.Mark, root: Path) -> ReplaySpec:
@@ -58,6 +61,8 @@ class ReplaySpec:
             sessions = [sessions]
         bundle = kw.pop("bundle", None)
         spec = cls(sessions=list(sessions), bundle=root / bundle if bundle else None, **kw)
+        if spec.writes not in ("refuse", "allow", "skip"):
+            raise pytest.UsageError(f"writes= must be refuse, allow or skip, not {spec.writes!r}")
         if spec.bundle is None and spec.store is None:
             spec.store = os.environ.get("BLACKBOX_STORE")
         if spec.bundle is None and spec.store is None:
@@ -105,7 +110,14 @@ class RecordedSession:
         else:
             rec = build_recording(self.session_id, self.stored_records())
         target = default_target(rec, self.spec.against, self.spec.url)
-        return replay_recording(rec, target, options, step_masks=step_masks)
+        return replay_recording(rec, target, options, step_masks=step_masks, guard=self._guard)
+
+    def _guard(self, rec: Any) -> frozenset[int]:
+        from replay.safety import check_replay_safety, decide
+
+        writes = self.spec.writes
+        risky = check_replay_safety(rec)
+        return decide(risky, allow_writes=writes == "allow", read_only=writes == "skip")
 
     def check(self) -> ReplayResult:
         """Replay; fail the test with the divergence report unless the replay is equivalent."""

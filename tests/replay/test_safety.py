@@ -197,3 +197,36 @@ def test_a_replay_nobody_answered_is_not_ok(recorded) -> None:  # type: ignore[n
     )
     newest = json.loads(listed.stdout)[0]
     assert newest["replay_of"] and newest["outcome"] == "diverged"
+
+
+PLUGIN_TEST = """
+import pytest
+
+@pytest.mark.blackbox_replay(store={url!r}, name="notes", against={against!r}{writes})
+def test_recorded(blackbox_session):
+    blackbox_session.check()
+"""
+
+
+def test_the_pytest_plugin_refuses_writes_unless_the_marker_allows_them(
+    recorded, pytester: pytest.Pytester
+) -> None:  # type: ignore[no-untyped-def]
+    url, notes, _ = recorded
+    (notes / "a.txt").write_text("changed since")
+    against = " ".join([*NOTES, str(notes)])
+
+    def run(writes: str) -> pytest.RunResult:
+        pytester.makepyfile(
+            test_replays=PLUGIN_TEST.format(url=url, against=against, writes=writes)
+        )
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider")
+
+    refused = run("")
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines(["*may change something*write_note*--allow-writes*"])
+    assert (notes / "a.txt").read_text() == "changed since"  # nothing was written
+    skipped = run(', writes="skip"')
+    assert (notes / "a.txt").read_text() == "changed since"
+    assert skipped.ret in (0, 1)  # skipped calls may make later answers differ; none was sent
+    run(', writes="allow"')
+    assert (notes / "a.txt").read_text() == "recorded"  # allowed: the write was sent again
