@@ -296,6 +296,7 @@ def main() -> None:
     round_p50: dict[str, list[float]] = {name: [] for name in configs}
     round_p99: dict[str, list[float]] = {name: [] for name in configs}
     cpu: dict[str, list[float]] = {name: [] for name in configs}
+    own: dict[str, list[float]] = {name: [] for name in configs}  # the front process alone
     load_before = os.getloadavg()[0]
     rate: dict[str, list[float]] = {name: [] for name in configs}
     burst: dict[str, list[float]] = {name: [] for name in configs}
@@ -308,6 +309,7 @@ def main() -> None:
                 # Steady state: the store worker has started, connected and shipped the warm-up.
                 wait_stored(store_url, recorded_frames + peer.frames)
             cpu_start = front_cpu_ns(peer.proc.pid) if name != "direct" else 0
+            own_start = _cpu_ns(peer.proc.pid) if name != "direct" else 0
             start = time.perf_counter()
             run = peer.sequential(args.calls)
             rate[name].append(args.calls / (time.perf_counter() - start))
@@ -315,6 +317,7 @@ def main() -> None:
                 wait_stored(store_url, recorded_frames + peer.frames)
             if name != "direct":
                 cpu[name].append((front_cpu_ns(peer.proc.pid) - cpu_start) / args.calls / 1e3)
+                own[name].append((_cpu_ns(peer.proc.pid) - own_start) / args.calls / 1e3)
             lat[name] += run
             round_p50[name].append(pct(run, 0.5))
             round_p99[name].append(pct(run, 0.99))
@@ -347,15 +350,17 @@ def main() -> None:
             a / b for a, b in zip(round_p99[name], round_p99[BASE], strict=True)
         )
         c = statistics.median(cpu[name]) if cpu[name] else 0.0
+        o = statistics.median(own[name]) if own[name] else 0.0
         print(
             f"{name:<18}{p50:>8.3f}{p99:>8.3f}{p50 / base_p50:>7.2f}{p99 / base_p99:>7.2f}"
             f"{p50 / direct_p50:>7.2f}{p99 / direct_p99:>7.2f}{r50:>10.2f}{r99:>10.2f}"
-            f"{c:>8.1f}{c / base_cpu:>7.2f}"
+            f"{c:>8.1f}{c / base_cpu:>7.2f}{o / base_cpu:>7.2f}"
             f"{statistics.median(rate[name]):>9.0f}{statistics.median(burst[name]):>11.0f}"
         )
     print(
         "(p50/p99 x: pooled over all rounds; rnd x: the median of each round's ratio; cpu: per "
-        "call of what sits in front of the server, the tap's until its store holds the run)"
+        "call of what sits in front of the server, the tap's until its store holds the run; "
+        "own x: the front process alone, without its store worker)"
     )
 
     if args.sdk:
