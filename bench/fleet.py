@@ -45,7 +45,14 @@ def stored_frames(url: str, prefix: str) -> tuple[int, int]:
 
 
 def run_fleet(
-    url: str, work: Path, label: str, taps: int, rounds: int, seq: int, burst: int
+    url: str,
+    work: Path,
+    label: str,
+    taps: int,
+    rounds: int,
+    seq: int,
+    burst: int,
+    stall_s: float,
 ) -> tuple[float, list[list[int]], int]:
     """`taps` taps at once, each `rounds` x (seq sequential calls + a burst of `burst`); returns
     frames stored per second, each tap's latencies, and the frames sent."""
@@ -82,7 +89,7 @@ def run_fleet(
     if errors:
         raise SystemExit(f"{label}: a client failed: {errors[0]!r}")
     sent = sum(p.frames for p in peers)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + stall_s
     while stored_frames(url, label)[1] < sent:
         if time.monotonic() > deadline:
             break  # reported as lost below
@@ -100,6 +107,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="sequential + burst per client")
     parser.add_argument("--seq", type=int, default=200, help="sequential calls per round")
     parser.add_argument("--burst", type=int, default=1000, help="pipelined calls per round")
+    parser.add_argument(
+        "--stall", type=float, default=60, help="give up waiting for the store after this long"
+    )
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     args = parser.parse_args()
 
@@ -113,7 +123,7 @@ def main() -> None:
         open_store(url).close()  # migrate once, before any tap opens it
         with tempfile.TemporaryDirectory(prefix="bb-fleet-") as tmp:
             work = Path(tmp)
-            shape = (args.rounds, args.seq, args.burst)
+            shape = (args.rounds, args.seq, args.burst, args.stall)
             lone1, lone_lat1, sent1 = run_fleet(url, work, "lone-a", 1, *shape)
             print("lone tap (before) done", file=sys.stderr)
             fleet, fleet_lat, sent_f = run_fleet(url, work, "fleet", args.taps, *shape)

@@ -199,6 +199,10 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         # preempts it at once (niced, it could finish its time slice first: that was p99). Only
         # this thread: observing, which a closing tap waits for, keeps the worker's priority.
         idle_thread_priority()
+        # On PostgreSQL an append holds a lock every tap's worker waits for (the log's order):
+        # a SCHED_IDLE holder on a busy machine kept 7 other workers waiting for over a minute
+        # (bench/fleet.py, 8 taps). There the append itself runs at the worker's priority.
+        shared_lock = not url.startswith("sqlite")
         from recorder.signing import AutoCheckpoints
         from recorder.store import open_store
 
@@ -220,7 +224,14 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                             if reader.offset >= end:  # the range held only the store mark
                                 break
                             raise StoreError(f"journal {path} ends before offset {end}")
-                        store.append(batch)
+                        if shared_lock:
+                            normal_thread_priority()
+                            try:
+                                store.append(batch)
+                            finally:
+                                idle_thread_priority()
+                        else:
+                            store.append(batch)
                         count += len(batch)
                         checkpoints.after_append(store, batch)
                 finally:
@@ -287,6 +298,12 @@ def idle_thread_priority() -> None:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread, on Linux
     except (AttributeError, OSError):
         lower_thread_priority(19)
+
+
+def normal_thread_priority() -> None:
+    """Undo `idle_thread_priority` for the calling thread (back to the process's nice value)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 if __name__ == "__main__":
