@@ -10,6 +10,7 @@ was lost and every session's chain verifies. The database is a fresh one, droppe
 
     python bench/fleet.py                      # 8 taps, about a minute
     python bench/fleet.py --taps 4 --rounds 3
+    python bench/fleet.py --sqlite             # the same into one SQLite file
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -111,13 +113,18 @@ def main() -> None:
         "--stall", type=float, default=60, help="give up waiting for the store after this long"
     )
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--sqlite", action="store_true", help="one SQLite file instead")
     args = parser.parse_args()
 
     admin = args.pg.replace("postgresql+psycopg:", "postgresql:", 1)
     db = f"bbfleet_{secrets.token_hex(4)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{db}"')
-    url = f"{args.pg.rsplit('/', 1)[0]}/{db}"
+    scratch = tempfile.mkdtemp(prefix="bb-fleet-store-")
+    if args.sqlite:
+        url = f"sqlite:///{scratch}/fleet.db"
+    else:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{db}"')
+        url = f"{args.pg.rsplit('/', 1)[0]}/{db}"
     load = os.getloadavg()[0]
     try:
         open_store(url).close()  # migrate once, before any tap opens it
@@ -143,7 +150,8 @@ def main() -> None:
         got = {k: sum(s.frames for s in sessions if (s.name or "").startswith(k)) for k in want}
         print(
             f"\n{args.taps} taps x {args.rounds} rounds of ({args.seq} sequential + {args.burst} "
-            f"pipelined) tools/call into one PostgreSQL; load average {load:.2f} before, "
+            f"pipelined) tools/call into one {'SQLite' if args.sqlite else 'PostgreSQL'}; "
+            f"load average {load:.2f} before, "
             f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} CPUs)"
         )
         print(
@@ -165,8 +173,10 @@ def main() -> None:
             f"chains {'all verify' if not findings else f'BROKEN: {findings[:3]}'}"
         )
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        shutil.rmtree(scratch, ignore_errors=True)
+        if not args.sqlite:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
 if __name__ == "__main__":
