@@ -199,10 +199,11 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         # preempts it at once (niced, it could finish its time slice first: that was p99). Only
         # this thread: observing, which a closing tap waits for, keeps the worker's priority.
         idle_thread_priority()
-        # On PostgreSQL an append holds a lock every tap's worker waits for (the log's order):
-        # a SCHED_IDLE holder on a busy machine kept 7 other workers waiting for over a minute
-        # (bench/fleet.py, 8 taps). There the append itself runs at the worker's priority.
-        shared_lock = not url.startswith("sqlite")
+        # But an append holds the store's write lock (PostgreSQL's log lock, SQLite's file lock),
+        # which every other tap's worker on the same store waits for: a SCHED_IDLE holder on a
+        # busy machine kept 7 other workers waiting for over a minute (bench/fleet.py, 8 taps).
+        # So the append itself runs at the worker's own priority, and idle between batches; a
+        # single tap measured no worse for it (docs/performance.md).
         from recorder.signing import AutoCheckpoints
         from recorder.store import open_store
 
@@ -224,14 +225,11 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                             if reader.offset >= end:  # the range held only the store mark
                                 break
                             raise StoreError(f"journal {path} ends before offset {end}")
-                        if shared_lock:
-                            normal_thread_priority()
-                            try:
-                                store.append(batch)
-                            finally:
-                                idle_thread_priority()
-                        else:
+                        normal_thread_priority()
+                        try:
                             store.append(batch)
+                        finally:
+                            idle_thread_priority()
                         count += len(batch)
                         checkpoints.after_append(store, batch)
                 finally:
