@@ -2,9 +2,10 @@
 
 Appends realistic 1 KiB JSON-RPC frames in batches of 1,000 into SQLite and PostgreSQL through the
 store API (classification, hashing, the sessions projection, triggers and indexes included), and
-times `verify` over one 100k-frame session. The baseline, measured in the same run, is a bare
-`executemany` of the same bytes into a one-table SQLite database (no derived fields, no chain): the
-floor any store on that engine could reach.
+times `verify` over one 100k-frame session. The baselines, measured in the same run, are a bare
+`executemany` of the same bytes into a one-table SQLite database and a bare `COPY` of the same
+rows into a one-table PostgreSQL database (no derived fields, no chain, no index): the floor any
+store on each engine could reach.
 
     python bench/ingest.py [--frames 100000] [--pg postgresql://postgres@127.0.0.1/test]
 """
@@ -72,6 +73,20 @@ def baseline(events: list[NewEvent], path: Path) -> float:
     return len(events) / elapsed
 
 
+def baseline_copy(events: list[NewEvent], admin_db: str) -> float:
+    """A bare COPY of (session_id, seq, raw) into a one-table PostgreSQL database, in batches."""
+    with psycopg.connect(admin_db) as conn:
+        conn.execute("CREATE TABLE t (sid TEXT, seq BIGINT, raw BYTEA)")
+        conn.commit()
+        start = time.perf_counter()
+        for i in range(0, len(events), BATCH):
+            with conn.cursor() as cur, cur.copy("COPY t (sid, seq, raw) FROM STDIN") as copy:
+                for e in events[i : i + BATCH]:
+                    copy.write_row((e.session_id, e.seq, e.raw))
+            conn.commit()
+        return len(events) / (time.perf_counter() - start)
+
+
 def ingest(url: str, events: list[NewEvent]) -> tuple[float, float]:
     store = open_store(url)
     start = time.perf_counter()
@@ -103,6 +118,10 @@ def main() -> None:
         conn.execute(f'CREATE DATABASE "{db}"')
     try:
         pg_url = f"{args.pg.rsplit('/', 1)[0]}/{db}"
+        bare_db = f"{admin.rsplit('/', 1)[0]}/{db}"
+        pg_base = baseline_copy(frames(args.frames, new_session_id()), bare_db)
+        with psycopg.connect(bare_db, autocommit=True) as conn:
+            conn.execute("DROP TABLE t")
         pg_rate, pg_verify = ingest(pg_url, frames(args.frames, new_session_id()))
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -119,6 +138,11 @@ def main() -> None:
     ]
     for label, rate in rows:
         print(f"{label:34}{rate:>12,.0f}{rate / base:>15.2f}x")
+    print(f"{'bare PostgreSQL COPY (baseline)':34}{pg_base:>12,.0f}{pg_base / base:>15.2f}x")
+    print(
+        f"store append / bare: SQLite {sqlite_rate / base:.2f}x executemany, "
+        f"PostgreSQL {pg_rate / pg_base:.2f}x COPY"
+    )
 
 
 if __name__ == "__main__":

@@ -3,16 +3,22 @@
 All in one run, alternating configurations round by round so machine load hits them alike:
 
 1. direct: a stdlib NDJSON client talking to a minimal stdio server;
-2. a bare relay that records nothing, written the common way (two threads copying lines);
-3. `blackbox record` with the SQLite store, its shipper storing frames concurrently.
+2. a do-nothing single-thread `selectors` relay (read -> write, nothing recorded): the physical
+   floor for any tap in a separate process, and the baseline the tap's ratios are taken against;
+3. a bare relay written the common way (two threads copying lines), for reference;
+4. `blackbox record` with the SQLite store, its store worker storing frames concurrently.
 
-For each: p50 and p99 of sequential `tools/call` round trips, sequential calls/s, and a pipelined
-burst (frames/s). Ratios are against direct in the same run. Then the recorder is checked: every
-frame of every run is in the store. Optional parts: `--sizes` (frames of 1 KiB to 4 MiB, stored
-intact?) and `--memory N` (the tap's RSS across an N-frame session).
+For each: p50 and p99 of sequential `tools/call` round trips, CPU per call of whatever sits between
+client and server (the relay, or the tap and its store worker together, until every frame of the
+run is stored), sequential calls/s, and a pipelined burst (frames/s). Ratios are against the
+selectors relay in the same run (and direct for reference). Then the recorder is checked: every
+frame of every run is in the store. `--sdk N` adds the official `mcp` SDK client (stdio), N calls
+per config per round, interleaved the same way. Optional parts: `--sizes` (frames of 1 KiB to
+4 MiB, stored intact?) and `--memory N` (the tap's RSS across an N-frame session).
 
-    python bench/tap_overhead.py            # under a minute
+    python bench/tap_overhead.py            # a few minutes
     python bench/tap_overhead.py --quick
+    python bench/tap_overhead.py --rounds 5 --calls 1000 --sdk 400
     python bench/tap_overhead.py --sizes --memory 1000000
 """
 
@@ -38,15 +44,74 @@ BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
 SERVER = r"""
 import json, sys
 inp, out = sys.stdin.buffer, sys.stdout.buffer
+INIT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+        "serverInfo": {"name": "bench-echo", "version": "1"}}
+TOOLS = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
 for line in inp:
     msg = json.loads(line)
     if "method" in msg and "id" in msg:
-        args = msg.get("params", {}).get("arguments", {})
-        reply = {"jsonrpc": "2.0", "id": msg["id"],
-                 "result": {"content": [{"type": "text", "text": args.get("text", "ok")}],
-                            "isError": False}}
+        if msg["method"] == "initialize":
+            result = INIT
+        elif msg["method"] == "tools/list":
+            result = TOOLS
+        else:
+            args = msg.get("params", {}).get("arguments", {})
+            result = {"content": [{"type": "text", "text": args.get("text", "ok")}],
+                      "isError": False}
+        reply = {"jsonrpc": "2.0", "id": msg["id"], "result": result}
         out.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
         out.flush()
+"""
+# Names the server in `ps`; CPU accounting leaves out the process whose argv is `-c SERVER`.
+SERVER_MARK = "bench-echo-server"
+
+# The floor: one thread, one selector, non-blocking writes with a buffer per direction (a
+# pipelined burst would deadlock blocking writes), nothing parsed, nothing recorded.
+SELECTORS_RELAY = r"""
+import os, selectors, subprocess, sys
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+cin, cout = child.stdin.fileno(), child.stdout.fileno()
+for fd in (cin, 1):
+    os.set_blocking(fd, False)
+sel = selectors.DefaultSelector()
+route = {0: cin, cout: 1}
+pending = {cin: bytearray(), 1: bytearray()}
+for fd in route:
+    sel.register(fd, selectors.EVENT_READ)
+reading = 2
+def send(fd, data):
+    buf = pending[fd]
+    if not buf:
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:
+            pass
+        if not data:
+            return
+        sel.register(fd, selectors.EVENT_WRITE)
+    buf += data
+while reading or pending[1]:
+    for key, _ in sel.select():
+        fd = key.fd
+        if fd in pending:
+            buf = pending[fd]
+            del buf[:os.write(fd, buf)]
+            if not buf:
+                sel.unregister(fd)
+                if fd == cin and 0 not in route:
+                    child.stdin.close()
+            continue
+        data = os.read(fd, 1 << 16)
+        if not data:
+            sel.unregister(fd)
+            reading -= 1
+            if fd == 0:
+                del route[0]
+                if not pending[cin]:
+                    child.stdin.close()
+            continue
+        send(route[fd], data)
+sys.exit(child.wait())
 """
 
 RELAY = r"""
@@ -154,12 +219,58 @@ def pct(values: list[int], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1e6
 
 
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def _cpu_ns(pid: int) -> int:
+    """CPU time of every thread of `pid`, in ns (schedstat: exact, not in clock ticks)."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except OSError:
+        pass
+    return total
+
+
+def front_cpu_ns(pid: int) -> int:
+    """CPU of the process tree in front of the server: the relay, or the tap and its store
+    worker; the server itself (marked by SERVER_MARK in its argv) is left out."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[1:3] == [b"-c", SERVER.encode()]:
+                    continue
+        except OSError:
+            continue
+        total += _cpu_ns(p)
+        todo += _children(p)
+    return total
+
+
+BASE = "selectors relay"
+TURN = 25  # sequential calls per config per turn
+TAP = "blackbox record"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000, help="sequential round trips per run")
     parser.add_argument("--burst", type=int, default=5000, help="pipelined requests per run")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
     parser.add_argument("--quick", action="store_true", help="1 round of 1000 calls")
+    parser.add_argument("--sdk", type=int, default=0, metavar="CALLS", help="SDK client too")
     parser.add_argument("--sizes", action="store_true", help="frames of 1 KiB to 4 MiB")
     parser.add_argument("--memory", type=int, default=0, metavar="FRAMES", help="RSS check")
     args = parser.parse_args()
@@ -172,66 +283,100 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bb-bench-"))
     store_url = f"sqlite:///{work / 'bench.db'}"
     env = dict(os.environ, BLACKBOX_HOME=str(work / "home"), BLACKBOX_STORE=store_url)
-    server = [sys.executable, "-c", SERVER]
+    server = [sys.executable, "-c", SERVER, SERVER_MARK]
     configs = {
         "direct": server,
+        BASE: [sys.executable, "-c", SELECTORS_RELAY, *server],
         "two-thread relay": [sys.executable, "-c", RELAY, *server],
-        "blackbox record": [BLACKBOX, "record", "--name", "bench", "--", *server],
+        TAP: [BLACKBOX, "record", "--name", "bench", "--", *server],
     }
     lat: dict[str, list[int]] = {name: [] for name in configs}
-    # Per-round ratios too: on a shared machine the direct baseline itself shifts between rounds
+    # Per-round ratios too: on a shared machine the baseline itself shifts between rounds
     # (0.02 ms when the two processes share a core, 0.08 ms when each wakes the other across
     # cores), and pooled percentiles then mix those regimes; a round's configs run back to back.
     round_p50: dict[str, list[float]] = {name: [] for name in configs}
     round_p99: dict[str, list[float]] = {name: [] for name in configs}
+    cpu: dict[str, list[float]] = {name: [] for name in configs}
+    own: dict[str, list[float]] = {name: [] for name in configs}  # the front process alone
     load_before = os.getloadavg()[0]
     rate: dict[str, list[float]] = {name: [] for name in configs}
     burst: dict[str, list[float]] = {name: [] for name in configs}
     recorded_frames = 0
     for rnd in range(args.rounds):
-        for name, argv in configs.items():
-            peer = Peer(argv, env)
+        # All configs run at once and take turns of TURN calls: a stall of the shared machine (a
+        # few ms when another process takes the core) then lands on each config alike; run one
+        # after another, whichever config met the stalls got the p99 (seen: the bare relay 66x
+        # direct in one run, 1.6x in the next).
+        peers = {name: Peer(argv, env) for name, argv in configs.items()}
+        for peer in peers.values():
             peer.sequential(200)  # warm up: imports, page cache
-            if name == "blackbox record":
-                # Steady state: the store worker has started, connected and shipped the warm-up.
-                wait_stored(store_url, recorded_frames + peer.frames)
-            start = time.perf_counter()
-            run = peer.sequential(args.calls)
-            rate[name].append(args.calls / (time.perf_counter() - start))
+        # Steady state: the store worker has started, connected and shipped the warm-up.
+        wait_stored(store_url, recorded_frames + peers[TAP].frames)
+        cpu_start = {name: front_cpu_ns(peer.proc.pid) for name, peer in peers.items()}
+        own_start = {name: _cpu_ns(peer.proc.pid) for name, peer in peers.items()}
+        runs: dict[str, list[int]] = {name: [] for name in configs}
+        spent: dict[str, float] = dict.fromkeys(configs, 0.0)
+        for _turn in range(max(1, args.calls // TURN)):
+            for name, peer in peers.items():
+                start = time.perf_counter()
+                runs[name] += peer.sequential(TURN)
+                spent[name] += time.perf_counter() - start
+        # The recording's whole cost: until the store holds the run.
+        wait_stored(store_url, recorded_frames + peers[TAP].frames)
+        for name, peer in peers.items():
+            run = runs[name]
+            rate[name].append(len(run) / spent[name])
+            if name != "direct":
+                done = (front_cpu_ns(peer.proc.pid) - cpu_start[name]) / len(run) / 1e3
+                cpu[name].append(done)
+                own[name].append((_cpu_ns(peer.proc.pid) - own_start[name]) / len(run) / 1e3)
             lat[name] += run
             round_p50[name].append(pct(run, 0.5))
             round_p99[name].append(pct(run, 0.99))
+        for name, peer in peers.items():
             burst[name].append(peer.burst(args.burst))
             if peer.close() != 0:
                 raise SystemExit(f"{name}: the server did not exit cleanly")
-            if name == "blackbox record":
-                recorded_frames += peer.frames
-            print(f"round {rnd + 1}/{args.rounds}: {name} done", file=sys.stderr)
+        recorded_frames += peers[TAP].frames
+        print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
 
-    base_p50, base_p99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
+    base_p50, base_p99 = pct(lat[BASE], 0.5), pct(lat[BASE], 0.99)
+    direct_p50, direct_p99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
+    base_cpu = statistics.median(cpu[BASE])
     print(
         f"\n{args.rounds} round(s) x {args.calls} sequential tools/call round trips per config; "
         f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
-        f"({os.cpu_count()} CPUs)"
+        f"({os.cpu_count()} CPUs); ratios against the {BASE} (x) and direct (xd)"
     )
     print(
-        f"{'config':<18}{'p50 ms':>9}{'p99 ms':>9}{'p50 x':>8}{'p99 x':>8}{'calls/s':>10}"
-        f"{'burst frames/s':>16}{'round p50 x':>13}{'round p99 x':>13}"
+        f"{'config':<18}{'p50 ms':>8}{'p99 ms':>8}{'p50 x':>7}{'p99 x':>7}{'p50 xd':>7}"
+        f"{'p99 xd':>7}{'rnd p50 x':>10}{'rnd p99 x':>10}{'cpu us':>8}{'cpu x':>7}"
+        f"{'calls/s':>9}{'burst fr/s':>11}"
     )
     for name in configs:
         p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
         r50 = statistics.median(
-            a / b for a, b in zip(round_p50[name], round_p50["direct"], strict=True)
+            a / b for a, b in zip(round_p50[name], round_p50[BASE], strict=True)
         )
         r99 = statistics.median(
-            a / b for a, b in zip(round_p99[name], round_p99["direct"], strict=True)
+            a / b for a, b in zip(round_p99[name], round_p99[BASE], strict=True)
         )
+        c = statistics.median(cpu[name]) if cpu[name] else 0.0
+        o = statistics.median(own[name]) if own[name] else 0.0
         print(
-            f"{name:<18}{p50:>9.3f}{p99:>9.3f}{p50 / base_p50:>8.2f}{p99 / base_p99:>8.2f}"
-            f"{statistics.median(rate[name]):>10.0f}{statistics.median(burst[name]):>16.0f}"
-            f"{r50:>13.2f}{r99:>13.2f}"
+            f"{name:<18}{p50:>8.3f}{p99:>8.3f}{p50 / base_p50:>7.2f}{p99 / base_p99:>7.2f}"
+            f"{p50 / direct_p50:>7.2f}{p99 / direct_p99:>7.2f}{r50:>10.2f}{r99:>10.2f}"
+            f"{c:>8.1f}{c / base_cpu:>7.2f}{o / base_cpu:>7.2f}"
+            f"{statistics.median(rate[name]):>9.0f}{statistics.median(burst[name]):>11.0f}"
         )
-    print("(p50 x, p99 x: pooled over all rounds; round x: the median of each round's ratio)")
+    print(
+        "(p50/p99 x: pooled over all rounds; rnd x: the median of each round's ratio; cpu: per "
+        "call of what sits in front of the server, the tap's until its store holds the run; "
+        "own x: the front process alone, without its store worker)"
+    )
+
+    if args.sdk:
+        recorded_frames += sdk_rounds(configs, env, args.rounds, args.sdk)
 
     store = open_store(store_url)
     # A tap ships for at most 2.5 s at exit; what it could not ship waits in its journal for the
@@ -249,6 +394,59 @@ def main() -> None:
         sizes(env, server, store, work / "home" / "journal")
     if args.memory:
         memory(env, server, args.memory, store_url, work)
+
+
+def sdk_rounds(configs: dict[str, list[str]], env: dict[str, str], rounds: int, calls: int) -> int:
+    """The official SDK client (stdio transport, one `ClientSession`), `calls` sequential
+    `tools/call` per config per round, configs interleaved; returns the frames the tap saw."""
+    import anyio
+    from mcp import StdioServerParameters
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    lat: dict[str, list[int]] = {name: [] for name in configs}
+    frames = 0
+
+    async def one(argv: list[str]) -> tuple[list[int], int]:
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+        out: list[int] = []
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_tools()
+            for _ in range(50):  # warm-up
+                await session.call_tool("echo", {"text": "hello"})
+            clock = time.perf_counter_ns
+            for _ in range(calls):
+                start = clock()
+                await session.call_tool("echo", {"text": "hello"})
+                out.append(clock() - start)
+        # initialize + initialized + tools/list + calls, requests and replies
+        return out, 2 + 1 + 2 + 2 * (50 + calls)
+
+    for rnd in range(rounds):
+        for name, argv in configs.items():
+            run, seen = anyio.run(one, argv)
+            lat[name] += run
+            if name == TAP:
+                frames += seen
+            print(f"sdk round {rnd + 1}/{rounds}: {name} done", file=sys.stderr)
+    d50, d99 = pct(lat["direct"], 0.5), pct(lat["direct"], 0.99)
+    b50, b99 = pct(lat[BASE], 0.5), pct(lat[BASE], 0.99)
+    print(
+        f"\nmcp SDK client: {rounds} round(s) x {calls} sequential tools/call per config; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'config':<18}{'p50 ms':>8}{'p99 ms':>8}{'p50 xd':>8}{'p99 xd':>8}"
+        f"{'p50 x':>7}{'p99 x':>7}"
+    )
+    for name in configs:
+        p50, p99 = pct(lat[name], 0.5), pct(lat[name], 0.99)
+        print(
+            f"{name:<18}{p50:>8.3f}{p99:>8.3f}{p50 / d50:>8.2f}{p99 / d99:>8.2f}"
+            f"{p50 / b50:>7.2f}{p99 / b99:>7.2f}"
+        )
+    return frames
 
 
 def sizes(env: dict[str, str], server: list[str], store, journal_dir: Path) -> None:  # type: ignore[no-untyped-def]

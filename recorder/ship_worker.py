@@ -199,6 +199,11 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         # preempts it at once (niced, it could finish its time slice first: that was p99). Only
         # this thread: observing, which a closing tap waits for, keeps the worker's priority.
         idle_thread_priority()
+        # But an append holds the store's write lock (PostgreSQL's log lock, SQLite's file lock),
+        # which every other tap's worker on the same store waits for: a SCHED_IDLE holder on a
+        # busy machine kept 7 other workers waiting for over a minute (bench/fleet.py, 8 taps).
+        # So the append itself runs at the worker's own priority, and idle between batches; a
+        # single tap measured no worse for it (docs/performance.md).
         from recorder.signing import AutoCheckpoints
         from recorder.store import open_store
 
@@ -220,7 +225,11 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                             if reader.offset >= end:  # the range held only the store mark
                                 break
                             raise StoreError(f"journal {path} ends before offset {end}")
-                        store.append(batch)
+                        normal_thread_priority()
+                        try:
+                            store.append(batch)
+                        finally:
+                            idle_thread_priority()
                         count += len(batch)
                         checkpoints.after_append(store, batch)
                 finally:
@@ -287,6 +296,12 @@ def idle_thread_priority() -> None:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread, on Linux
     except (AttributeError, OSError):
         lower_thread_priority(19)
+
+
+def normal_thread_priority() -> None:
+    """Undo `idle_thread_priority` for the calling thread (back to the process's nice value)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 if __name__ == "__main__":

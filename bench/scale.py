@@ -1,0 +1,281 @@
+"""Cost curves as a store fills: does anything get slower as the records pile up?
+
+Fills a store in steps (SQLite, then PostgreSQL) with realistic synthetic sessions — most frames
+200 B to 2 KiB, one in 2,000 up to 1 MiB, sessions of 10 to 10,000 records, most of them short —
+and at each step measures: the ingest rate of the step (store API, batches of 1,000), the
+`verify` rate over the step's sessions, the store's bytes on disk per raw byte it holds, the
+analytics refresh of the step's last 100,000 records, `sessions` (the default listing of 50 among
+all sessions), `show` of a 1,000-record session (its timeline rows) and `report latency --by
+tool` (warm). Each step's figures are ratios against the first step's: flat curves stay near 1.
+Writes a Markdown table and a PNG of the curves (matplotlib, the `bench` extra).
+
+    python bench/scale.py --steps 250000,500000,750000,1000000        # a few minutes
+    python bench/scale.py --steps 1000000,2000000,...,10000000 --out docs/scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+# This script lives next to bench/analytics.py: look in the repository first.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from analytics.parquet import ParquetCopy, copy_dir  # noqa: E402
+from analytics.reports import run_report  # noqa: E402
+from analytics.timeline import timeline_rows  # noqa: E402
+from recorder import events  # noqa: E402
+from recorder.model import Direction, Kind, NewEvent, new_session_id  # noqa: E402
+from recorder.store import listing, open_store  # noqa: E402
+
+BATCH = 1000
+REFRESH_RECORDS = 100_000
+TOOLS = ["read_file", "search", "write_file", "fetch", "echo", "list_dir", "run_query", "get-sum"]
+T0 = 1_764_000_000_000_000_000
+PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+class Generator:
+    """Deterministic synthetic sessions of a tap's shape (started, request/reply pairs, ended)."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        self.clock = T0
+        self.raw_bytes = 0
+
+    def session_size(self) -> int:
+        # 90 % short (10-100 records), 10 % long (100-10,000), log-uniform in each band.
+        lo, hi = (10, 100) if self.rng.random() < 0.9 else (100, 10_000)
+        return int(lo * (hi / lo) ** self.rng.random())
+
+    def payload(self) -> int:
+        if self.rng.random() < 1 / 2000:
+            return int(2048 * 512 ** self.rng.random())  # 2 KiB .. 1 MiB
+        return int(200 * 10.24 ** self.rng.random())  # 200 B .. 2 KiB
+
+    def session(self, records: int) -> list[NewEvent]:
+        sid = new_session_id()
+        rng = self.rng
+        started = events.SessionStarted(
+            name=f"srv-{rng.randrange(20)}", transport="stdio", command=["srv"], cwd="/srv",
+            env_names=["PATH"], tap_version="0.1.0", pid=4242,
+        )  # fmt: skip
+        rows: list[tuple[str, str, bytes, int]] = [
+            (Kind.SESSION_STARTED, Direction.NONE, events.encode(started), 0)
+        ]
+        mono = 1_000
+        rpc = 0
+        while len(rows) + 2 <= records - 1:
+            rpc += 1
+            tool = TOOLS[rpc % len(TOOLS)]
+            size = self.payload()
+            req = {
+                "jsonrpc": "2.0", "id": rpc, "method": "tools/call",
+                "params": {"name": tool, "arguments": {"q": "x" * max(0, size // 4)}},
+            }  # fmt: skip
+            rows.append((Kind.FRAME, Direction.CLIENT_TO_SERVER, _j(req), mono))
+            mono += int(rng.lognormvariate(0.5, 1.0) * 1_000_000)
+            reply = {
+                "jsonrpc": "2.0", "id": rpc,
+                "result": {"content": [{"type": "text", "text": "y" * size}], "isError": False},
+            }  # fmt: skip
+            rows.append((Kind.FRAME, Direction.SERVER_TO_CLIENT, _j(reply), mono))
+            mono += int(rng.expovariate(1.0) * 1_000_000)
+        ended = events.SessionEnded(reason="client_closed", outcome="ok", exit_code=0)
+        rows.append((Kind.SESSION_ENDED, Direction.NONE, events.encode(ended), mono))
+        out = []
+        for seq, (kind, direction, raw, m) in enumerate(rows, start=1):
+            self.raw_bytes += len(raw)
+            out.append(NewEvent(sid, seq, self.clock + m, m, kind, direction, raw))
+        self.clock += mono + 1_000_000
+        return out
+
+
+def _j(doc: object) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def timed(fn, repeat: int = 1):  # type: ignore[no-untyped-def]
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def fill(store, gen: Generator, records: int) -> tuple[float, list[str]]:  # type: ignore[no-untyped-def]
+    """Append about `records` records in whole sessions; returns (seconds, session ids)."""
+    added, sids, elapsed = 0, [], 0.0
+    while added < records:
+        evs = gen.session(min(gen.session_size(), max(10, records - added)))
+        start = time.perf_counter()
+        for i in range(0, len(evs), BATCH):
+            store.append(evs[i : i + BATCH])
+        elapsed += time.perf_counter() - start
+        added += len(evs)
+        sids.append(evs[0].session_id)
+    return elapsed, sids
+
+
+def disk_bytes(store, url: str) -> int:  # type: ignore[no-untyped-def]
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[1]
+        return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+    with store.engine.connect() as conn:
+        return int(conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar())
+
+
+def run_backend(label: str, url: str, steps: list[int], work: Path) -> list[dict]:
+    store = open_store(url)
+    copy_base = work / f"analytics-{label}"
+    copy = ParquetCopy(copy_dir(copy_base, store.url))
+    gen = Generator()
+    rows, total = [], 0
+    for target in steps:
+        step = target - total
+        head = max(0, step - REFRESH_RECORDS)
+        t_head, sids = fill(store, gen, head)
+        copy.refresh(store)  # bring the copy up to date: the timed refresh sees only the tail
+        show_evs = gen.session(1000)
+        start = time.perf_counter()
+        for i in range(0, len(show_evs), BATCH):
+            store.append(show_evs[i : i + BATCH])
+        _t, tail_sids = fill(store, gen, step - head - len(show_evs))
+        t_show_ingest = time.perf_counter() - start
+        sids += [show_evs[0].session_id, *tail_sids]
+        total = target
+        ingest = step / (t_head + t_show_ingest)
+        t_refresh, result = timed(lambda: copy.refresh(store))
+        t_verify, findings = timed(lambda s=sids: store.verify_each(s))
+        bad = {k: v for k, v in findings.items() if v}
+        if bad:
+            raise SystemExit(f"{label}: chains broken at {target:,}: {list(bad.items())[:2]}")
+        n_sessions = len(store.list_sessions())
+        t_sessions, _ = timed(
+            lambda: [s.row() for s in listing.list_summaries(store, listing.SessionFilter())],
+            repeat=3,
+        )
+        sid = show_evs[0].session_id
+        t_show, shown = timed(lambda s=sid: list(timeline_rows(store.read_session(s))), repeat=3)
+        assert len(shown) >= 1000, len(shown)  # one row a record (and a few the timeline adds)
+        run_report(store, copy_base, "latency", "tool")
+        t_report, _ = timed(lambda: run_report(store, copy_base, "latency", "tool"), repeat=3)
+        row = {
+            "backend": label,
+            "records": target,
+            "sessions": n_sessions,
+            "ingest_per_s": ingest,
+            "verify_per_s": step / t_verify,
+            "disk_per_raw": disk_bytes(store, url) / gen.raw_bytes,
+            "refresh_s": t_refresh,
+            "refreshed": result.new_records,
+            "sessions_ms": t_sessions * 1000,
+            "show_ms": t_show * 1000,
+            "report_s": t_report,
+            "load": os.getloadavg()[0],
+        }
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+    store.close()
+    return rows
+
+
+COLUMNS = [
+    ("records", "records", "{:,}"),
+    ("sessions", "sessions", "{:,}"),
+    ("ingest_per_s", "ingest rec/s", "{:,.0f}"),
+    ("verify_per_s", "verify rec/s", "{:,.0f}"),
+    ("disk_per_raw", "disk / raw", "{:.2f}"),
+    ("refresh_s", "refresh 100k s", "{:.2f}"),
+    ("sessions_ms", "sessions ms", "{:.1f}"),
+    ("show_ms", "show 1k ms", "{:.1f}"),
+    ("report_s", "latency report s", "{:.2f}"),
+    ("load", "load", "{:.1f}"),
+]
+CURVES = ["ingest_per_s", "verify_per_s", "refresh_s", "sessions_ms", "show_ms", "report_s"]
+
+
+def markdown(rows: list[dict]) -> str:
+    out = []
+    for backend in dict.fromkeys(r["backend"] for r in rows):
+        mine = [r for r in rows if r["backend"] == backend]
+        first = mine[0]
+        out.append(f"\n{backend}\n")
+        out.append("| " + " | ".join(h for _k, h, _f in COLUMNS) + " |")
+        out.append("|" + "---|" * len(COLUMNS))
+        for r in mine:
+            cells = []
+            for key, _h, fmt in COLUMNS:
+                cell = fmt.format(r[key])
+                if key in CURVES and r is not first and first[key]:
+                    cell += f" ({r[key] / first[key]:.2f}×)"
+                cells.append(cell)
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for ax, key in zip(axes.flat, CURVES, strict=True):
+        for backend in dict.fromkeys(r["backend"] for r in rows):
+            mine = [r for r in rows if r["backend"] == backend]
+            first = mine[0][key] or 1
+            ax.plot(
+                [r["records"] for r in mine], [r[key] / first for r in mine], "o-", label=backend
+            )
+        ax.axhspan(0.8, 1.2, color="0.9")
+        ax.set_title(f"{dict((k, h) for k, h, _f in COLUMNS)[key]} (× first step)")
+        ax.set_xlabel("records in the store")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", default="250000,500000,750000,1000000")
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--pg", default=PG)
+    parser.add_argument("--out", default=None, help="write OUT.md and OUT.png")
+    args = parser.parse_args()
+    steps = [int(s) for s in args.steps.split(",")]
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="bb-scale-") as tmp:
+        work = Path(tmp)
+        if "sqlite" in args.backends:
+            rows += run_backend("SQLite", f"sqlite:///{work / 'scale.db'}", steps, work)
+        if "postgresql" in args.backends:
+            admin = args.pg.replace("postgresql+psycopg:", "postgresql:", 1)
+            db = f"bbscale_{secrets.token_hex(4)}"
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{db}"')
+            try:
+                url = f"{args.pg.rsplit('/', 1)[0]}/{db}"
+                rows += run_backend("PostgreSQL", url, steps, work)
+            finally:
+                with psycopg.connect(admin, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    table = markdown(rows)
+    print(table)
+    if args.out:
+        Path(args.out + ".md").write_text(table)
+        plot(rows, Path(args.out + ".png"))
+
+
+if __name__ == "__main__":
+    main()
