@@ -9,9 +9,13 @@ All in one run, against baselines measured in the same run (the machine is noisy
 2. tap: `blackbox record` against a minimal stdio server, p50 and p99 of sequential round trips,
    without and with `--otel` (sending to the same receiver), interleaved round by round.
    Target: p50 and p99 with --otel within 1.1x of without.
+3. `--startup`: the same pair of taps, but timed in a session's first seconds (from the first
+   answer, while the follower process starts up beside the tap), interleaved round by round;
+   per-round ratios, their median, and the load average. Same target.
 
     python bench/otel.py --quick
     python bench/otel.py --calls 50000 --tap-calls 2000 --rounds 5
+    python bench/otel.py --startup --rounds 8
 """
 
 from __future__ import annotations
@@ -110,8 +114,8 @@ def batch_part(work: Path, calls: int, receiver_url: str) -> dict[str, float]:
     }
 
 
-def tap_part(work: Path, calls: int, rounds: int, receiver_url: str) -> dict[str, list[float]]:
-    from tap_overhead import SERVER, Peer, pct
+def tap_configs(work: Path, receiver_url: str) -> tuple[dict[str, list[str]], dict[str, str]]:
+    from tap_overhead import SERVER
 
     store_url = f"sqlite:///{work / 'tap.db'}"
     env = dict(os.environ, BLACKBOX_HOME=str(work / "home"), BLACKBOX_STORE=store_url)
@@ -130,6 +134,13 @@ def tap_part(work: Path, calls: int, rounds: int, receiver_url: str) -> dict[str
             *server,
         ],
     }
+    return configs, env
+
+
+def tap_part(work: Path, calls: int, rounds: int, receiver_url: str) -> dict[str, list[float]]:
+    from tap_overhead import Peer, pct
+
+    configs, env = tap_configs(work, receiver_url)
     out: dict[str, list[float]] = {f"{n} {q}": [] for n in configs for q in ("p50", "p99")}
     for _ in range(rounds):
         for name, argv in configs.items():
@@ -146,12 +157,68 @@ def tap_part(work: Path, calls: int, rounds: int, receiver_url: str) -> dict[str
     return out
 
 
+def startup_part(work: Path, rounds: int, window: float, receiver_url: str) -> None:
+    """Round trips in a session's first `window` seconds, with and without --otel, alternating
+    which goes first; prints per-round p50/p99 ratios, their medians and the load average."""
+    from statistics import median
+
+    from tap_overhead import Peer, pct
+
+    configs, env = tap_configs(work, receiver_url)
+    names = list(configs)
+    ratios: dict[str, list[float]] = {"p50": [], "p99": [], "max": []}
+    pooled: dict[str, list[int]] = {name: [] for name in names}
+    loads = []
+    print(f"startup: {rounds} interleaved rounds, calls in the first {window:.1f} s, ms:")
+    for r in range(rounds):
+        got: dict[str, list[int]] = {}
+        for name in names if r % 2 == 0 else names[::-1]:
+            peer = Peer(configs[name], env)
+            peer.sequential(1)  # the tap is up and relaying: time from here
+            began, run = time.monotonic(), []
+            while time.monotonic() - began < window:  # a host's pace: bursts, then idle
+                run += peer.sequential(20)
+                time.sleep(0.02)
+            peer.close()
+            got[name] = run
+            pooled[name] += run
+            time.sleep(1.0)  # let the follower's drain end before the next tap starts
+        load = os.getloadavg()[0]
+        loads.append(load)
+        base, otel = got["record"], got["record --otel"]
+        row = {q: pct(otel, f) / pct(base, f) for q, f in (("p50", 0.5), ("p99", 0.99))}
+        row["max"] = max(otel) / max(base)
+        for q in ratios:
+            ratios[q].append(row[q])
+        print(f"  round {r + 1}: load {load:.1f}  calls {len(base)}/{len(otel)}  "
+              f"p50 {pct(base, 0.5):.3f}/{pct(otel, 0.5):.3f} ({row['p50']:.2f}x)  "
+              f"p99 {pct(base, 0.99):.3f}/{pct(otel, 0.99):.3f} ({row['p99']:.2f}x)  "
+              f"max {max(base) / 1e6:.2f}/{max(otel) / 1e6:.2f}")  # fmt: skip
+    print(f"  load average {min(loads):.1f}-{max(loads):.1f}")
+    base, otel = pooled["record"], pooled["record --otel"]
+    for q, f in (("p50", 0.5), ("p99", 0.99)):
+        ratio = pct(otel, f) / pct(base, f)
+        verdict = "met" if ratio <= 1.1 else "NOT met"
+        print(f"  {q} of all rounds' calls: without {pct(base, f):.3f}  with --otel "
+              f"{pct(otel, f):.3f}  ratio {ratio:.2f}x  target <= 1.1x: {verdict}; per-round "
+              f"ratios median {median(ratios[q]):.2f}x, range {min(ratios[q]):.2f}-"
+              f"{max(ratios[q]):.2f}")  # fmt: skip
+    print(f"  max with/without: median {median(ratios['max']):.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=20000, help="calls in the batch store")
     parser.add_argument("--tap-calls", type=int, default=1000, help="round trips per tap run")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--startup", action="store_true", help="only the first-seconds part")
+    parser.add_argument("--batch", action="store_true", help="only the batch export part")
+    parser.add_argument("--window", type=float, default=3.0, help="seconds timed with --startup")
+    parser.add_argument(
+        "--busy", type=int, default=0, metavar="N",
+        help="with --startup: N CPU-bound processes in sessions of their own, as other jobs",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.calls, args.tap_calls, args.rounds = 10000, 500, 2
@@ -166,6 +233,15 @@ def main() -> None:
     assert receiver_proc.stdout is not None
     receiver_url = receiver_proc.stdout.readline().strip()
     try:
+        if args.startup:
+            spin = [sys.executable, "-c", "while True: pass"]
+            busy = [subprocess.Popen(spin, start_new_session=True) for _ in range(args.busy)]
+            try:
+                startup_part(work, args.rounds, args.window, receiver_url)
+            finally:
+                for proc in busy:
+                    proc.kill()
+            return
         b = batch_part(work, args.calls, receiver_url)
         print(f"batch: {b['spans']:.0f} spans")
         verdict = "met" if b["export_spans_s"] >= 20000 else "NOT met"
@@ -175,6 +251,9 @@ def main() -> None:
         print(f"  baseline SDK encoder (ReadableSpan + encode_spans, no network): "
               f"{b['sdk_encoder_spans_s']:,.0f} spans/s; export is "
               f"{b['export_spans_s'] / b['sdk_encoder_spans_s']:.2f}x")  # fmt: skip
+        print(f"  load average {os.getloadavg()[0]:.1f}")
+        if args.batch:
+            return
         t = tap_part(work, args.tap_calls, args.rounds, receiver_url)
     finally:
         receiver_proc.kill()

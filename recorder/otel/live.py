@@ -8,6 +8,12 @@ exactly what the store holds), builds spans for the sessions this tap recorded (
 `session_started.pid` is the tap's), sends them and advances the watermark. Nothing it does can
 reach the relay: a separate process, its own store connection, its own exporter timeouts.
 
+The follower must not compete with the relay, least of all in a session's first seconds, when its
+own start-up (the SDK's imports, about a second of CPU, and the store's opening) would overlap
+the tap's: it stays in the tap's session (a session of its own is an autogroup of its own on
+Linux, where its nice value counts for nothing against the tap's group), runs at nice 19 and
+SCHED_IDLE, and waits `START_SECONDS` before importing anything heavy.
+
 When the collector fails, the follower stops sending that session (sending a later span would
 move the watermark past the lost one); the next `blackbox otel export` sends what is missing. When
 the tap exits the follower drains what the store receives in the next seconds, then exits too.
@@ -26,18 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recorder.jsonrpc import parse
-from recorder.otel.spans import SessionSpans, SpanData
-from recorder.otel.watermark import Watermark
-
-if TYPE_CHECKING:  # the SDK is imported by the follower only, never in the tap's process
-    from recorder.otel.sdk import Sender, Target
+if TYPE_CHECKING:  # imported once the follower has waited; the SDK never in the tap's process
+    from recorder.otel.sdk import Sender
+    from recorder.otel.spans import SessionSpans, SpanData
+    from recorder.otel.watermark import Watermark
 
 POLL_SECONDS = 0.5
 METRICS_SECONDS = 10.0
-# The follower is background work on the tap's machine: it yields the CPU to the relay (nice 19;
-# at nice 10 a steady-state p99 of 25x was seen once in bench/otel.py, within noise at 19).
+# The follower is background work on the tap's machine: it yields the CPU to the relay.
 FOLLOWER_NICE = 19
+# How long the follower waits before its imports: past the tap's own start-up and first calls
+# (bench/otel.py --startup). It starts at once when the tap ends sooner.
+START_SECONDS = 1.0
 # After the tap has gone: how long the follower keeps reading for records still being shipped.
 DRAIN_QUIET_SECONDS = 1.5
 DRAIN_MAX_SECONDS = 15.0
@@ -73,13 +79,24 @@ def start(store_url: str, watermark_path: Path, endpoint: str | None = None,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C to the host does not cut the final drain short
+            # A process group of its own: a Ctrl-C to the host does not cut the final drain
+            # short. Not a session of its own (see the module docstring).
+            process_group=0,
         )
     except OSError as exc:
         if on_notice is not None:
             on_notice(f"OpenTelemetry follower not started ({exc}); `blackbox otel export` later")
         return LiveHandle(None)
     return LiveHandle(process)
+
+
+def _yield_cpu() -> None:
+    """Lowest CPU priority there is for this process (SCHED_IDLE where the OS has it)."""
+    with contextlib.suppress(OSError):
+        os.nice(FOLLOWER_NICE)
+    if hasattr(os, "SCHED_IDLE"):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 class Follower:
@@ -148,6 +165,9 @@ class Follower:
         return read
 
     def _follow(self, sid: str, row: tuple) -> SessionSpans | None:  # type: ignore[type-arg]
+        from recorder.jsonrpc import parse
+        from recorder.otel.spans import SessionSpans
+
         if row[_KIND] != "session_started" or row[_SEQ] != 1:
             return None  # a session that began before us, or another tap's
         doc, _problem = parse(row[_RAW])
@@ -176,13 +196,10 @@ class Follower:
             self.watermark.advance(marks)
 
 
-def follow(store_url: str, watermark_path: Path, target: Target, pid: int,
-           since_ns: int | None = None) -> int:  # fmt: skip
+def follow(store_url: str, watermark_path: Path, endpoint: str | None, protocol: str | None,
+           pid: int, since_ns: int | None = None) -> int:  # fmt: skip
     """The follower's main loop: until stdin closes, then drain. Returns spans sent."""
-    from recorder.otel.sdk import Sender
-
-    with contextlib.suppress(OSError):
-        os.nice(FOLLOWER_NICE)
+    _yield_cpu()
     closed = threading.Event()
 
     def watch_stdin() -> None:
@@ -192,10 +209,14 @@ def follow(store_url: str, watermark_path: Path, target: Target, pid: int,
         closed.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
+    closed.wait(START_SECONDS)
+    from recorder.otel.sdk import Sender, Target
+    from recorder.otel.watermark import Watermark
+
     store = _open_when_there(store_url, closed)
     if store is None:
         return 0
-    sender = Sender(target)
+    sender = Sender(Target(endpoint, protocol))
     follower = Follower(store, Watermark(watermark_path, store_url), sender, pid, since_ns)
     flushed = time.monotonic()
     try:
@@ -246,11 +267,8 @@ def main() -> None:
     parser.add_argument("--protocol")
     parser.add_argument("--since-ns", type=int)
     args = parser.parse_args()
-    from recorder.otel.sdk import Target
-
     with contextlib.suppress(KeyboardInterrupt):
-        target = Target(args.endpoint, args.protocol)
-        follow(args.store, args.watermark, target, args.pid, args.since_ns)
+        follow(args.store, args.watermark, args.endpoint, args.protocol, args.pid, args.since_ns)
 
 
 if __name__ == "__main__":

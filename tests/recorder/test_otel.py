@@ -246,6 +246,47 @@ def test_record_otel_sends_live_and_batch_sends_nothing_twice(sqlite_url: str, t
         assert again.spans == 0 and again.skipped >= len(live)
 
 
+def _follower_of(tap_pid: int) -> int | None:
+    from pathlib import Path
+
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            cmdline = (proc / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == tap_pid and b"recorder.otel.live" in cmdline:
+            return int(proc.name)
+    return None
+
+
+def test_follower_yields_the_cpu_to_the_tap(sqlite_url: str, tmp_path) -> None:
+    """The follower stays in the tap's session (a session of its own is a scheduler autogroup of
+    its own on Linux, where its nice 19 counts for nothing against the tap's group: the tap's p99
+    rose up to 19x while the follower started), runs SCHED_IDLE, and has a process group of its
+    own (a Ctrl-C to the host's group spares its drain)."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, **peers.tap_env(tmp_path, sqlite_url))
+    argv = peers.record_command(
+        peers.EXAMPLE_SERVER, "prio", sqlite_url, "--otel", "--otel-endpoint", "http://127.0.0.1:9"
+    )
+    tap = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    assert tap.stdin is not None
+    try:
+        follower = _eventually(lambda: _follower_of(tap.pid))
+        assert follower, "no follower process"
+        assert _eventually(lambda: os.sched_getscheduler(follower) == os.SCHED_IDLE)
+        assert os.getsid(follower) == os.getsid(tap.pid)
+        assert os.getpgid(follower) == follower != os.getpgid(tap.pid)
+    finally:
+        tap.stdin.close()
+        tap.wait(60)
+
+
 def test_dead_collector_neither_delays_the_tap_nor_loses_spans(sqlite_url: str, tmp_path) -> None:
     """A collector that accepts connections and never answers: calls through the tap take no
     longer than without --otel, and the next batch export delivers every span."""
