@@ -39,10 +39,12 @@ function size(n) {
   return `${(n / 1048576).toFixed(1)} MB`;
 }
 
-function live(params, onRecords) {
+// The server starts following when the stream opens: what was stored between the page's first
+// fetch and that moment sends no event, so each (re)open also catches up (`onOpen`).
+function live(params, onRecords, onOpen) {
   const source = new EventSource(`/api/live${params}`);
   const dot = $("#live");
-  source.addEventListener("open", () => dot.classList.add("on"));
+  source.addEventListener("open", () => { dot.classList.add("on"); if (onOpen) onOpen(); });
   source.addEventListener("error", () => dot.classList.remove("on"));
   source.addEventListener("records", (ev) => onRecords(JSON.parse(ev.data)));
   return source;
@@ -170,7 +172,7 @@ async function sessions() {
     if (!records.some((r) => r.kind !== "frame" || r.seq <= 2)) return;
     clearTimeout(pending); // a burst of new or ending sessions: one refresh of the first page
     pending = setTimeout(() => load(null), 150);
-  });
+  }, () => load(null));
 }
 
 // ---- one session ----------------------------------------------------------------------------
@@ -252,7 +254,12 @@ async function session() {
     if (entries.some((e) => e.isIntersecting) && !atEnd) more();
   }, { root: $("#scroller") }).observe(sentinel);
   await more();
-  live(`?session=${encodeURIComponent(sid)}`, () => { if (atEnd || tbody.children.length < 200) { atEnd = false; more(); } });
+  // A live event during a fetch must not be lost: try again once that fetch is done.
+  const grow = () => {
+    if (loading) { setTimeout(grow, 100); return; }
+    if (atEnd || tbody.children.length < 200) { atEnd = false; more(); }
+  };
+  live(`?session=${encodeURIComponent(sid)}`, grow, grow);
 }
 
 // ---- replay ---------------------------------------------------------------------------------
