@@ -25,8 +25,9 @@ def eventually(
     """Call `predicate` every `interval` seconds until it returns a truthy value, and return it.
 
     After `timeout` seconds without one, raise AssertionError naming what was awaited (`message`,
-    else the predicate's name) and the last value seen. `message` is rendered only then, so a
-    live object (the list of notices a tap printed so far) shows what it held at the deadline.
+    called first when it is callable, else the predicate's name) and the last value seen.
+    `message` is rendered only then, so a live object (the list of notices a tap printed so far)
+    shows what it held at the deadline.
     The predicate is called at least once, and once more at the deadline. An exception it raises
     (an assertion that a server is still alive) propagates at once.
     """
@@ -36,7 +37,14 @@ def eventually(
         if value:
             return value
         if time.monotonic() >= deadline:
-            what = message if message is not None else getattr(predicate, "__qualname__", predicate)
+            if callable(message):  # a description worth building only now (a log read at the end)
+                what = message()
+            else:
+                what = (
+                    message
+                    if message is not None
+                    else getattr(predicate, "__qualname__", predicate)
+                )
             last = repr(value)
             if len(last) > 200:
                 last = last[:200] + "..."

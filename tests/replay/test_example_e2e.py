@@ -241,6 +241,7 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
 
     upstream_port, proxy_port = free_port(), free_port()
     env = {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home")}
+    proxy_log = tmp_path / "proxy.log"  # what the proxy says goes into a failure's message
     upstream = subprocess.Popen(
         [*VARIANT, "same", "http", str(upstream_port)],
         stdout=subprocess.DEVNULL,
@@ -259,7 +260,7 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
         ],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=proxy_log.open("wb"),
     )
     store = open_store(sqlite_url)
     try:
@@ -288,7 +289,9 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
             lambda: len(answered()) == 2,
             timeout=60,
             interval=0.3,
-            message="both sessions' last answers",
+            message=lambda: (
+                f"both sessions' last answers; the proxy said: {proxy_log.read_text()!r}"
+            ),
         )
         done = answered()
         for info in done:
