@@ -163,6 +163,12 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
+    # Imported before any thread starts: the signing module imports SQLAlchemy, and a thread
+    # importing it while another opens the store (the leftovers' thread) can catch it half
+    # imported.
+    from recorder.signing import AutoCheckpoints
+    from recorder.store import open_store
+
     observer: FrameObserver | None = None
     if mode.startswith("observe"):
 
@@ -170,7 +176,6 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
             # One line a document: encoded JSON escapes every newline inside it.
             say(f"event\t{sid}\t{doc.KIND}\t{events.encode(doc).decode()}")
 
-        from recorder.store import open_store
         from recorder.tool_watch import ToolWatch
 
         tools = ToolWatch(emit, lambda: open_store(url, create=False))
@@ -192,6 +197,7 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
             reader.close()
 
     jobs: queue.SimpleQueue[tuple[str, int, int] | None] = queue.SimpleQueue()
+    checkpoints = AutoCheckpoints.configured()  # off unless a signing key is configured
 
     def store_loop() -> None:
         # Storing is most of the CPU a session costs (classify, hash chain, SQL), more than the
@@ -204,10 +210,6 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         # busy machine kept 7 other workers waiting for over a minute (bench/fleet.py, 8 taps).
         # So the append itself runs at the worker's own priority, and idle between batches; a
         # single tap measured no worse for it (docs/performance.md).
-        from recorder.signing import AutoCheckpoints
-        from recorder.store import open_store
-
-        checkpoints = AutoCheckpoints.configured()  # off unless a signing key is configured
         store: EventStore | None = None
         with contextlib.suppress(Exception):  # connect before the first batch; errors come later
             store = open_store(url)

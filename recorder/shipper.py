@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recorder.journal import Journal, JournalReader, parse_segment_name
 from recorder.model import NewEvent
@@ -31,6 +32,9 @@ from recorder.ship_worker import (
     lower_thread_priority,
 )
 from recorder.store import EventStore
+
+if TYPE_CHECKING:
+    from recorder.signing import AutoCheckpoints
 
 POLL_SECONDS = 0.05
 MAX_BACKOFF = 5.0
@@ -94,6 +98,7 @@ class Shipper:
         # worker observes what it ships, so this process never reads the journal.
         self._remote_pos: tuple[int, Path, int] | None = None
         self._remote = worker_url is not None
+        self._checkpoints: AutoCheckpoints | None = None  # set by `start`, in the caller's thread
 
     # -- the API -----------------------------------------------------------------------------------
 
@@ -102,6 +107,14 @@ class Shipper:
             # Start the worker now: its imports and store connection take a while, and a short
             # session must not spend its exit budget waiting for them.
             self._worker = self._new_worker()
+        else:
+            # Imported here, in the caller's thread, not in ours: it imports SQLAlchemy, and a
+            # thread importing it while another opens the store (the proxy's shipper process
+            # ships leftovers at the same moment) caught it half imported, died of the
+            # ImportError and shipped nothing.
+            from recorder.signing import AutoCheckpoints
+
+            self._checkpoints = AutoCheckpoints.configured()  # off unless a key is configured
         self._thread.start()
 
     def flush(self, timeout: float) -> bool:
@@ -225,9 +238,8 @@ class Shipper:
         if self.nice:
             lower_thread_priority(self.nice)
         backoff = 0.1
-        from recorder.signing import AutoCheckpoints
-
-        checkpoints = AutoCheckpoints.configured()  # off unless a signing key is configured
+        checkpoints = self._checkpoints
+        assert checkpoints is not None, "started by start()"
         try:
             while True:
                 if not self._pending:
@@ -252,6 +264,8 @@ class Shipper:
                 backoff = 0.1
                 count, self._pending = len(self._pending), []
                 self._shipped(count, self._pending_end)
+        except Exception as exc:  # the journal itself failed: say so, not a thread's traceback
+            self._gave_up(exc)
         finally:
             self._finished = True
             if self._reader is not None:
@@ -315,6 +329,8 @@ class Shipper:
                 backoff = 0.1
                 self._remote_pos = (number, path, size)
                 self._shipped(count, (number, size))
+        except Exception as exc:  # the journal itself failed: say so, not a thread's traceback
+            self._gave_up(exc)
         finally:
             self._finished = True
             with self._cond:
@@ -346,6 +362,14 @@ class Shipper:
             self._outage_since = None
             self.last_error = None
             self.on_notice(f"store back; {self.shipped} records shipped in all")
+
+    def _gave_up(self, exc: BaseException) -> None:
+        """Shipping cannot go on in this process (store failures are retried, not this)."""
+        self.last_error = describe_failure(exc)
+        self.on_notice(
+            f"shipping stopped: {self.last_error}; the records stay in the journal "
+            f"{self.journal.directory} for the next tap or `blackbox ship`"
+        )
 
     def _back_off(self, exc: BaseException, backoff: float) -> float | None:
         """Report a failed attempt and wait `backoff` seconds (a stop cuts the wait short); the

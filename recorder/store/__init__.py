@@ -11,6 +11,7 @@ store. SQLAlchemy is imported only when a store is opened or a URL checked.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -122,10 +123,20 @@ class EventStore(Protocol):
     def close(self) -> None: ...
 
 
+# Opening the first store imports SQLAlchemy, a dialect and its driver, and perhaps Alembic. Two
+# threads doing that at once can catch a package half imported: the HTTP proxy's shipper process,
+# whose shipping and leftovers threads both open the store at start, died of "cannot import name
+# 'AdaptedConnection' from partially initialized module 'sqlalchemy.engine'" and shipped nothing.
+# So the first open of each backend in a process runs alone; later ones run side by side.
+_FIRST_OPEN = threading.RLock()
+_opened_backends: set[str] = set()
+
+
 def normalise_url(url: str) -> URL:
     """Parse a store URL; only SQLite and PostgreSQL (via psycopg 3) are accepted."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    with _FIRST_OPEN:  # the imports only (see above)
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
 
     try:
         parsed = make_url(url)
@@ -171,8 +182,18 @@ def open_store(url: str, *, create: bool = True) -> EventStore:
     With `create=False` (every reader) nothing is created: no directory, no file, no table; a
     missing SQLite file, an empty one, or a database without the schema raises `StoreMissing`.
     A store at an older revision is still brought to head."""
+    backend = normalise_url(url).get_backend_name()
+    if backend in _opened_backends:
+        return _open_backend(backend, url, create)
+    with _FIRST_OPEN:
+        store = _open_backend(backend, url, create)
+        _opened_backends.add(backend)
+        return store
+
+
+def _open_backend(backend: str, url: str, create: bool) -> EventStore:
     # Only the chosen backend's module is imported.
-    if normalise_url(url).get_backend_name() == "sqlite":
+    if backend == "sqlite":
         from recorder.store.sqlite import SqliteEventStore
 
         return SqliteEventStore(url, create=create)

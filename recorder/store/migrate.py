@@ -6,6 +6,7 @@ find it current. Alembic is imported only when there is something to apply.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from sqlalchemy import text
@@ -18,6 +19,10 @@ from recorder.errors import SchemaTooNew
 SCRIPT_LOCATION = str(Path(migrations.__file__).parent)
 # Any constant will do: it names the lock every migrating process takes on PostgreSQL.
 _PG_MIGRATION_LOCK = 0x6D6370626C6B  # "mcpblk"
+# Alembic runs a migration through process-wide proxies (`alembic.op`, `alembic.context`): two
+# threads migrating at once, even two different stores, ran each other's operations on each
+# other's connections ("table events already exists"). One migration at a time in a process.
+_ALEMBIC_LOCK = threading.Lock()
 
 
 def head_revision() -> str:
@@ -54,15 +59,16 @@ def upgrade(connection: Connection) -> bool:
 
     Processes that open a new store at the same moment serialise here (SQLite: the caller's
     BEGIN IMMEDIATE; PostgreSQL: a transaction-scoped advisory lock) and re-check under the lock,
-    so exactly one of them migrates.
+    so exactly one of them migrates; threads of one process also take turns (`_ALEMBIC_LOCK`).
     """
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
     if is_current(connection):
         return False
-    from alembic import command
+    with _ALEMBIC_LOCK:
+        from alembic import command
 
-    command.upgrade(alembic_config(connection), "head")
+        command.upgrade(alembic_config(connection), "head")
     return True
 
 

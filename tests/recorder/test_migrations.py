@@ -92,6 +92,35 @@ def test_concurrent_first_opens_migrate_once(store_url):
     store.close()
 
 
+def test_threads_migrating_different_stores_at_once_each_get_their_own_schema(tmp_path, pg_url):
+    """Alembic migrates through process-wide proxies: two threads migrating two stores at once
+    ran each other's operations on each other's connections ("table events already exists")."""
+    import threading
+
+    urls = [f"sqlite:///{tmp_path / f'store{i}.db'}" for i in range(5)] + [pg_url]
+    start = threading.Barrier(len(urls))
+    errors: list[str] = []
+
+    def open_it(url: str) -> None:
+        start.wait()
+        try:
+            open_store(url).close()
+        except Exception as exc:  # collected and asserted below
+            errors.append(f"{url}: {exc}")
+
+    threads = [threading.Thread(target=open_it, args=(url,)) for url in urls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a concurrent migration hung"
+    assert errors == []
+    for url in urls:
+        with engine_for(url).connect() as conn:
+            assert migrate.is_current(conn)
+            assert {"events", "sessions"} <= set(inspect(conn).get_table_names())
+
+
 def test_a_store_at_0001_upgrades_and_its_unchecked_grants_go(store_url):
     """Revision 0001's `retention_grants` let any writer authorise a DELETE. A store written at
     that revision, holding such a forged grant, upgrades on open: the grant goes with its table

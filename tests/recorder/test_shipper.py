@@ -86,6 +86,28 @@ def test_observer_sees_each_record_once(sqlite_url: str, tmp_path: Path) -> None
     assert shipper.stop(5)
 
 
+def test_a_failure_outside_the_store_is_told_and_the_journal_kept(
+    sqlite_url: str, tmp_path: Path
+) -> None:
+    """Only the store's failures are retried; anything else that stops the shipping thread
+    (here its observer) is one notice naming the journal, not a thread's traceback."""
+    journal = Journal.create(tmp_path / "j")
+    notices: list[str] = []
+
+    def observer(_batch) -> None:  # type: ignore[no-untyped-def]
+        raise RuntimeError("the observer broke")
+
+    shipper = Shipper(journal, lambda: open_store(sqlite_url), notices.append, observer)
+    shipper.start()
+    journal.append("s", "frame", "c2s", b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    journal.close()
+    assert not shipper.stop(5)
+    assert len(notices) == 1
+    assert notices[0].startswith("shipping stopped: RuntimeError: the observer broke")
+    assert str(tmp_path / "j") in notices[0]
+    assert journal.segments(), "the unshipped records stay in the journal"
+
+
 def test_ship_leftovers_ships_dead_journals_and_skips_live_ones(
     store_url: str, tmp_path: Path
 ) -> None:
