@@ -72,6 +72,13 @@ def sql(setup: dict, *args: str, input: str | None = None, timeout: float = 60):
     )
 
 
+def _ctrl_c_reaches_it() -> None:
+    # A suite started in the background by a shell without job control runs with SIGINT ignored,
+    # which every child inherits and Python then keeps (it installs its Ctrl-C handler only over
+    # the default): as if typed at a terminal, the signal must reach the command.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def popen(setup: dict, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [BLACKBOX, "sql", *args, "--store", setup["url"]],
@@ -79,6 +86,7 @@ def popen(setup: dict, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=setup["env"],
+        preexec_fn=_ctrl_c_reaches_it,
     )
 
 
