@@ -11,6 +11,14 @@ Writes a Markdown table and a PNG of the curves (matplotlib, the `bench` extra).
 
     python bench/scale.py --steps 250000,500000,750000,1000000        # a few minutes
     python bench/scale.py --steps 1000000,2000000,...,10000000 --out docs/scale
+
+`--listing-only` measures `sessions` alone at each step, against the listing as it was before it
+read only the listed sessions (`listing_before`: one GROUP BY over an IN list of the 50 ids, and
+the handles counted in Python over every session id), on the same store in the same run, and
+checks that both give the same rows. `--session-records 10` makes every session 10 records long,
+so that 1M records hold 100,000 sessions:
+
+    python bench/scale.py --listing-only --session-records 10 --steps 250000,1000000
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ from analytics.timeline import timeline_rows  # noqa: E402
 from recorder import events  # noqa: E402
 from recorder.model import Direction, Kind, NewEvent, new_session_id  # noqa: E402
 from recorder.store import listing, open_store  # noqa: E402
+from recorder.store.projection import session_info  # noqa: E402
+from recorder.store.schema import events as events_table  # noqa: E402
 
 BATCH = 1000
 REFRESH_RECORDS = 100_000
@@ -47,12 +57,15 @@ PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 class Generator:
     """Deterministic synthetic sessions of a tap's shape (started, request/reply pairs, ended)."""
 
-    def __init__(self, seed: int = 7) -> None:
+    def __init__(self, seed: int = 7, session_records: int | None = None) -> None:
         self.rng = random.Random(seed)
+        self.session_records = session_records
         self.clock = T0
         self.raw_bytes = 0
 
     def session_size(self) -> int:
+        if self.session_records:
+            return self.session_records
         # 90 % short (10-100 records), 10 % long (100-10,000), log-uniform in each band.
         lo, hi = (10, 100) if self.rng.random() < 0.9 else (100, 10_000)
         return int(lo * (hi / lo) ** self.rng.random())
@@ -135,11 +148,13 @@ def disk_bytes(store, url: str) -> int:  # type: ignore[no-untyped-def]
         return int(conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar())
 
 
-def run_backend(label: str, url: str, steps: list[int], work: Path) -> list[dict]:
+def run_backend(
+    label: str, url: str, steps: list[int], work: Path, session_records: int | None = None
+) -> list[dict]:
     store = open_store(url)
     copy_base = work / f"analytics-{label}"
     copy = ParquetCopy(copy_dir(copy_base, store.url))
-    gen = Generator()
+    gen = Generator(session_records=session_records)
     rows, total = [], 0
     for target in steps:
         step = target - total
@@ -190,6 +205,66 @@ def run_backend(label: str, url: str, steps: list[int], work: Path) -> list[dict
     return rows
 
 
+def listing_before(store) -> list[dict]:  # type: ignore[no-untyped-def]
+    """`sessions` (default filter) as it was before the listing read only the listed sessions:
+    the counts in one GROUP BY over `session_id IN (...)`, the handles among every session id."""
+    from sqlalchemy import case, func, select
+
+    infos = [session_info(r) for r in listing._candidates(store, listing.SessionFilter(), 0, 50)]
+    ids = [i.session_id for i in infos]
+    counts = {sid: dict.fromkeys(listing.COUNTS, 0) for sid in ids}
+    sums = [func.sum(case((c, 1), else_=0)).label(n) for n, c in listing.COUNTS.items()]
+    query = (
+        select(events_table.c.session_id, *sums)
+        .where(events_table.c.session_id.in_(ids))
+        .group_by(events_table.c.session_id)
+    )
+    with store.engine.connect() as conn:
+        for r in conn.execute(query):
+            counts[r.session_id] = {n: int(getattr(r, n) or 0) for n in listing.COUNTS}
+    handles = listing.handles_for(listing.all_session_ids(store))
+    out = []
+    for info in infos:
+        summary = listing.SessionSummary(info, counts[info.session_id], handles[info.session_id])
+        out.append(summary.row())
+    return out
+
+
+def run_listing(label: str, url: str, steps: list[int], session_records: int | None) -> list[dict]:
+    """`sessions` now and as it was (`listing_before`), alternately, at each step."""
+    store = open_store(url)
+    gen = Generator(session_records=session_records)
+    rows, total, pending = [], 0, []
+    for target in steps:
+        # Whole sessions, appended a batch of about 1,000 records at a time across sessions
+        # (short sessions one append each would make the fill, not the listing, the long part).
+        while total < target:
+            pending += gen.session(min(gen.session_size(), max(10, target - total - len(pending))))
+            if len(pending) >= BATCH or total + len(pending) >= target:
+                store.append(pending)
+                total += len(pending)
+                pending = []
+        now = lambda: [s.row() for s in listing.list_summaries(store, listing.SessionFilter())]  # noqa: E731
+        assert now() == listing_before(store), "the listing changed its rows"
+        t_now, t_before = float("inf"), float("inf")
+        for _ in range(3):  # alternately, so that both see the same machine
+            t_before = min(t_before, timed(lambda: listing_before(store))[0])
+            t_now = min(t_now, timed(now)[0])
+        row = {
+            "backend": label,
+            "records": total,
+            "sessions": len(listing.all_session_ids(store)),
+            "before_ms": t_before * 1000,
+            "sessions_ms": t_now * 1000,
+            "before_per_now": t_before / t_now,
+            "load": os.getloadavg()[0],
+        }
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+    store.close()
+    return rows
+
+
 COLUMNS = [
     ("records", "records", "{:,}"),
     ("sessions", "sessions", "{:,}"),
@@ -203,21 +278,29 @@ COLUMNS = [
     ("load", "load", "{:.1f}"),
 ]
 CURVES = ["ingest_per_s", "verify_per_s", "refresh_s", "sessions_ms", "show_ms", "report_s"]
+LISTING_COLUMNS = [
+    ("records", "records", "{:,}"),
+    ("sessions", "sessions", "{:,}"),
+    ("before_ms", "sessions before ms", "{:.1f}"),
+    ("sessions_ms", "sessions ms", "{:.1f}"),
+    ("before_per_now", "before / now", "{:.1f}×"),
+    ("load", "load", "{:.1f}"),
+]
 
 
-def markdown(rows: list[dict]) -> str:
+def markdown(rows: list[dict], columns: list = COLUMNS) -> str:  # type: ignore[type-arg]
     out = []
     for backend in dict.fromkeys(r["backend"] for r in rows):
         mine = [r for r in rows if r["backend"] == backend]
         first = mine[0]
         out.append(f"\n{backend}\n")
-        out.append("| " + " | ".join(h for _k, h, _f in COLUMNS) + " |")
-        out.append("|" + "---|" * len(COLUMNS))
+        out.append("| " + " | ".join(h for _k, h, _f in columns) + " |")
+        out.append("|" + "---|" * len(columns))
         for r in mine:
             cells = []
-            for key, _h, fmt in COLUMNS:
+            for key, _h, fmt in columns:
                 cell = fmt.format(r[key])
-                if key in CURVES and r is not first and first[key]:
+                if key in [*CURVES, "before_ms"] and r is not first and first[key]:
                     cell += f" ({r[key] / first[key]:.2f}×)"
                 cells.append(cell)
             out.append("| " + " | ".join(cells) + " |")
@@ -252,13 +335,22 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--pg", default=PG)
     parser.add_argument("--out", default=None, help="write OUT.md and OUT.png")
+    parser.add_argument("--listing-only", action="store_true", help="measure `sessions` alone")
+    parser.add_argument("--session-records", type=int, default=None, help="records per session")
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",")]
     rows: list[dict] = []
+
+    def run(label: str, url: str) -> list[dict]:
+        if args.listing_only:
+            return run_listing(label, url, steps, args.session_records)
+        return run_backend(label, url, steps, work, args.session_records)
+
     with tempfile.TemporaryDirectory(prefix="bb-scale-") as tmp:
         work = Path(tmp)
         if "sqlite" in args.backends:
-            rows += run_backend("SQLite", f"sqlite:///{work / 'scale.db'}", steps, work)
+            url = f"sqlite:///{work / 'scale.db'}"
+            rows += run("SQLite", url)
         if "postgresql" in args.backends:
             admin = args.pg.replace("postgresql+psycopg:", "postgresql:", 1)
             db = f"bbscale_{secrets.token_hex(4)}"
@@ -266,15 +358,16 @@ def main() -> None:
                 conn.execute(f'CREATE DATABASE "{db}"')
             try:
                 url = f"{args.pg.rsplit('/', 1)[0]}/{db}"
-                rows += run_backend("PostgreSQL", url, steps, work)
+                rows += run("PostgreSQL", url)
             finally:
                 with psycopg.connect(admin, autocommit=True) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-    table = markdown(rows)
+    table = markdown(rows, LISTING_COLUMNS if args.listing_only else COLUMNS)
     print(table)
     if args.out:
         Path(args.out + ".md").write_text(table)
-        plot(rows, Path(args.out + ".png"))
+        if not args.listing_only:
+            plot(rows, Path(args.out + ".png"))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from recorder import events
+from recorder.model import Direction, Kind, NewEvent
 from recorder.store import listing, open_store
 from tests import peers
 from tests.polling import eventually
@@ -181,3 +183,81 @@ def test_handles_grow_until_unique() -> None:
     # A tail that is also the start of another id is not a handle.
     tricky = ["019a0000-0000-7000-8000-00000019a000", "19a00000-0000-7000-8000-000000000001"]
     assert listing.handles_for(tricky) == {tricky[0]: "019a000", tricky[1]: "000001"}
+
+
+def _session(
+    sid: str, start_ns: int, calls: int, rpc_errors: int, tool_errors: int, faults: int
+) -> list[NewEvent]:
+    """A session with known counts: `calls` tool calls, the first `rpc_errors` answered with a
+    JSON-RPC error and the next `tool_errors` with `isError`, a notification, `faults` faults."""
+    rows = [(Kind.SESSION_STARTED, Direction.NONE, events.encode(events.SessionStarted(
+        name="known", transport="stdio", command=["srv"], cwd="/", env_names=[],
+        tap_version="0.1.0", pid=1,
+    )))]  # fmt: skip
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    rows.append((Kind.FRAME, Direction.CLIENT_TO_SERVER, json.dumps(note).encode()))
+    for i in range(calls):
+        call = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "echo"}}
+        if i < rpc_errors:
+            reply = {"jsonrpc": "2.0", "id": i, "error": {"code": -32602, "message": "no"}}
+        else:
+            result = {"content": [], "isError": i < rpc_errors + tool_errors}
+            reply = {"jsonrpc": "2.0", "id": i, "result": result}
+        rows.append((Kind.FRAME, Direction.CLIENT_TO_SERVER, json.dumps(call).encode()))
+        rows.append((Kind.FRAME, Direction.SERVER_TO_CLIENT, json.dumps(reply).encode()))
+    for _ in range(faults):
+        rows.append((Kind.FAULT, Direction.NONE, events.encode(events.Fault(fault="timeout"))))
+    ended = events.SessionEnded(reason="client_closed", outcome="ok", exit_code=0)
+    rows.append((Kind.SESSION_ENDED, Direction.NONE, events.encode(ended)))
+    return [
+        NewEvent(sid, seq, start_ns + seq, seq, kind, direction, raw)
+        for seq, (kind, direction, raw) in enumerate(rows, start=1)
+    ]
+
+
+def test_counts_and_handles_of_listed_sessions_on_each_backend(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counts read per listed session, handles among every id: older sessions, not listed, with
+    other counts and with ids that end (or start) like a listed one's tail, change neither."""
+    sessions = [  # oldest first: (id, calls, JSON-RPC errors, tool errors, faults)
+        ("019a0000-0000-7000-8000-0000991234ab", 40, 7, 9, 5),  # ends like the newest
+        ("19a00000-0000-7000-8000-000000000001", 30, 0, 30, 0),  # starts like the 2nd newest
+        ("019a0000-0000-7000-8000-000000abcdef", 0, 0, 0, 0),
+        ("019a0000-0000-7000-8000-0000000f0f0f", 3, 0, 0, 0),
+        ("019a0000-0000-7000-8000-00000019a000", 5, 1, 2, 0),  # "019a000" starts the others
+        ("019a0000-0000-7000-8000-0000001234ab", 4, 0, 1, 3),
+    ]
+    store = open_store(store_url)
+    try:
+        for n, (sid, *counts) in enumerate(sessions):
+            store.append(_session(sid, (n + 1) * 10**12, *counts))
+        listed = listing.list_summaries(store, listing.SessionFilter(limit=4))
+        got = {s.info.session_id: (s.counts, s.outcome, s.handle) for s in listed}
+        with_faults = listing.list_summaries(store, listing.SessionFilter(faults=True, limit=1))
+        # Every session listed, a few ids per statement: the same counts, handles among all.
+        monkeypatch.setattr(listing, "_IDS_PER_QUERY", 2)
+        every = listing.list_summaries(store, listing.SessionFilter(limit=None))
+    finally:
+        store.close()
+    k = ("calls", "errors", "faults")
+    assert got == {
+        sessions[5][0]: (dict(zip(k, (4, 1, 3), strict=True)), "faults", "01234ab"),
+        sessions[4][0]: (dict(zip(k, (5, 3, 0), strict=True)), "errors", "0019a000"),
+        sessions[3][0]: (dict(zip(k, (3, 0, 0), strict=True)), "ok", "0f0f0f"),
+        sessions[2][0]: (dict(zip(k, (0, 0, 0), strict=True)), "ok", "abcdef"),
+    }
+    assert [s.info.session_id for s in with_faults] == [sessions[5][0]]
+    # The handles of the listed sessions are those counted among every id of the store.
+    everyone = listing.handles_for([sid for sid, *_ in sessions])
+    assert all(everyone[sid] == handle for sid, (_c, _o, handle) in got.items())
+    assert {
+        s.info.session_id: (s.counts, s.outcome, s.handle)
+        for s in every
+        if s.info.session_id in got
+    } == got
+    assert [s.handle for s in every] == [everyone[sid] for sid, *_ in reversed(sessions)]
+    assert (every[-1].counts, every[-1].outcome) == (
+        dict(zip(k, (40, 16, 5), strict=True)),
+        "faults",
+    )
