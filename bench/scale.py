@@ -45,7 +45,6 @@ from recorder import events  # noqa: E402
 from recorder.model import Direction, Kind, NewEvent, new_session_id  # noqa: E402
 from recorder.store import listing, open_store  # noqa: E402
 from recorder.store.projection import session_info  # noqa: E402
-from recorder.store.schema import events as events_table  # noqa: E402
 
 BATCH = 1000
 REFRESH_RECORDS = 100_000
@@ -205,23 +204,35 @@ def run_backend(
     return rows
 
 
+# The counts of `listing.COUNTS` as the old listing's SQL said them (kept here as text: only the
+# store modules import SQLAlchemy).
+BEFORE_COUNTS = {
+    "calls": "kind = 'frame' AND msg_type = 'request'",
+    "errors": "kind = 'frame' AND (msg_type = 'error' OR is_error = {true})",
+    "faults": "kind = 'fault'",
+}
+
+
 def listing_before(store) -> list[dict]:  # type: ignore[no-untyped-def]
     """`sessions` (default filter) as it was before the listing read only the listed sessions:
     the counts in one GROUP BY over `session_id IN (...)`, the handles among every session id."""
-    from sqlalchemy import case, func, select
-
+    assert list(BEFORE_COUNTS) == list(listing.COUNTS)
     infos = [session_info(r) for r in listing._candidates(store, listing.SessionFilter(), 0, 50)]
     ids = [i.session_id for i in infos]
     counts = {sid: dict.fromkeys(listing.COUNTS, 0) for sid in ids}
-    sums = [func.sum(case((c, 1), else_=0)).label(n) for n, c in listing.COUNTS.items()]
+    sqlite = store.engine.dialect.name == "sqlite"
+    mark, true = ("?", "1") if sqlite else ("%s", "true")
+    sums = ", ".join(
+        f"sum(CASE WHEN {cond.format(true=true)} THEN 1 ELSE 0 END) AS {name}"
+        for name, cond in BEFORE_COUNTS.items()
+    )
     query = (
-        select(events_table.c.session_id, *sums)
-        .where(events_table.c.session_id.in_(ids))
-        .group_by(events_table.c.session_id)
+        f"SELECT session_id, {sums} FROM events "
+        f"WHERE session_id IN ({', '.join(mark for _ in ids)}) GROUP BY session_id"
     )
     with store.engine.connect() as conn:
-        for r in conn.execute(query):
-            counts[r.session_id] = {n: int(getattr(r, n) or 0) for n in listing.COUNTS}
+        for r in conn.exec_driver_sql(query, tuple(ids)) if ids else ():
+            counts[r[0]] = {n: int(v or 0) for n, v in zip(listing.COUNTS, r[1:], strict=True)}
     handles = listing.handles_for(listing.all_session_ids(store))
     out = []
     for info in infos:
