@@ -39,12 +39,10 @@ def eventually(
         if time.monotonic() >= deadline:
             if callable(message):  # a description worth building only now (a log read at the end)
                 what = message()
+            elif message is not None:
+                what = message
             else:
-                what = (
-                    message
-                    if message is not None
-                    else getattr(predicate, "__qualname__", predicate)
-                )
+                what = getattr(predicate, "__qualname__", predicate)
             last = repr(value)
             if len(last) > 200:
                 last = last[:200] + "..."

@@ -69,24 +69,32 @@ def test_revision_list_matches_the_versions_directory():
     assert script.get_current_head() == migrations.HEAD
 
 
-def test_concurrent_first_opens_migrate_once(store_url):
+def open_all_at_once(urls: list[str]) -> list[str]:
+    """Open (and so migrate) each of `urls` in a thread of its own, all released together; the
+    failures, as text. Fails the test if an open hangs."""
     import threading
 
-    errors: list[BaseException] = []
+    start = threading.Barrier(len(urls))
+    errors: list[str] = []
 
-    def open_it() -> None:
+    def open_it(url: str) -> None:
+        start.wait()
         try:
-            open_store(store_url).close()
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
+            open_store(url).close()
+        except Exception as exc:  # collected and asserted by the caller
+            errors.append(f"{url}: {exc}")
 
-    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    threads = [threading.Thread(target=open_it, args=(url,)) for url in urls]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a concurrent first open hung"
-    assert errors == []
+    return errors
+
+
+def test_concurrent_first_opens_migrate_once(store_url):
+    assert open_all_at_once([store_url] * 4) == []
     store = open_store(store_url)
     assert store.list_sessions() == []
     store.close()
@@ -95,26 +103,8 @@ def test_concurrent_first_opens_migrate_once(store_url):
 def test_threads_migrating_different_stores_at_once_each_get_their_own_schema(tmp_path, pg_url):
     """Alembic migrates through process-wide proxies: two threads migrating two stores at once
     ran each other's operations on each other's connections ("table events already exists")."""
-    import threading
-
     urls = [f"sqlite:///{tmp_path / f'store{i}.db'}" for i in range(5)] + [pg_url]
-    start = threading.Barrier(len(urls))
-    errors: list[str] = []
-
-    def open_it(url: str) -> None:
-        start.wait()
-        try:
-            open_store(url).close()
-        except Exception as exc:  # collected and asserted below
-            errors.append(f"{url}: {exc}")
-
-    threads = [threading.Thread(target=open_it, args=(url,)) for url in urls]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads), "a concurrent migration hung"
-    assert errors == []
+    assert open_all_at_once(urls) == []
     for url in urls:
         with engine_for(url).connect() as conn:
             assert migrate.is_current(conn)
