@@ -7,8 +7,9 @@ All in one run, against baselines measured in the same run (the machine is noisy
    store scan alone (rows/s: what reading costs), and the same spans through the SDK's own
    ReadableSpan encoder (what a plain SDK path would do). Target: >= 20,000 spans/s.
 2. tap: `blackbox record` against a minimal stdio server, p50 and p99 of sequential round trips,
-   without and with `--otel` (sending to the same receiver), interleaved round by round, with a
-   second plain `record` as an A/A control: its ratio is the measurement's own noise.
+   without and with `--otel` (sending to the same receiver), all running at once and taking
+   turns of 25 calls, with a second plain `record` as an A/A control: its ratio is the
+   measurement's own noise. Each round's ratio, and their median, is the figure.
    Target: p50 and p99 with --otel within 1.1x of without.
 3. `--startup`: the same pair of taps, but timed in a session's first seconds (from the first
    answer, while the follower process starts up beside the tap), interleaved round by round;
@@ -145,22 +146,33 @@ def tap_configs(
 
 
 def tap_part(work: Path, calls: int, rounds: int, receiver_url: str) -> dict[str, list[float]]:
-    from tap_overhead import Peer, pct
+    from tap_overhead import TURN, Peer, pct
 
     configs, env = tap_configs(work, receiver_url, control=True)
-    out: dict[str, list[float]] = {f"{n} {q}": [] for n in configs for q in ("p50", "p99")}
+    out: dict[str, list[float]] = {f"{n} {q}": [] for n in configs for q in ("p50", "p99", "all")}
     for _ in range(rounds):
-        for name, argv in configs.items():
-            peer = Peer(argv, env)
+        # All three taps run at once and take turns of TURN calls, as in bench/tap_overhead.py:
+        # run one after another, whichever met a stall of the shared machine got the p99, and
+        # two identical plain taps measured 0.57x-2.11x each other (docs/otel.md).
+        peers = {name: Peer(argv, env) for name, argv in configs.items()}
+        for peer in peers.values():
             peer.sequential(200)
-            # Steady state: the store worker and the follower are up. The follower's start-up
-            # (imports, about a second of CPU at nice 19) overlaps a session's first seconds:
-            # measured with 1.5 s here instead, p99 rose up to 19x (docs/otel.md).
-            time.sleep(5.0)
-            run = peer.sequential(calls)
+        # Steady state: the store workers and the follower are up. The follower's start-up
+        # (imports, about a second of CPU at nice 19) overlaps a session's first seconds:
+        # measured with 1.5 s here instead, p99 rose up to 19x (docs/otel.md).
+        time.sleep(5.0)
+        runs: dict[str, list[int]] = {name: [] for name in configs}
+        order = list(peers)
+        for turn in range(max(1, calls // TURN)):
+            # The order rotates every turn: in a fixed order the A/A control measured 1.19x at
+            # p99 over five rounds, a place in the queue rather than anything a tap did.
+            for name in order[turn % len(order) :] + order[: turn % len(order)]:
+                runs[name] += peers[name].sequential(TURN)
+        for name, peer in peers.items():
             peer.close()
-            out[f"{name} p50"].append(pct(run, 0.5))
-            out[f"{name} p99"].append(pct(run, 0.99))
+            out[f"{name} p50"].append(pct(runs[name], 0.5))
+            out[f"{name} p99"].append(pct(runs[name], 0.99))
+            out[f"{name} all"].extend(runs[name])
     return out
 
 
@@ -264,13 +276,26 @@ def main() -> None:
         t = tap_part(work, args.tap_calls, args.rounds, receiver_url)
     finally:
         receiver_proc.kill()
-    print(f"tap ({args.rounds} interleaved rounds of {args.tap_calls} sequential calls), ms:")
+    print(f"tap ({args.rounds} rounds of {args.tap_calls} sequential calls, the three taps "
+          f"taking turns of 25), ms; load average {os.getloadavg()[0]:.1f}:")  # fmt: skip
     for q in ("p50", "p99"):
-        base, otel = median(t[f"record {q}"]), median(t[f"record --otel {q}"])
-        verdict = "met" if otel <= 1.1 * base else "NOT met"
-        again = median(t[f"record again {q}"])
-        print(f"  {q}: without {base:.3f}  with --otel {otel:.3f}  ratio {otel / base:.2f}x"
-              f"  target <= 1.1x: {verdict};  A/A (plain twice) {again / base:.2f}x")  # fmt: skip
+        base, otel, again = t[f"record {q}"], t[f"record --otel {q}"], t[f"record again {q}"]
+        ratios = [o / b for o, b in zip(otel, base, strict=True)]
+        control = [a / b for a, b in zip(again, base, strict=True)]
+        # Pooled over all rounds: at p99 a round of 2,000 calls has 20 calls in its tail, and
+        # single rounds swing 0.5x-4x either way (A/A included); the pool has rounds x 20.
+        from tap_overhead import pct
+
+        level = 0.5 if q == "p50" else 0.99
+        pooled = {n: pct(t[f"{n} all"], level) for n in ("record", "record --otel", "record again")}
+        ratio = pooled["record --otel"] / pooled["record"]
+        verdict = "met" if ratio <= 1.1 else "NOT met"
+        shown, shown_control = (" ".join(f"{r:.2f}" for r in rs) for rs in (ratios, control))
+        print(f"  {q} (all rounds pooled): without {pooled['record']:.3f}  with --otel "
+              f"{pooled['record --otel']:.3f}  ratio {ratio:.2f}x  target <= 1.1x: {verdict};  "
+              f"A/A (plain twice) {pooled['record again'] / pooled['record']:.2f}x")  # fmt: skip
+        print(f"     per round: --otel {shown} (median {median(ratios):.2f}x);  "
+              f"A/A {shown_control} (median {median(control):.2f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":
