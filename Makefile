@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 BB := $(VENV)/bin/blackbox
 PY_STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
+BENCH_STAMP := $(VENV)/.installed-bench
 NODE_STAMP := node_modules/.installed
 
 .PHONY: demo test lint format bench setup services clean
@@ -20,6 +21,11 @@ $(PY_STAMP): pyproject.toml
 $(DEMO_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
+	touch $@
+
+# The benchmarks also draw charts (bench/scale.py's curves): the `bench` extra, for them alone.
+$(BENCH_STAMP): $(PY_STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	touch $@
 
 $(NODE_STAMP): package.json
@@ -54,7 +60,7 @@ format: $(PY_STAMP)
 test: setup services lint
 	$(PY) -m pytest
 
-bench: setup
+bench: setup $(BENCH_STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:

@@ -3,10 +3,12 @@
 Fills a store in steps (SQLite, then PostgreSQL) with realistic synthetic sessions — most frames
 200 B to 2 KiB, one in 2,000 up to 1 MiB, sessions of 10 to 10,000 records, most of them short —
 and at each step measures: the ingest rate of the step (store API, batches of 1,000), the
-`verify` rate over the step's sessions, the store's bytes on disk per raw byte it holds, the
-analytics refresh of the step's last 100,000 records, `sessions` (the default listing of 50 among
-all sessions), `show` of a 1,000-record session (its timeline rows) and `report latency --by
-tool` (warm). Each step's figures are ratios against the first step's: flat curves stay near 1.
+`verify` rate over the step's sessions, a signed checkpoint (which grows the Merkle tree over
+the step's records, as a recording store's automatic checkpoints do), the store's bytes on disk
+per raw byte it holds (broken down by table and index at the end), the analytics refresh of the
+step's last 100,000 records, `sessions` (the default listing of 50 among all sessions), `show`
+of a 1,000-record session (its timeline rows) and `report latency --by tool` (warm). Each step's
+figures are ratios against the first step's: flat curves stay near 1.
 Writes a Markdown table and a PNG of the curves (matplotlib, the `bench` extra).
 
     python bench/scale.py --steps 250000,500000,750000,1000000        # a few minutes
@@ -41,7 +43,8 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent)
 from analytics.parquet import ParquetCopy, copy_dir  # noqa: E402
 from analytics.reports import run_report  # noqa: E402
 from analytics.timeline import timeline_rows  # noqa: E402
-from recorder import events  # noqa: E402
+from recorder import events, signing  # noqa: E402
+from recorder.checkpoint import Signer  # noqa: E402
 from recorder.model import Direction, Kind, NewEvent, new_session_id  # noqa: E402
 from recorder.store import listing, open_store  # noqa: E402
 from recorder.store.projection import session_info  # noqa: E402
@@ -147,6 +150,44 @@ def disk_bytes(store, url: str) -> int:  # type: ignore[no-untyped-def]
         return int(conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar())
 
 
+# Where a store's bytes go, by what they serve (SQLite's `dbstat` table, when the library has it;
+# PostgreSQL's relation sizes, TOAST included): the raw bytes alone are the floor the disk/raw
+# figure is measured against. SQLite names the (session_id, seq) index itself; its rowid tables
+# have no primary-key index.
+PARTS = {
+    "events": "the log's rows (raw and the derived columns)",
+    "sqlite_autoindex_events_1": "the (session_id, seq) index",
+    "uq_events_session_id_seq": "the (session_id, seq) index",
+    "pk_events": "the log's primary key",
+    "tree_leaves": "the Merkle tree's leaves",
+    "pk_tree_leaves": "the leaves' primary key",
+    "ix_tree_leaves_position": "the leaves' position index",
+    "tree_nodes": "the tree's stored subtrees",
+}
+PG_SIZES = """
+    SELECT c.relname, pg_relation_size(c.oid) + COALESCE(pg_relation_size(c.reltoastrelid), 0)
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i')
+"""
+
+
+def breakdown(store, raw_bytes: int, records: int) -> dict:  # type: ignore[no-untyped-def]
+    """Bytes per record of each part of the store, and of the raw bytes it holds."""
+    sqlite = store.engine.dialect.name == "sqlite"
+    query = "SELECT name, sum(pgsize) FROM dbstat GROUP BY name" if sqlite else PG_SIZES
+    with store.engine.connect() as conn:
+        try:
+            found = {name: int(size) for name, size in conn.exec_driver_sql(query)}
+        except Exception as exc:  # a libsqlite3 built without dbstat
+            return {"unknown": f"no sizes: {exc}"}
+    out = {"raw": raw_bytes / records}
+    for name in PARTS:
+        if name in found:
+            out[name] = found.pop(name) / records
+    out["everything else"] = sum(found.values()) / records
+    return out
+
+
 def run_backend(
     label: str, url: str, steps: list[int], work: Path, session_records: int | None = None
 ) -> list[dict]:
@@ -154,6 +195,9 @@ def run_backend(
     copy_base = work / f"analytics-{label}"
     copy = ParquetCopy(copy_dir(copy_base, store.url))
     gen = Generator(session_records=session_records)
+    # A recording store grows a Merkle tree as its automatic checkpoints are signed; a step signs
+    # one, so that the bytes on disk include the tree as a real store's do.
+    signer = Signer.generate("bench.scale")
     rows, total = [], 0
     for target in steps:
         step = target - total
@@ -169,6 +213,7 @@ def run_backend(
         sids += [show_evs[0].session_id, *tail_sids]
         total = target
         ingest = step / (t_head + t_show_ingest)
+        t_checkpoint, _ = timed(lambda: signing.issue(store, signer))
         t_refresh, result = timed(lambda: copy.refresh(store))
         t_verify, findings = timed(lambda s=sids: store.verify_each(s))
         bad = {k: v for k, v in findings.items() if v}
@@ -190,6 +235,7 @@ def run_backend(
             "sessions": n_sessions,
             "ingest_per_s": ingest,
             "verify_per_s": step / t_verify,
+            "checkpoint_s": t_checkpoint,
             "disk_per_raw": disk_bytes(store, url) / gen.raw_bytes,
             "refresh_s": t_refresh,
             "refreshed": result.new_records,
@@ -200,6 +246,8 @@ def run_backend(
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
+    parts = breakdown(store, gen.raw_bytes, total)
+    print(json.dumps({"backend": label, "bytes_per_record": parts}), file=sys.stderr)
     store.close()
     return rows
 
@@ -281,6 +329,7 @@ COLUMNS = [
     ("sessions", "sessions", "{:,}"),
     ("ingest_per_s", "ingest rec/s", "{:,.0f}"),
     ("verify_per_s", "verify rec/s", "{:,.0f}"),
+    ("checkpoint_s", "checkpoint s", "{:.2f}"),
     ("disk_per_raw", "disk / raw", "{:.2f}"),
     ("refresh_s", "refresh 100k s", "{:.2f}"),
     ("sessions_ms", "sessions ms", "{:.1f}"),
