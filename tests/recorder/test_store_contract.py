@@ -4,6 +4,7 @@ PostgreSQL class (as eventsourcing's recorder tests are), neither ever skipped."
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -14,7 +15,7 @@ from recorder.model import Kind, NewEvent, StoredEvent
 from recorder.store import open_store
 from recorder.store.postgres import PostgresEventStore
 from recorder.store.sql import SqlEventStore
-from recorder.store.sqlite import SqliteEventStore
+from recorder.store.sqlite import WAL_BYTES, SqliteEventStore
 from tests.recorder.storekit import T0, session_events
 
 
@@ -220,6 +221,26 @@ class TestSqliteStore(EventStoreContract):
     @pytest.fixture
     def store_url(self, sqlite_url: str) -> str:
         return sqlite_url
+
+    def test_the_write_ahead_log_stays_near_its_limit_while_the_store_is_open(
+        self, store_url: str
+    ) -> None:
+        # A shipper keeps its store open for days: SQLite never shrinks the WAL file on its own,
+        # so whatever it once reached stays on disk beside the records. 64 MiB of frames in
+        # 4 MiB batches must leave at most the limit plus about one batch, not all 64 MiB.
+        store = open_store(store_url)
+        started = session_events(calls=0, ended=False)[:1]
+        store.append(started)
+        sid, megabyte = started[0].session_id, b"x" * (1 << 20)
+        frames = [
+            NewEvent(sid, seq, T0 + seq, seq, Kind.FRAME, "c2s", megabyte) for seq in range(2, 66)
+        ]
+        for i in range(0, len(frames), 4):
+            store.append(frames[i : i + 4])
+        wal = store_url.split("///", 1)[1] + "-wal"
+        assert os.path.getsize(wal) <= WAL_BYTES + 8 * (1 << 20)
+        assert store.head(sid)[0] == 65
+        store.close()
 
 
 class TestPostgresStore(EventStoreContract):
