@@ -15,6 +15,36 @@ META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 MODERN_ERA = "2026-07-28"
 
+# The derived columns are views that every store's columns must hold whatever a peer sends, or one
+# hostile frame fails its whole batch: PostgreSQL text cannot hold NUL (it becomes U+FFFD), an
+# error code must fit a signed 64-bit BIGINT and an era the 16 characters of its column (else
+# NULL). The raw bytes keep the exact value, and the chain covers them.
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+ERA_MAX = 16
+# JSON can only spell NUL inside a string as this escape: a frame without it needs no scrubbing.
+NUL_ESCAPE = b"\\u0000"
+
+
+def fit_text(value: str | None) -> str | None:
+    """A derived text column as every store can hold it: NUL replaced by U+FFFD."""
+    if value is not None and "\x00" in value:
+        return value.replace("\x00", "\ufffd")
+    return value
+
+
+def fit_era(value: object) -> str | None:
+    """A protocol version as the era column holds it: text of at most ERA_MAX characters."""
+    if value.__class__ is str and len(value) <= ERA_MAX:  # type: ignore[arg-type]
+        return fit_text(value)  # type: ignore[arg-type]
+    return None
+
+
+def fit_code(value: object) -> int | None:
+    """A JSON-RPC error code as the error_code column holds it: a signed 64-bit integer."""
+    if value.__class__ is int and INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]
+        return value  # type: ignore[return-value]
+    return None
+
 
 class Classification(NamedTuple):
     """What a frame is. `msg_type` is one of request, notification, response, error, batch,
@@ -80,17 +110,17 @@ def _era_of(message: dict, method: str | None) -> str | None:
         if meta.__class__ is dict:
             version = meta.get(META_PROTOCOL_VERSION)
             if isinstance(version, str):
-                return version
+                return fit_era(version)
         if method == "initialize":
             version = params.get("protocolVersion")
             if isinstance(version, str):
-                return version
+                return fit_era(version)
         return None
     result = message.get("result")
     if result.__class__ is dict:
         version = result.get("protocolVersion")
         if isinstance(version, str):
-            return version
+            return fit_era(version)
     return None
 
 
@@ -132,9 +162,7 @@ def classify_message(message: object) -> Classification:
         return Classification("invalid", problem="not_jsonrpc")
     if "error" in message:
         error = get("error")
-        code = error.get("code") if error.__class__ is dict else None
-        if not isinstance(code, int) or isinstance(code, bool):
-            code = None
+        code = fit_code(error.get("code")) if error.__class__ is dict else None
         return Classification("error", None, rpc_id, rpc_id_type, error_code=code)
     if "result" in message:
         result = get("result")
@@ -145,7 +173,15 @@ def classify_message(message: object) -> Classification:
 
 
 def classify(raw: bytes) -> Classification:
-    """Classify a raw frame. Never raises."""
+    """Classify a raw frame. Never raises. Its derived columns fit every store's columns (see
+    `fit_text`); a batch's items keep their exact text."""
+    c = _classify(raw)
+    if NUL_ESCAPE in raw:
+        c = c._replace(method=fit_text(c.method), rpc_id=fit_text(c.rpc_id), tool=fit_text(c.tool))
+    return c
+
+
+def _classify(raw: bytes) -> Classification:
     try:
         try:
             value = orjson.loads(raw)  # the common case, without parse()'s fallbacks

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from recorder import chain
+from recorder.jsonrpc import fit_text
 from recorder.model import DERIVED, Kind
 
 ERA_INDEX = DERIVED.index("era")
@@ -26,9 +27,13 @@ def prefetched(cursor, size: int) -> Iterator[list]:  # type: ignore[no-untyped-
 
 
 def stored_value(column: str, value: object) -> object:
-    """A stored derived value as `derive` gives it: SQLite keeps a boolean as 0 or 1."""
+    """A stored derived value as `derive` gives it: SQLite keeps a boolean as 0 or 1, and a
+    SQLite record appended before the derived text columns were fitted (`jsonrpc.fit_text`) may
+    hold NUL where the view now holds U+FFFD."""
     if column == "is_error" and value is not None and value in (0, 1):
         return bool(value)
+    if value.__class__ is str:
+        return fit_text(value)  # type: ignore[arg-type]
     return value
 
 

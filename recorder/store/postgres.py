@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
@@ -28,6 +29,7 @@ class PostgresEventStore(SqlEventStore):
     """The event store in a PostgreSQL database (the schema on the connection's search path)."""
 
     MARK = "%s"
+    DRIVER_ERRORS = (psycopg.Error,)
     # A gap in `position` is no evidence here: an identity column's values are taken from a
     # sequence outside the transaction, so an append that fails after its insert began (a lost
     # connection, a full disk) leaves the values it took unused, and after a crash the sequence

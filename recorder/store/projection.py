@@ -11,7 +11,7 @@ import json
 from dataclasses import fields
 
 from recorder import events
-from recorder.jsonrpc import classify
+from recorder.jsonrpc import classify, fit_era
 from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
 
 # A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
@@ -58,10 +58,11 @@ def project(proj: dict, ev: NewEvent) -> None:
         if command is not None:
             proj["command"] = command
     elif isinstance(doc, events.EraDetected):
-        if doc.era:
+        era = fit_era(doc.era)  # as the record's own era column holds it
+        if era:
             # The tap's verdict wins over the first frame that named a version (a client in
             # auto mode first offers 2026-07-28 in `server/discover`, then falls back).
-            proj["era"] = doc.era
+            proj["era"] = era
             proj["era_detected"] = True
         for key in ("client_info", "server_info"):
             if getattr(doc, key) is not None:

@@ -90,6 +90,9 @@ class SqlEventStore(ABC):
     # The driver's parameter marker, for the statements run on its own cursor (no SQLAlchemy
     # compilation on the bulk paths).
     MARK: str
+    # What the driver raises on its own cursor, where SQLAlchemy does not wrap it (the bulk
+    # paths): translated like any other database error.
+    DRIVER_ERRORS: tuple[type[Exception], ...] = ()
 
     def __init__(self, url: str, create: bool = True) -> None:
         parsed = normalise_url(url)
@@ -165,7 +168,7 @@ class SqlEventStore(ABC):
             yield
         except BlackboxError:
             raise
-        except (SQLAlchemyError, DBAPIError, OSError) as exc:
+        except (SQLAlchemyError, DBAPIError, OSError, *self.DRIVER_ERRORS) as exc:
             raise describe_db_error(exc, self.url) from exc
 
     @contextmanager

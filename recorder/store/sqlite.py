@@ -32,6 +32,8 @@ class SqliteEventStore(SqlEventStore):
     """The event store in one SQLite file (WAL mode)."""
 
     MARK = "?"
+    # sqlite3 raises OverflowError for an integer it cannot bind.
+    DRIVER_ERRORS = (sqlite3.Error, OverflowError)
 
     def _require_existing(self, parsed: URL) -> None:
         # Opening a SQLite file creates it, and the connection's pragmas write to an empty one:
