@@ -208,3 +208,64 @@ def _classify(raw: bytes) -> Classification:
         return classify_message(value)
     except Exception:  # a classifier that raises would lose a frame
         return INVALID_JSON
+
+
+_NO_ID = object()
+DERIVED_FIELDS = 8  # Classification's leading fields: the log's derived columns
+
+
+def derived_columns(raw: bytes) -> tuple:  # type: ignore[type-arg]
+    """`classify(raw)[:DERIVED_FIELDS]`, the derived columns of a frame, without building a
+    classification for the shapes nearly every frame has: one request, notification or result
+    object with an integer or string id and no NUL. Anything else (batches, errors, odd ids,
+    non-objects, invalid bytes, NUL) takes `classify`; tests/recorder/test_derived_fast_path.py
+    holds the two to the same answer. The append and `verify` run this once per frame."""
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return classify(raw)[:DERIVED_FIELDS]
+    if message.__class__ is not dict or NUL_ESCAPE in raw:
+        return classify(raw)[:DERIVED_FIELDS]
+    get = message.get
+    raw_id = get("id", _NO_ID)
+    if raw_id.__class__ is int:
+        rpc_id, rpc_id_type = str(raw_id), "number"
+    elif raw_id.__class__ is str:
+        rpc_id, rpc_id_type = raw_id, "string"
+    elif raw_id is _NO_ID:
+        rpc_id = rpc_id_type = None
+    else:
+        return classify(raw)[:DERIVED_FIELDS]
+    method = get("method")
+    if method.__class__ is str:
+        params = get("params")
+        if params.__class__ is not dict:
+            if "result" in message:
+                return classify(raw)[:DERIVED_FIELDS]  # `_era_of` would read the result
+            return ("request" if rpc_id_type else "notification", method, rpc_id, rpc_id_type,
+                    None, None, None, None)  # fmt: skip
+        tool = era = None
+        if method == "tools/call":
+            name = params.get("name")
+            if name.__class__ is str:
+                tool = name
+        meta = params.get("_meta")
+        version = meta.get(META_PROTOCOL_VERSION) if meta.__class__ is dict else None
+        if version.__class__ is str:
+            era = fit_era(version)
+        elif method == "initialize":
+            version = params.get("protocolVersion")
+            if version.__class__ is str:
+                era = fit_era(version)
+        kind = "request" if rpc_id_type else "notification"
+        return (kind, method, rpc_id, rpc_id_type, tool, None, None, era)
+    if method is not None or rpc_id_type is None or "error" in message:
+        return classify(raw)[:DERIVED_FIELDS]
+    if "result" not in message or "params" in message:  # `_era_of` would read the params
+        return classify(raw)[:DERIVED_FIELDS]
+    result = get("result")
+    if result.__class__ is not dict:
+        return ("response", None, rpc_id, rpc_id_type, None, False, None, None)
+    version = result.get("protocolVersion")
+    era = fit_era(version) if version.__class__ is str else None
+    return ("response", None, rpc_id, rpc_id_type, None, result.get("isError") is True, None, era)

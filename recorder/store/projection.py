@@ -11,15 +11,13 @@ import json
 from dataclasses import fields
 
 from recorder import events
-from recorder.jsonrpc import classify, fit_era
-from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
+from recorder.jsonrpc import derived_columns, fit_era
+from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
 
 # A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
 # the database assigns.
 INSERT_COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "position")
 WALL_NS, KIND, ERA = 2, 4, INSERT_COLUMNS.index("era")
-# Classification's leading fields are the derived columns, from msg_type to era.
-DERIVED_FIELDS = len(DERIVED)
 
 
 def events_row(ev: NewEvent, digest: bytes) -> tuple:
@@ -32,7 +30,7 @@ def derive(kind: str, raw: bytes) -> tuple:
     """A record's derived columns (`DERIVED` order), computed from its kind and raw bytes: what
     the append stores and what `verify` recomputes."""
     if kind == Kind.FRAME:
-        return classify(raw)[:DERIVED_FIELDS]
+        return derived_columns(raw)
     method, tool, era = events.derived_fields(raw)
     return (None, method, None, None, tool, None, None, era)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -37,11 +37,10 @@ from recorder.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from recorder.jsonrpc import classify
+from recorder.jsonrpc import derived_columns
 from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import audit, migrate, normalise_url, removals
+from recorder.store import audit, migrate, normalise_url, removals, session_rows
 from recorder.store.projection import (
-    ERA,
     INSERT_COLUMNS,
     KIND,
     WALL_NS,
@@ -200,12 +199,7 @@ class SqlEventStore(ABC):
         by_session: dict[str, list[NewEvent]] = {}
         for ev in new_events:
             by_session.setdefault(ev.session_id, []).append(ev)
-        existing = {
-            row.session_id: row
-            for row in conn.execute(
-                select(sessions).where(sessions.c.session_id.in_(list(by_session)))
-            )
-        }
+        existing = session_rows.read(conn, self.MARK, list(by_session))
         rows: list[tuple] = []
         for sid, evs in by_session.items():
             rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
@@ -215,7 +209,9 @@ class SqlEventStore(ABC):
             self._insert_events(conn, rows)
         return sum(1 for r in rows if r[KIND] != Kind.SESSION_SEALED)
 
-    def _chain_rows(self, conn: Connection, sid: str, evs: list[NewEvent], current) -> list[tuple]:  # type: ignore[no-untyped-def]
+    def _chain_rows(
+        self, conn: Connection, sid: str, evs: list[NewEvent], current: session_rows.Current | None
+    ) -> list[tuple]:  # type: ignore[type-arg]
         last_seq = current.last_seq if current is not None else 0
         head = current.head_hash if current is not None else chain.genesis(sid)
         if current is not None and current.sealed_count is not None:
@@ -226,8 +222,10 @@ class SqlEventStore(ABC):
         proj: dict = {}
         frames = 0
         rows: list[tuple] = []
-        link, frame, ended = chain.link, Kind.FRAME, Kind.SESSION_ENDED
-        # The hot loop of every append: one link, one row and (for a frame) one era check each.
+        link, frame, ended, columns = chain.link, Kind.FRAME, Kind.SESSION_ENDED, derived_columns
+        era = None
+        # The hot loop of every append: one link and one row each, a frame's row built here from
+        # its derived columns (`jsonrpc.derived_columns`, the fast path of `projection.derive`).
         for ev in evs:
             seq = ev.seq
             if seq <= last_seq:
@@ -237,14 +235,19 @@ class SqlEventStore(ABC):
             if "sealed_count" in proj:
                 raise AppendRefused(f"session {sid} is sealed; seq {seq} refused")
             head = link(head, ev)
-            row = events_row(ev, head)
-            rows.append(row)
             last_seq = seq
             if ev.kind == frame:
+                raw = ev.raw
+                derived = columns(raw)
+                rows.append(
+                    (sid, seq, ev.wall_ns, ev.mono_ns, "frame", str(ev.direction), raw,
+                     ev.raw_size, *derived, head)
+                )  # fmt: skip
                 frames += 1
-                if "era" not in proj and row[ERA]:
-                    proj["era"] = row[ERA]
+                if not era:
+                    era = derived[7]
                 continue
+            rows.append(events_row(ev, head))
             project(proj, ev)
             if ev.kind == ended:
                 seal = NewEvent(
@@ -262,21 +265,19 @@ class SqlEventStore(ABC):
                 proj["sealed_count"] = seal.seq - 1
         if not rows:
             return rows
+        if era:
+            proj.setdefault("era", era)  # an era_detected verdict in this batch wins
         era_detected = proj.pop("era_detected", False)
         proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=rows[-1][WALL_NS])
         if current is None:
             proj.setdefault("started_ns", rows[0][WALL_NS])
-            conn.execute(insert(sessions).values(session_id=sid, frames=frames, **proj))
+            session_rows.insert(conn, self.MARK, sid, frames, proj)
         else:
             if current.era is not None and not era_detected:
                 proj.pop("era", None)
             if current.started_ns is not None:
                 proj.pop("started_ns", None)
-            conn.execute(
-                update(sessions)
-                .where(sessions.c.session_id == sid)
-                .values(frames=sessions.c.frames + frames, **proj)
-            )
+            session_rows.update(conn, self.MARK, sid, frames, proj)
         return rows
 
     # -- reading -----------------------------------------------------------------------------
@@ -499,7 +500,7 @@ class SqlEventStore(ABC):
             f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM events "
             f"WHERE session_id = {self.MARK} ORDER BY seq"
         )
-        frame, n_derived = str(Kind.FRAME), len(DERIVED)
+        frame, columns = str(Kind.FRAME), derived_columns
         others: list[tuple] = []
         frames, first_era, first_wall, last = 0, None, None, None
         with self._translated(), self.engine.connect() as conn:
@@ -507,7 +508,7 @@ class SqlEventStore(ABC):
             cursor = self._bytes_cursor(driver)
             try:
                 cursor.execute(sql, (session_id,))
-                # The hot loop: a frame costs one classify and one tuple comparison (True == 1,
+                # The hot loop: a frame costs one derivation and one tuple comparison (True == 1,
                 # so SQLite's 0/1 booleans compare equal); only a mismatch is looked at closely.
                 for chunk in audit.prefetched(cursor, 2000):
                     if first_wall is None:
@@ -517,7 +518,7 @@ class SqlEventStore(ABC):
                         if type(raw) is not bytes:
                             raw = chain.as_bytes(raw)
                         if kind == frame:
-                            expected = classify(raw)[:n_derived]
+                            expected = columns(raw)
                             frames += 1
                             if first_era is None:
                                 first_era = expected[audit.ERA_INDEX]

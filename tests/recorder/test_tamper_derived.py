@@ -232,14 +232,14 @@ def test_a_nul_stored_before_derived_text_was_fitted_is_no_finding(sqlite_url, m
     """SQLite held NUL in a derived text column before the views were fitted to every store
     (`jsonrpc.fit_text`): such a record still verifies, and a real edit next to it is named."""
     from recorder import jsonrpc
-    from recorder.store import projection
+    from recorder.store import sql
 
     events = session_events(calls=0, ended=False)
     sid = events[0].session_id
     raw = b'{"jsonrpc":"2.0","id":"a\\u0000","method":"m\\u0000"}'
     store = open_store(sqlite_url)
     with monkeypatch.context() as patch:
-        patch.setattr(projection, "classify", jsonrpc._classify)  # the derivation of old
+        patch.setattr(sql, "derived_columns", lambda raw: jsonrpc._classify(raw)[:8])  # of old
         store.append([*events, NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "c2s", raw)])
     old = list(store.read_session(sid))[-1]
     assert (old.method, old.rpc_id) == ("m\x00", "a\x00")
