@@ -5,7 +5,10 @@ store API (classification, hashing, the sessions projection, triggers and indexe
 times `verify` over one 100k-frame session. The baselines, measured in the same run, are a bare
 `executemany` of the same bytes into a one-table SQLite database and a bare `COPY` of the same
 rows into a one-table PostgreSQL database (no derived fields, no chain, no index): the floor any
-store on each engine could reach.
+store on each engine could reach. A second baseline on each engine inserts the store's own full
+rows (every column, derived and hashed beforehand) bare into the store's own schema, indexes and
+triggers included: what the schema costs, so the rest of the gap is the store's Python (deriving,
+chaining, the sessions row).
 
     python bench/ingest.py [--frames 100000] [--pg postgresql://postgres@127.0.0.1/test]
 """
@@ -22,8 +25,10 @@ from pathlib import Path
 
 import psycopg
 
+from recorder import chain
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import open_store
+from recorder.store.projection import INSERT_COLUMNS, events_row
 
 BATCH = 1000
 
@@ -87,6 +92,51 @@ def baseline_copy(events: list[NewEvent], admin_db: str) -> float:
         return len(events) / (time.perf_counter() - start)
 
 
+def full_rows(events: list[NewEvent]) -> list[tuple]:
+    """The store's events rows for `events` (one session from seq 1), as its append makes them."""
+    head, rows = chain.genesis(events[0].session_id), []
+    for ev in events:
+        head = chain.link(head, ev)
+        rows.append(events_row(ev, head))
+    return rows
+
+
+def schema_baseline(events: list[NewEvent], path: Path) -> float:
+    """The store's full rows, computed beforehand, bare `executemany` into the store's schema."""
+    open_store(f"sqlite:///{path}").close()  # the schema, its pragmas and page size laid down
+    rows = full_rows(events)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA wal_autocheckpoint=10000")
+    insert = (
+        f"INSERT INTO events ({', '.join(INSERT_COLUMNS)}) "
+        f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
+    )
+    start = time.perf_counter()
+    for i in range(0, len(rows), BATCH):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(insert, rows[i : i + BATCH])
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return len(rows) / elapsed
+
+
+def schema_baseline_copy(events: list[NewEvent], store_url: str, bare_db: str) -> float:
+    """The store's full rows, computed beforehand, bare `COPY` into the store's schema."""
+    open_store(store_url).close()
+    rows = full_rows(events)
+    copy_sql = f"COPY events ({', '.join(INSERT_COLUMNS)}) FROM STDIN"
+    with psycopg.connect(bare_db) as conn:
+        start = time.perf_counter()
+        for i in range(0, len(rows), BATCH):
+            with conn.cursor() as cur, cur.copy(copy_sql) as copy:
+                for row in rows[i : i + BATCH]:
+                    copy.write_row(row)
+            conn.commit()
+        return len(rows) / (time.perf_counter() - start)
+
+
 def ingest(url: str, events: list[NewEvent]) -> tuple[float, float]:
     store = open_store(url)
     start = time.perf_counter()
@@ -108,6 +158,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = baseline(frames(args.frames, new_session_id()), Path(tmp) / "base.db")
+        schema_base = schema_baseline(frames(args.frames, new_session_id()), Path(tmp) / "s.db")
         sqlite_rate, sqlite_verify = ingest(
             f"sqlite:///{tmp}/store.db", frames(args.frames, new_session_id())
         )
@@ -122,6 +173,12 @@ def main() -> None:
         pg_base = baseline_copy(frames(args.frames, new_session_id()), bare_db)
         with psycopg.connect(bare_db, autocommit=True) as conn:
             conn.execute("DROP TABLE t")
+        pg_schema_base = schema_baseline_copy(
+            frames(args.frames, new_session_id()), pg_url, bare_db
+        )
+        with psycopg.connect(bare_db, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA public CASCADE")
+            conn.execute("CREATE SCHEMA public")
         pg_rate, pg_verify = ingest(pg_url, frames(args.frames, new_session_id()))
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -139,9 +196,22 @@ def main() -> None:
     for label, rate in rows:
         print(f"{label:34}{rate:>12,.0f}{rate / base:>15.2f}x")
     print(f"{'bare PostgreSQL COPY (baseline)':34}{pg_base:>12,.0f}{pg_base / base:>15.2f}x")
+    print(f"{'store rows bare, SQLite schema':34}{schema_base:>12,.0f}{schema_base / base:>15.2f}x")
+    print(
+        f"{'store rows bare, PostgreSQL schema':34}{pg_schema_base:>12,.0f}"
+        f"{pg_schema_base / base:>15.2f}x"
+    )
     print(
         f"store append / bare: SQLite {sqlite_rate / base:.2f}x executemany, "
         f"PostgreSQL {pg_rate / pg_base:.2f}x COPY"
+    )
+    print(
+        f"store rows bare / bare (the schema): SQLite {schema_base / base:.2f}x, "
+        f"PostgreSQL {pg_schema_base / pg_base:.2f}x"
+    )
+    print(
+        f"store append / store rows bare (the store's Python): SQLite "
+        f"{sqlite_rate / schema_base:.2f}x, PostgreSQL {pg_rate / pg_schema_base:.2f}x"
     )
 
 
