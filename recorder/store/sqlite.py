@@ -93,7 +93,13 @@ class SqliteEventStore(SqlEventStore):
         conn.execution_options(sqlite_begin="IMMEDIATE")
 
     def _insert_events(self, conn: Connection, rows: list[tuple]) -> None:
-        conn.exec_driver_sql(_INSERT, rows)
+        # On the driver's own cursor (the transaction has begun: the sessions rows were read
+        # through the connection), its errors translated by `_translated` (DRIVER_ERRORS).
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.executemany(_INSERT, rows)
+        finally:
+            cursor.close()
 
     def _check_runs(self, session_id: str, runs: list[tuple[int, int]]) -> tuple[bool, int | None]:
         """The first run checked here, each other by a child process (`sqlite_chain`) reading
