@@ -9,6 +9,7 @@ bytes as `chain.canonical`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
@@ -52,7 +53,7 @@ class PostgresEventStore(SqlEventStore):
     def _lock_log(self, conn: Connection) -> None:
         conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
 
-    def _insert_events(self, conn: Connection, rows: list[tuple]) -> None:
+    def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
         cursor = conn.connection.dbapi_connection.cursor()
         with cursor.copy(_COPY) as copy:
             copy.set_types(_COPY_TYPES)

@@ -30,6 +30,36 @@ class Current(NamedTuple):
     started_ns: int | None
 
 
+class Appended(NamedTuple):
+    """What an append stored of one session, for its row: the row as read before (None for a
+    new session), the frames and records it added (seals not counted), the wall time of the
+    first, and the projected columns (`recorder.store.projection.project`, with the chain's
+    head, last seq and last wall time)."""
+
+    session_id: str
+    current: Current | None
+    frames: int
+    stored: int
+    first_wall_ns: int
+    proj: dict  # type: ignore[type-arg]
+
+
+def write(conn: Connection, mark: str, appended: Appended) -> None:
+    """Insert or update a session's row after an append: a stored era stays unless the tap's
+    era_detected verdict came in this append, and a stored start time stays."""
+    sid, current, frames, _stored, first_wall_ns, proj = appended
+    era_detected = proj.pop("era_detected", False)
+    if current is None:
+        proj.setdefault("started_ns", first_wall_ns)
+        insert(conn, mark, sid, frames, proj)
+        return
+    if current.era is not None and not era_detected:
+        proj.pop("era", None)
+    if current.started_ns is not None:
+        proj.pop("started_ns", None)
+    update(conn, mark, sid, frames, proj)
+
+
 _READ = f"SELECT {', '.join(Current._fields)} FROM sessions WHERE session_id IN "
 _CHUNK = 500  # bounded IN lists
 

@@ -10,10 +10,11 @@ one place (`_translated`), so callers see one clear message whatever the backend
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -42,8 +43,6 @@ from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
 from recorder.store import audit, migrate, normalise_url, removals, session_rows
 from recorder.store.projection import (
     INSERT_COLUMNS,
-    KIND,
-    WALL_NS,
     derive,
     events_row,
     project,
@@ -144,8 +143,9 @@ class SqlEventStore(ABC):
         write transactions are already serial has nothing to do)."""
 
     @abstractmethod
-    def _insert_events(self, conn: Connection, rows: list[tuple]) -> None:
-        """Insert events rows (in INSERT_COLUMNS order) the fastest way the driver offers."""
+    def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
+        """Insert events rows (in INSERT_COLUMNS order) the fastest way the driver offers, taking
+        them from `rows` as it goes (they are made as they are taken)."""
 
     def _cursor(self, driver):  # type: ignore[no-untyped-def]
         """A driver cursor that streams a large result as it is fetched."""
@@ -200,30 +200,42 @@ class SqlEventStore(ABC):
         for ev in new_events:
             by_session.setdefault(ev.session_id, []).append(ev)
         existing = session_rows.read(conn, self.MARK, list(by_session))
-        rows: list[tuple] = []
-        for sid, evs in by_session.items():
-            rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
-        if rows:
-            # The hot path of every shipper: each backend hands the tuples straight to its
-            # driver instead of compiling a Core insert per batch.
-            self._insert_events(conn, rows)
-        return sum(1 for r in rows if r[KIND] != Kind.SESSION_SEALED)
+        done: list[session_rows.Appended] = []
+        rows = (
+            row
+            for sid, evs in by_session.items()
+            for row in self._chain_rows(sid, evs, existing.get(sid), done)
+        )
+        first = next(rows, None)
+        if first is not None:
+            # The rows are made as the driver takes them: on PostgreSQL the server stores the
+            # COPY's first rows while the next are derived and chained (bench/ingest.py).
+            self._insert_events(conn, itertools.chain((first,), rows))
+        for appended in done:
+            session_rows.write(conn, self.MARK, appended)
+        return sum(appended.stored for appended in done)
 
     def _chain_rows(
-        self, conn: Connection, sid: str, evs: list[NewEvent], current: session_rows.Current | None
-    ) -> list[tuple]:  # type: ignore[type-arg]
+        self,
+        sid: str,
+        evs: list[NewEvent],
+        current: session_rows.Current | None,
+        done: list[session_rows.Appended],
+    ) -> Iterator[tuple]:  # type: ignore[type-arg]
+        """`evs`' rows, chained from the session's stored head; once they are all made, what
+        the session's row must say is added to `done` (a session with no new record adds none)."""
         last_seq = current.last_seq if current is not None else 0
         head = current.head_hash if current is not None else chain.genesis(sid)
         if current is not None and current.sealed_count is not None:
             fresh = [ev for ev in evs if ev.seq > last_seq]
             if fresh:
                 raise AppendRefused(f"session {sid} is sealed; seq {fresh[0].seq} refused")
-            return []
+            return
         proj: dict = {}
-        frames = 0
-        rows: list[tuple] = []
+        frames = stored = 0
+        first_wall = last_wall = era = None
         link, frame, ended, columns = chain.link, Kind.FRAME, Kind.SESSION_ENDED, derived_columns
-        era = None
+        sealed = Kind.SESSION_SEALED
         # The hot loop of every append: one link and one row each, a frame's row built here from
         # its derived columns (`jsonrpc.derived_columns`, the fast path of `projection.derive`).
         for ev in evs:
@@ -235,19 +247,21 @@ class SqlEventStore(ABC):
             if "sealed_count" in proj:
                 raise AppendRefused(f"session {sid} is sealed; seq {seq} refused")
             head = link(head, ev)
-            last_seq = seq
+            last_seq, last_wall = seq, ev.wall_ns
+            if first_wall is None:
+                first_wall = last_wall
             if ev.kind == frame:
                 raw = ev.raw
                 derived = columns(raw)
-                rows.append(
-                    (sid, seq, ev.wall_ns, ev.mono_ns, "frame", str(ev.direction), raw,
-                     ev.raw_size, *derived, head)
-                )  # fmt: skip
+                yield (sid, seq, ev.wall_ns, ev.mono_ns, "frame", str(ev.direction), raw,
+                       ev.raw_size, *derived, head)  # fmt: skip
                 frames += 1
+                stored += 1
                 if not era:
                     era = derived[7]
                 continue
-            rows.append(events_row(ev, head))
+            yield events_row(ev, head)
+            stored += ev.kind != sealed
             project(proj, ev)
             if ev.kind == ended:
                 seal = NewEvent(
@@ -260,25 +274,15 @@ class SqlEventStore(ABC):
                     chain.seal_payload(last_seq, head),
                 )
                 head = link(head, seal)
-                rows.append(events_row(seal, head))
+                yield events_row(seal, head)
                 last_seq = seal.seq
                 proj["sealed_count"] = seal.seq - 1
-        if not rows:
-            return rows
+        if first_wall is None:
+            return
         if era:
             proj.setdefault("era", era)  # an era_detected verdict in this batch wins
-        era_detected = proj.pop("era_detected", False)
-        proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=rows[-1][WALL_NS])
-        if current is None:
-            proj.setdefault("started_ns", rows[0][WALL_NS])
-            session_rows.insert(conn, self.MARK, sid, frames, proj)
-        else:
-            if current.era is not None and not era_detected:
-                proj.pop("era", None)
-            if current.started_ns is not None:
-                proj.pop("started_ns", None)
-            session_rows.update(conn, self.MARK, sid, frames, proj)
-        return rows
+        proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=last_wall)
+        done.append(session_rows.Appended(sid, current, frames, stored, first_wall, proj))
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable
 from contextlib import closing, suppress
 from pathlib import Path
 
@@ -92,7 +93,7 @@ class SqliteEventStore(SqlEventStore):
         # Take the write lock up front: two writers never deadlock upgrading a read lock.
         conn.execution_options(sqlite_begin="IMMEDIATE")
 
-    def _insert_events(self, conn: Connection, rows: list[tuple]) -> None:
+    def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
         # On the driver's own cursor (the transaction has begun: the sessions rows were read
         # through the connection), its errors translated by `_translated` (DRIVER_ERRORS).
         cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]

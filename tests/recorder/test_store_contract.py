@@ -79,6 +79,17 @@ class EventStoreContract:
         with pytest.raises(AppendRefused, match="gap"):
             store.append(events[3:5])
 
+    def test_a_refusal_midway_through_a_batch_stores_none_of_it(self, store):
+        """The rows are made as the driver takes them: a gap found after other rows went in
+        still refuses the whole batch, and the store takes the next one."""
+        ok = session_events(calls=2)
+        gapped = session_events(calls=2, start_ns=T0 + 5)
+        with pytest.raises(AppendRefused, match="gap"):
+            store.append([*ok, *gapped[:2], *gapped[3:]])
+        assert store.list_sessions() == [] and store.max_position() == 0
+        assert store.append(ok + gapped) == len(ok) + len(gapped)
+        assert store.verify() == []
+
     def test_session_end_seals_and_refuses_later_records(self, store):
         events = session_events()
         store.append(events)
