@@ -31,7 +31,7 @@ from recorder.event_base import (
     extra_field,
     specs_of,
 )
-from recorder.jsonrpc import parse
+from recorder.jsonrpc import fit_era, fit_text, parse
 
 __all__ = ["JSON", "Document", "FieldSpec", "as_dict", "dumps", "encode", "encode_fields"]
 
@@ -631,9 +631,9 @@ def derived_fields(raw: bytes) -> tuple[str | None, str | None, str | None]:
         return None, None, None
     method, tool, era = (value.get(key) for key in DERIVED_KEYS)
     return (
-        method if isinstance(method, str) else None,
-        tool if isinstance(tool, str) else None,
-        era if isinstance(era, str) else None,
+        fit_text(method) if isinstance(method, str) else None,
+        fit_text(tool) if isinstance(tool, str) else None,
+        fit_era(era),
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from recorder import chain
+from recorder.jsonrpc import fit_stored
 from recorder.model import DERIVED, Kind
 
 ERA_INDEX = DERIVED.index("era")
@@ -26,10 +27,12 @@ def prefetched(cursor, size: int) -> Iterator[list]:  # type: ignore[no-untyped-
 
 
 def stored_value(column: str, value: object) -> object:
-    """A stored derived value as `derive` gives it: SQLite keeps a boolean as 0 or 1."""
+    """A stored derived value as `derive` gives it: SQLite keeps a boolean as 0 or 1, and a
+    SQLite record appended before the derived text columns were fitted (`jsonrpc.fit_text`) may
+    hold NUL where the view now holds U+FFFD, or an era longer than the view now keeps."""
     if column == "is_error" and value is not None and value in (0, 1):
         return bool(value)
-    return value
+    return fit_stored(column, value)
 
 
 def derived_mismatch(

@@ -11,15 +11,13 @@ import json
 from dataclasses import fields
 
 from recorder import events
-from recorder.jsonrpc import classify
-from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
+from recorder.jsonrpc import derived_columns, fit_era
+from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
 
 # A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
 # the database assigns.
 INSERT_COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "position")
 WALL_NS, KIND, ERA = 2, 4, INSERT_COLUMNS.index("era")
-# Classification's leading fields are the derived columns, from msg_type to era.
-DERIVED_FIELDS = len(DERIVED)
 
 
 def events_row(ev: NewEvent, digest: bytes) -> tuple:
@@ -32,7 +30,7 @@ def derive(kind: str, raw: bytes) -> tuple:
     """A record's derived columns (`DERIVED` order), computed from its kind and raw bytes: what
     the append stores and what `verify` recomputes."""
     if kind == Kind.FRAME:
-        return classify(raw)[:DERIVED_FIELDS]
+        return derived_columns(raw)
     method, tool, era = events.derived_fields(raw)
     return (None, method, None, None, tool, None, None, era)
 
@@ -58,10 +56,11 @@ def project(proj: dict, ev: NewEvent) -> None:
         if command is not None:
             proj["command"] = command
     elif isinstance(doc, events.EraDetected):
-        if doc.era:
+        era = fit_era(doc.era)  # as the record's own era column holds it
+        if era:
             # The tap's verdict wins over the first frame that named a version (a client in
             # auto mode first offers 2026-07-28 in `server/discover`, then falls back).
-            proj["era"] = doc.era
+            proj["era"] = era
             proj["era_detected"] = True
         for key in ("client_info", "server_info"):
             if getattr(doc, key) is not None:

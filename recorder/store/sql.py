@@ -10,14 +10,15 @@ one place (`_translated`), so callers see one clear message whatever the backend
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -37,14 +38,11 @@ from recorder.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from recorder.jsonrpc import classify
+from recorder.jsonrpc import derived_columns
 from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import audit, migrate, normalise_url, removals
+from recorder.store import audit, migrate, normalise_url, removals, session_rows
 from recorder.store.projection import (
-    ERA,
     INSERT_COLUMNS,
-    KIND,
-    WALL_NS,
     derive,
     events_row,
     project,
@@ -90,6 +88,9 @@ class SqlEventStore(ABC):
     # The driver's parameter marker, for the statements run on its own cursor (no SQLAlchemy
     # compilation on the bulk paths).
     MARK: str
+    # What the driver raises on its own cursor, where SQLAlchemy does not wrap it (the bulk
+    # paths): translated like any other database error.
+    DRIVER_ERRORS: tuple[type[Exception], ...] = ()
 
     def __init__(self, url: str, create: bool = True) -> None:
         parsed = normalise_url(url)
@@ -142,8 +143,9 @@ class SqlEventStore(ABC):
         write transactions are already serial has nothing to do)."""
 
     @abstractmethod
-    def _insert_events(self, conn: Connection, rows: list[tuple]) -> None:
-        """Insert events rows (in INSERT_COLUMNS order) the fastest way the driver offers."""
+    def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
+        """Insert events rows (in INSERT_COLUMNS order) the fastest way the driver offers, taking
+        them from `rows` as it goes (they are made as they are taken)."""
 
     def _cursor(self, driver):  # type: ignore[no-untyped-def]
         """A driver cursor that streams a large result as it is fetched."""
@@ -165,7 +167,7 @@ class SqlEventStore(ABC):
             yield
         except BlackboxError:
             raise
-        except (SQLAlchemyError, DBAPIError, OSError) as exc:
+        except (SQLAlchemyError, DBAPIError, OSError, *self.DRIVER_ERRORS) as exc:
             raise describe_db_error(exc, self.url) from exc
 
     @contextmanager
@@ -197,34 +199,45 @@ class SqlEventStore(ABC):
         by_session: dict[str, list[NewEvent]] = {}
         for ev in new_events:
             by_session.setdefault(ev.session_id, []).append(ev)
-        existing = {
-            row.session_id: row
-            for row in conn.execute(
-                select(sessions).where(sessions.c.session_id.in_(list(by_session)))
-            )
-        }
-        rows: list[tuple] = []
-        for sid, evs in by_session.items():
-            rows.extend(self._chain_rows(conn, sid, evs, existing.get(sid)))
-        if rows:
-            # The hot path of every shipper: each backend hands the tuples straight to its
-            # driver instead of compiling a Core insert per batch.
-            self._insert_events(conn, rows)
-        return sum(1 for r in rows if r[KIND] != Kind.SESSION_SEALED)
+        existing = session_rows.read(conn, self.MARK, list(by_session))
+        done: list[session_rows.Appended] = []
+        rows = (
+            row
+            for sid, evs in by_session.items()
+            for row in self._chain_rows(sid, evs, existing.get(sid), done)
+        )
+        first = next(rows, None)
+        if first is not None:
+            # The rows are made as the driver takes them: on PostgreSQL the server stores the
+            # COPY's first rows while the next are derived and chained (bench/ingest.py).
+            self._insert_events(conn, itertools.chain((first,), rows))
+        for appended in done:
+            session_rows.write(conn, self.MARK, appended)
+        return sum(appended.stored for appended in done)
 
-    def _chain_rows(self, conn: Connection, sid: str, evs: list[NewEvent], current) -> list[tuple]:  # type: ignore[no-untyped-def]
+    def _chain_rows(
+        self,
+        sid: str,
+        evs: list[NewEvent],
+        current: session_rows.Current | None,
+        done: list[session_rows.Appended],
+    ) -> Iterator[tuple]:  # type: ignore[type-arg]
+        """`evs`' rows, chained from the session's stored head; once they are all made, what
+        the session's row must say is added to `done` (a session with no new record adds none)."""
         last_seq = current.last_seq if current is not None else 0
         head = current.head_hash if current is not None else chain.genesis(sid)
         if current is not None and current.sealed_count is not None:
             fresh = [ev for ev in evs if ev.seq > last_seq]
             if fresh:
                 raise AppendRefused(f"session {sid} is sealed; seq {fresh[0].seq} refused")
-            return []
+            return
         proj: dict = {}
-        frames = 0
-        rows: list[tuple] = []
-        link, frame, ended = chain.link, Kind.FRAME, Kind.SESSION_ENDED
-        # The hot loop of every append: one link, one row and (for a frame) one era check each.
+        frames = stored = 0
+        first_wall = last_wall = era = None
+        link, frame, ended, columns = chain.link, Kind.FRAME, Kind.SESSION_ENDED, derived_columns
+        sealed = Kind.SESSION_SEALED
+        # The hot loop of every append: one link and one row each, a frame's row built here from
+        # its derived columns (`jsonrpc.derived_columns`, the fast path of `projection.derive`).
         for ev in evs:
             seq = ev.seq
             if seq <= last_seq:
@@ -234,14 +247,21 @@ class SqlEventStore(ABC):
             if "sealed_count" in proj:
                 raise AppendRefused(f"session {sid} is sealed; seq {seq} refused")
             head = link(head, ev)
-            row = events_row(ev, head)
-            rows.append(row)
-            last_seq = seq
+            last_seq, last_wall = seq, ev.wall_ns
+            if first_wall is None:
+                first_wall = last_wall
             if ev.kind == frame:
+                raw = ev.raw
+                derived = columns(raw)
+                yield (sid, seq, ev.wall_ns, ev.mono_ns, "frame", str(ev.direction), raw,
+                       ev.raw_size, *derived, head)  # fmt: skip
                 frames += 1
-                if "era" not in proj and row[ERA]:
-                    proj["era"] = row[ERA]
+                stored += 1
+                if not era:
+                    era = derived[7]
                 continue
+            yield events_row(ev, head)
+            stored += ev.kind != sealed
             project(proj, ev)
             if ev.kind == ended:
                 seal = NewEvent(
@@ -254,27 +274,15 @@ class SqlEventStore(ABC):
                     chain.seal_payload(last_seq, head),
                 )
                 head = link(head, seal)
-                rows.append(events_row(seal, head))
+                yield events_row(seal, head)
                 last_seq = seal.seq
                 proj["sealed_count"] = seal.seq - 1
-        if not rows:
-            return rows
-        era_detected = proj.pop("era_detected", False)
-        proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=rows[-1][WALL_NS])
-        if current is None:
-            proj.setdefault("started_ns", rows[0][WALL_NS])
-            conn.execute(insert(sessions).values(session_id=sid, frames=frames, **proj))
-        else:
-            if current.era is not None and not era_detected:
-                proj.pop("era", None)
-            if current.started_ns is not None:
-                proj.pop("started_ns", None)
-            conn.execute(
-                update(sessions)
-                .where(sessions.c.session_id == sid)
-                .values(frames=sessions.c.frames + frames, **proj)
-            )
-        return rows
+        if first_wall is None:
+            return
+        if era:
+            proj.setdefault("era", era)  # an era_detected verdict in this batch wins
+        proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=last_wall)
+        done.append(session_rows.Appended(sid, current, frames, stored, first_wall, proj))
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -496,7 +504,7 @@ class SqlEventStore(ABC):
             f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM events "
             f"WHERE session_id = {self.MARK} ORDER BY seq"
         )
-        frame, n_derived = str(Kind.FRAME), len(DERIVED)
+        frame, columns = str(Kind.FRAME), derived_columns
         others: list[tuple] = []
         frames, first_era, first_wall, last = 0, None, None, None
         with self._translated(), self.engine.connect() as conn:
@@ -504,7 +512,7 @@ class SqlEventStore(ABC):
             cursor = self._bytes_cursor(driver)
             try:
                 cursor.execute(sql, (session_id,))
-                # The hot loop: a frame costs one classify and one tuple comparison (True == 1,
+                # The hot loop: a frame costs one derivation and one tuple comparison (True == 1,
                 # so SQLite's 0/1 booleans compare equal); only a mismatch is looked at closely.
                 for chunk in audit.prefetched(cursor, 2000):
                     if first_wall is None:
@@ -514,7 +522,7 @@ class SqlEventStore(ABC):
                         if type(raw) is not bytes:
                             raw = chain.as_bytes(raw)
                         if kind == frame:
-                            expected = classify(raw)[:n_derived]
+                            expected = columns(raw)
                             frames += 1
                             if first_era is None:
                                 first_era = expected[audit.ERA_INDEX]

@@ -11,6 +11,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable
 from contextlib import closing, suppress
 from pathlib import Path
 
@@ -35,6 +36,8 @@ class SqliteEventStore(SqlEventStore):
     """The event store in one SQLite file (WAL mode)."""
 
     MARK = "?"
+    # sqlite3 raises OverflowError for an integer it cannot bind.
+    DRIVER_ERRORS = (sqlite3.Error, OverflowError)
 
     def _require_existing(self, parsed: URL) -> None:
         # Opening a SQLite file creates it, and the connection's pragmas write to an empty one:
@@ -98,8 +101,14 @@ class SqliteEventStore(SqlEventStore):
         # Take the write lock up front: two writers never deadlock upgrading a read lock.
         conn.execution_options(sqlite_begin="IMMEDIATE")
 
-    def _insert_events(self, conn: Connection, rows: list[tuple]) -> None:
-        conn.exec_driver_sql(_INSERT, rows)
+    def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
+        # On the driver's own cursor (the transaction has begun: the sessions rows were read
+        # through the connection), its errors translated by `_translated` (DRIVER_ERRORS).
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            cursor.executemany(_INSERT, rows)
+        finally:
+            cursor.close()
 
     def _check_runs(self, session_id: str, runs: list[tuple[int, int]]) -> tuple[bool, int | None]:
         """The first run checked here, each other by a child process (`sqlite_chain`) reading

@@ -423,3 +423,41 @@ def test_unwritable_destination_is_one_clear_error(sqlite_url: str, tmp_path: Pa
         export_bundle(store, tmp_path / "file.txt")
     with pytest.raises(ExportError, match="cannot create"):
         export_bundle(store, tmp_path / "file.txt" / "bundle")
+
+
+def test_a_record_stored_before_the_derived_views_were_fitted_exports_and_verifies(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite store of an older version holds NUL in a derived text and an era of any length;
+    its bundle verifies, as `blackbox verify` does in the store, and a real edit is still caught."""
+    from recorder import jsonrpc
+    from recorder.model import NewEvent
+    from recorder.store import sql
+
+    store = open_store(sqlite_url)
+    sid = record_session(store, time.time_ns() - DAY_NS, ended=False)
+    head = store.head(sid)[0]
+    era = "2025-06-18" * 5
+    odd = [
+        b'{"jsonrpc":"2.0","id":"a\\u0000","method":"m\\u0000"}',
+        b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"%s"}}'
+        % era.encode(),
+    ]
+    with monkeypatch.context() as patch:  # the derivation as it was
+        patch.setattr(sql, "derived_columns", lambda raw: jsonrpc._classify(raw)[:8])
+        patch.setattr(jsonrpc, "fit_era", lambda value: value if isinstance(value, str) else None)
+        store.append(
+            [
+                NewEvent(sid, head + i, time.time_ns(), i, Kind.FRAME, "c2s", raw)
+                for i, raw in enumerate(odd, start=1)
+            ]
+        )
+    stored = list(store.read_session(sid))[-2:]
+    assert [(e.method, e.era) for e in stored] == [("m\x00", None), ("initialize", era)]
+    export_bundle(store, tmp_path / "b", Selection(session_ids=(sid,)), fmt="jsonl")
+    assert verify_export(tmp_path / "b").ok
+    docs = _lines(tmp_path / "b" / "records.jsonl")
+    target = next(d for d in docs if d["seq"] == head + 2)
+    target["method"] = "tools/call"
+    _write(tmp_path / "b", "records.jsonl", docs, rehash=True)
+    assert _problems(tmp_path / "b") == [("field_modified", sid, head + 2)]

@@ -79,7 +79,10 @@ def test_big_integers_and_odd_ids_do_not_raise():
 
 def test_classification_leads_with_the_logs_derived_columns():
     """The store writes a classification's leading fields straight into the derived columns."""
-    from recorder.store.projection import DERIVED_FIELDS, INSERT_COLUMNS
+    from recorder.jsonrpc import DERIVED_FIELDS
+    from recorder.model import DERIVED
+    from recorder.store.projection import INSERT_COLUMNS
 
+    assert len(DERIVED) == DERIVED_FIELDS
     first = INSERT_COLUMNS.index("msg_type")
     assert Classification._fields[:DERIVED_FIELDS] == INSERT_COLUMNS[first : first + DERIVED_FIELDS]

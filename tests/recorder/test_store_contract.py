@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 
+import psycopg
 import pytest
 from sqlalchemy import create_engine, text
 
 from recorder.chain import genesis, link
-from recorder.errors import AmbiguousSession, AppendRefused, SessionNotFound
+from recorder.errors import AmbiguousSession, AppendRefused, SessionNotFound, StoreError
 from recorder.model import Kind, NewEvent, StoredEvent
 from recorder.store import open_store
 from recorder.store.postgres import PostgresEventStore
@@ -77,6 +79,17 @@ class EventStoreContract:
         store.append(events[:2])
         with pytest.raises(AppendRefused, match="gap"):
             store.append(events[3:5])
+
+    def test_a_refusal_midway_through_a_batch_stores_none_of_it(self, store):
+        """The rows are made as the driver takes them: a gap found after other rows went in
+        still refuses the whole batch, and the store takes the next one."""
+        ok = session_events(calls=2)
+        gapped = session_events(calls=2, start_ns=T0 + 5)
+        with pytest.raises(AppendRefused, match="gap"):
+            store.append([*ok, *gapped[:2], *gapped[3:]])
+        assert store.list_sessions() == [] and store.max_position() == 0
+        assert store.append(ok + gapped) == len(ok) + len(gapped)
+        assert store.verify() == []
 
     def test_session_end_seals_and_refuses_later_records(self, store):
         events = session_events()
@@ -214,9 +227,107 @@ class EventStoreContract:
         assert [row[0] for row in first_two] == [mark, mark + 1]
         assert list(store.read_log_rows(store.max_position())) == []
 
+    # -- hostile frames: the attacker's move is one frame a peer sends; the append must store it
+    # byte-exact whatever its derived columns hold, and `verify` must find the log intact.
+
+    @pytest.mark.parametrize(
+        ("raw", "derived"),
+        [
+            # error codes outside signed 64 bits: the BIGINT column holds NULL, the raw the value
+            (
+                b'{"jsonrpc":"2.0","id":1,"error":{"code":18446744073709551615,"message":"x"}}',
+                {"msg_type": "error", "error_code": None},
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":1,"error":{"code":9223372036854775808,"message":"x"}}',
+                {"msg_type": "error", "error_code": None},
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":1,"error":{"code":9223372036854775807,"message":"x"}}',
+                {"msg_type": "error", "error_code": 2**63 - 1},
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":1,"error":{"code":-9223372036854775808}}',
+                {"msg_type": "error", "error_code": -(2**63)},
+            ),
+            # an id beyond 64 bits sends the classifier to its exact parser, codes included
+            (
+                b'{"jsonrpc":"2.0","id":123456789012345678901234,'
+                b'"error":{"code":-9223372036854775809}}',
+                {"rpc_id": "123456789012345678901234", "error_code": None},
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":1e999999,"error":{"code":-1' + b"0" * 40 + b"}}",
+                {"msg_type": "error", "error_code": None},
+            ),
+            # NUL in the text columns (PostgreSQL text cannot hold it): U+FFFD in the view
+            (
+                b'{"jsonrpc":"2.0","id":1,"method":"tools/\\u0000list"}',
+                {"method": "tools/\ufffdlist"},
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":"a\\u0000b","result":{}}',
+                {"rpc_id": "a\ufffdb", "rpc_id_type": "string"},
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"\\u0000"}}',
+                {"tool": "\ufffd", "method": "tools/call"},
+            ),
+            (
+                b'[{"jsonrpc":"2.0","id":2,"method":"\\u0000\\u0000"}]',
+                {"msg_type": "batch", "method": "\ufffd\ufffd"},
+            ),
+            # an era that is no protocol version (the column holds 16 characters): NULL
+            (
+                b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":'
+                b'{"io.modelcontextprotocol/protocolVersion":"' + b"9" * 4000 + b'"}}}',
+                {"method": "x", "era": None},
+            ),
+            (
+                b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-\\u0000"}}',
+                {"era": "2025-\ufffd"},
+            ),
+        ],
+    )
+    def test_a_hostile_frame_is_stored_byte_exact_and_verifies(self, store, raw, derived):
+        events = session_events(calls=1, ended=False)
+        sid = events[0].session_id
+        hostile = NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "s2c", raw)
+        assert store.append([*events, hostile]) == len(events) + 1
+        got = list(store.read_session(sid))[-1]
+        assert got.raw == raw and got.seq == hostile.seq
+        assert {name: getattr(got, name) for name in derived} == derived
+        assert store.verify(sid) == []
+        assert store.session(sid).era == "2025-11-25"
+
+    def test_a_hostile_session_record_is_stored_and_verifies(self, store):
+        """Session records carry text a peer chose too (a tool name, an era it announced)."""
+        events = session_events(calls=0, ended=False)
+        sid = events[0].session_id
+        decision = b'{"tool":"t\\u0000","method":"tools/call\\u0000","verdict":"deny"}'
+        era = b'{"era":"' + b"2" * 100 + b'","server_info":{"name":"\\u0000"}}'
+        hostile = [
+            NewEvent(sid, len(events) + 1, T0, 0, Kind.DECISION, "-", decision),
+            NewEvent(sid, len(events) + 2, T0, 0, Kind.ERA_DETECTED, "-", era),
+        ]
+        assert store.append([*events, *hostile]) == len(events) + 2
+        got = list(store.read_session(sid))[-2:]
+        assert [e.raw for e in got] == [decision, era]
+        assert (got[0].tool, got[0].method, got[1].era) == ("t\ufffd", "tools/call\ufffd", None)
+        assert store.verify(sid) == []
+
+    def test_a_driver_error_on_append_is_the_stores_error(self, store, monkeypatch):
+        def refuse(_conn, _rows):
+            raise self.driver_error
+
+        monkeypatch.setattr(store, "_insert_events", refuse)
+        with pytest.raises(StoreError, match="refused by the driver"):
+            store.append(session_events(calls=0))
+
 
 class TestSqliteStore(EventStoreContract):
     backend = SqliteEventStore
+    driver_error = sqlite3.DataError("refused by the driver")
 
     @pytest.fixture
     def store_url(self, sqlite_url: str) -> str:
@@ -245,6 +356,7 @@ class TestSqliteStore(EventStoreContract):
 
 class TestPostgresStore(EventStoreContract):
     backend = PostgresEventStore
+    driver_error = psycopg.DataError("refused by the driver")
 
     @pytest.fixture
     def store_url(self, pg_url: str) -> str:

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli import main
+from recorder.model import Kind, NewEvent
 from recorder.store import open_store
 from tests.recorder.storekit import T0, frame, session_events
 from tests.recorder.test_tamper import tamper
@@ -224,4 +225,54 @@ def test_a_hash_of_another_type_is_named_not_a_crash(sqlite_url):
         ),
     )
     assert [(f.seq, f.problem) for f in store.verify(sid)] == [(last, "modified")]
+    store.close()
+
+
+def test_a_nul_stored_before_derived_text_was_fitted_is_no_finding(sqlite_url, monkeypatch):
+    """SQLite held NUL in a derived text column before the views were fitted to every store
+    (`jsonrpc.fit_text`): such a record still verifies, and a real edit next to it is named."""
+    from recorder import jsonrpc
+    from recorder.store import sql
+
+    events = session_events(calls=0, ended=False)
+    sid = events[0].session_id
+    raw = b'{"jsonrpc":"2.0","id":"a\\u0000","method":"m\\u0000"}'
+    store = open_store(sqlite_url)
+    with monkeypatch.context() as patch:
+        patch.setattr(sql, "derived_columns", lambda raw: jsonrpc._classify(raw)[:8])  # of old
+        store.append([*events, NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "c2s", raw)])
+    old = list(store.read_session(sid))[-1]
+    assert (old.method, old.rpc_id) == ("m\x00", "a\x00")
+    assert store.verify(sid) == []
+    tamper(sqlite_url, ("UPDATE events SET method = 'x' WHERE seq = :s", {"s": old.seq}))
+    assert found(store, sid) == [
+        (old.seq, "derived", "method: stored 'x', its raw bytes say 'm\ufffd'")
+    ]
+    store.close()
+
+
+def test_a_long_era_stored_before_eras_were_fitted_is_no_finding(sqlite_url, monkeypatch):
+    """SQLite held any era before the views were fitted to the 16 characters of PostgreSQL's
+    column (`jsonrpc.fit_era`): such a record still verifies, and a real edit next to it is
+    named."""
+    from recorder import jsonrpc
+    from recorder.store import sql
+
+    events = session_events(calls=0, ended=False)
+    sid = events[0].session_id
+    era = "2025-06-18" * 5
+    raw = frame({"jsonrpc": "2.0", "id": 9, "method": "m", "params": {"protocolVersion": era}})
+    raw = raw.replace(b'"m"', b'"initialize"')
+    store = open_store(sqlite_url)
+    with monkeypatch.context() as patch:
+        patch.setattr(sql, "derived_columns", lambda raw: jsonrpc._classify(raw)[:8])
+        patch.setattr(jsonrpc, "fit_era", lambda value: value if isinstance(value, str) else None)
+        store.append([*events, NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "c2s", raw)])
+    old = list(store.read_session(sid))[-1]
+    assert old.era == era
+    assert store.verify(sid) == []
+    tamper(sqlite_url, ("UPDATE events SET method = 'x' WHERE seq = :s", {"s": old.seq}))
+    assert found(store, sid) == [
+        (old.seq, "derived", "method: stored 'x', its raw bytes say 'initialize'")
+    ]
     store.close()
