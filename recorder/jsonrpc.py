@@ -31,8 +31,9 @@ def fit_text(value: str | None) -> str | None:
 
 
 def fit_era(value: object) -> str | None:
-    """A protocol version as the era column holds it: text of at most ERA_MAX characters."""
-    if value.__class__ is str and len(value) <= ERA_MAX:  # type: ignore[arg-type]
+    """A protocol version as the era column holds it: text of 1 to ERA_MAX characters (an empty
+    version names no era: the append, which takes a session's first era, skips it)."""
+    if value.__class__ is str and 0 < len(value) <= ERA_MAX:  # type: ignore[arg-type]
         return fit_text(value)  # type: ignore[arg-type]
     return None
 

@@ -300,6 +300,28 @@ class EventStoreContract:
         assert store.verify(sid) == []
         assert store.session(sid).era == "2025-11-25"
 
+    def test_an_empty_protocol_version_names_no_era(self, store):
+        """A peer that announces "" first and a real version later: the append and `verify`
+        agree on the session's era (the first one named), with no finding."""
+        events = session_events(calls=0, ended=False)[:1]  # started, no handshake yet
+        sid = events[0].session_id
+        frames = [
+            b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":""}}',
+            b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18"}}',
+        ]
+        store.append(
+            [
+                *events,
+                *(
+                    NewEvent(sid, len(events) + i, T0, 0, Kind.FRAME, "c2s", raw)
+                    for i, raw in enumerate(frames, start=1)
+                ),
+            ]
+        )
+        assert [e.era for e in store.read_session(sid)][-2:] == [None, "2025-06-18"]
+        assert store.session(sid).era == "2025-06-18"
+        assert store.verify(sid) == []
+
     def test_a_hostile_session_record_is_stored_and_verifies(self, store):
         """Session records carry text a peer chose too (a tool name, an era it announced)."""
         events = session_events(calls=0, ended=False)
