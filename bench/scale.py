@@ -150,20 +150,20 @@ def disk_bytes(store, url: str) -> int:  # type: ignore[no-untyped-def]
         return int(conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar())
 
 
-# Where a store's bytes go, by what they serve (SQLite's `dbstat` table, when the library has it;
-# PostgreSQL's relation sizes, TOAST included): the raw bytes alone are the floor the disk/raw
-# figure is measured against. SQLite names the (session_id, seq) index itself; its rowid tables
-# have no primary-key index.
-PARTS = {
-    "events": "the log's rows (raw and the derived columns)",
-    "sqlite_autoindex_events_1": "the (session_id, seq) index",
-    "uq_events_session_id_seq": "the (session_id, seq) index",
-    "pk_events": "the log's primary key",
-    "tree_leaves": "the Merkle tree's leaves",
-    "pk_tree_leaves": "the leaves' primary key",
-    "ix_tree_leaves_position": "the leaves' position index",
-    "tree_nodes": "the tree's stored subtrees",
-}
+# Where a store's bytes go, table by table and index by index (SQLite's `dbstat` table, when
+# the library has it; PostgreSQL's relation sizes, TOAST included): the raw bytes alone are the
+# floor the disk/raw figure is measured against. SQLite names the (session_id, seq) index
+# itself; its rowid tables have no primary-key index.
+PARTS = (
+    "events",
+    "sqlite_autoindex_events_1",
+    "uq_events_session_id_seq",
+    "pk_events",
+    "tree_leaves",
+    "pk_tree_leaves",
+    "ix_tree_leaves_position",
+    "tree_nodes",
+)
 PG_SIZES = """
     SELECT c.relname, pg_relation_size(c.oid) + COALESCE(pg_relation_size(c.reltoastrelid), 0)
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

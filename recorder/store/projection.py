@@ -17,7 +17,6 @@ from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
 # A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
 # the database assigns.
 INSERT_COLUMNS = tuple(f.name for f in fields(StoredEvent) if f.name != "position")
-WALL_NS, KIND, ERA = 2, 4, INSERT_COLUMNS.index("era")
 
 
 def events_row(ev: NewEvent, digest: bytes) -> tuple:

@@ -235,7 +235,7 @@ class SqlEventStore(ABC):
         frames = stored = 0
         first_wall = last_wall = era = None
         link, frame, ended, columns = chain.link, Kind.FRAME, Kind.SESSION_ENDED, derived_columns
-        sealed = Kind.SESSION_SEALED
+        sealed, era_at = Kind.SESSION_SEALED, audit.ERA_INDEX
         # The hot loop of every append: one link and one row each, a frame's row built here from
         # its derived columns (`jsonrpc.derived_columns`, the fast path of `projection.derive`).
         for ev in evs:
@@ -257,8 +257,8 @@ class SqlEventStore(ABC):
                        ev.raw_size, *derived, head)  # fmt: skip
                 frames += 1
                 stored += 1
-                if not era:
-                    era = derived[7]
+                if era is None:  # the first frame that names one, as `verify` reads it
+                    era = derived[era_at]
                 continue
             yield events_row(ev, head)
             stored += ev.kind != sealed
@@ -279,7 +279,7 @@ class SqlEventStore(ABC):
                 proj["sealed_count"] = seal.seq - 1
         if first_wall is None:
             return
-        if era:
+        if era is not None:
             proj.setdefault("era", era)  # an era_detected verdict in this batch wins
         proj.update(last_seq=last_seq, head_hash=head, last_wall_ns=last_wall)
         done.append(session_rows.Appended(sid, current, frames, stored, first_wall, proj))
