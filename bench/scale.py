@@ -159,9 +159,8 @@ PARTS = (
     "sqlite_autoindex_events_1",
     "uq_events_session_id_seq",
     "pk_events",
-    "tree_leaves",
-    "pk_tree_leaves",
-    "ix_tree_leaves_position",
+    "tree_runs",
+    "tree_removed_leaves",
     "tree_nodes",
 )
 PG_SIZES = """

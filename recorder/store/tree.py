@@ -2,14 +2,17 @@
 the recomputation from the records themselves that verification trusts instead.
 
 Leaf i is the i-th record the sequencer took, its leaf input the record's 32-byte chain hash
-(recorder/merkle.py has the tree itself). The sequencer runs under a lock (SQLite: the write
-transaction; PostgreSQL: an advisory lock) and takes only committed records, in position order,
-as Trillian's sequencer does: on PostgreSQL a transaction can commit a lower position after a
-higher one, so a position the sequencer passed without seeing it is kept in `tree_gaps` and taken
-in when it appears, at the end of the tree. Leaves once sequenced never move, so a checkpoint is
-always consistent with every later one. Each run costs O(k + log n) for k new records: the
-frontier is extended and the perfect subtrees completed at every fourth level are stored, so
-that any subtree a proof asks for is a fold of at most 8 stored hashes.
+(recorder/merkle.py has the tree itself). No row is kept per leaf: the record's row holds its
+chain hash, and `tree_runs` says which record each leaf is, a row per run of consecutive log
+positions; only the leaf hashes of records retention removed are kept apart. The sequencer runs
+under a lock (SQLite: the write transaction; PostgreSQL: an advisory lock) and takes only
+committed records, in position order, as Trillian's sequencer does: on PostgreSQL a transaction
+can commit a lower position after a higher one, so a position the sequencer passed without
+seeing it is kept in `tree_gaps` and taken in when it appears, at the end of the tree. Leaves
+once sequenced never move, so a checkpoint is always consistent with every later one. Each run
+costs O(k + log n) for k new records: the frontier is extended and the perfect subtrees
+completed at every fourth level are stored, so that any subtree a proof asks for is a fold of at
+most 8 stored hashes.
 
 Everything stored here is the writer's cache. `recompute` is what `verify --checkpoint` trusts:
 every leaf recomputed from its record's bytes through the session's chain.
@@ -17,9 +20,10 @@ every leaf recomputed from its record's bytes through the session's chain.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -33,8 +37,9 @@ from recorder.store.schema import (
     checkpoints,
     events,
     tree_gaps,
-    tree_leaves,
     tree_nodes,
+    tree_removed_leaves,
+    tree_runs,
     tree_state,
 )
 
@@ -104,12 +109,11 @@ def sequence(conn: Connection) -> TreeHead:
         _remember_gaps(conn, watermark, [p for p, _ in rows])
     if not taken:
         return TreeHead(size, _fold(stack))
-    leaves = [(size + i, p, hashlib.sha256(_LEAF + h).digest()) for i, (p, h) in enumerate(taken)]
-    nodes = _extend(stack, size, [leaf for _, _, leaf in leaves])
-    _bulk_insert(conn, "tree_leaves", ("idx", "position", "leaf_hash"), leaves)
+    nodes = _extend(stack, size, [hashlib.sha256(_LEAF + h).digest() for _, h in taken])
+    _add_runs(conn, size, [p for p, _ in taken])
     if nodes:
         _bulk_insert(conn, "tree_nodes", ("level", "idx", "hash"), nodes)
-    size += len(leaves)
+    size += len(taken)
     values = {
         "size": size,
         "watermark": max(watermark, rows[-1][0] if rows else 0),
@@ -118,6 +122,34 @@ def sequence(conn: Connection) -> TreeHead:
     if conn.execute(update(tree_state).where(tree_state.c.id == 1).values(**values)).rowcount == 0:
         conn.execute(insert(tree_state).values(id=1, **values))
     return TreeHead(size, _fold(stack))
+
+
+def _add_runs(conn: Connection, size: int, positions: Sequence[int]) -> None:
+    """Note that leaves `size`, `size + 1`, ... are the records at `positions`: a run per stretch
+    of consecutive positions, the first one extending the tree's last run when it continues it."""
+    runs: list[list[int]] = []
+    for i, p in enumerate(positions):
+        if runs and runs[-1][1] + runs[-1][2] == p:
+            runs[-1][2] += 1
+        else:
+            runs.append([size + i, p, 1])
+    last = conn.execute(
+        select(tree_runs.c.first_idx, tree_runs.c.first_position, tree_runs.c.leaves)
+        .order_by(tree_runs.c.first_idx.desc())
+        .limit(1)
+    ).first()
+    if last is not None and last[0] + last[2] == size and last[1] + last[2] == runs[0][1]:
+        conn.execute(
+            update(tree_runs)
+            .where(tree_runs.c.first_idx == last[0])
+            .values(leaves=last[2] + runs[0][2])
+        )
+        runs = runs[1:]
+    if runs:
+        conn.execute(
+            insert(tree_runs),
+            [{"first_idx": i, "first_position": p, "leaves": n} for i, p, n in runs],
+        )
 
 
 def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: list) -> None:  # type: ignore[type-arg]
@@ -230,10 +262,7 @@ def _fetch_subtrees(conn: Connection, asked: Sequence[tuple[int, int]]) -> dict:
             node_ranges.append((level, first, first + count - 1))
     got: dict[tuple[int, int], bytes] = {}
     if leaf_ranges:
-        query = select(tree_leaves.c.idx, tree_leaves.c.leaf_hash).where(
-            or_(*(tree_leaves.c.idx.between(a, b) for a, b in leaf_ranges))
-        )
-        got.update(((0, i), chain.as_bytes(h)) for i, h in conn.execute(query))
+        got.update(((0, i), h) for i, h in _leaf_hashes(conn, leaf_ranges).items())
     if node_ranges:
         query = select(tree_nodes.c.level, tree_nodes.c.idx, tree_nodes.c.hash).where(
             or_(
@@ -253,6 +282,42 @@ def _fetch_subtrees(conn: Connection, asked: Sequence[tuple[int, int]]) -> dict:
                 f"the store's tree lacks the subtree of leaves [{key[0]}, {key[1]}): run verify"
             ) from None
         out[key] = merkle.root(hashes)
+    return out
+
+
+def _leaf_hashes(conn: Connection, ranges: Sequence[tuple[int, int]]) -> dict[int, bytes]:
+    """The leaf hashes of leaves in the (first, last) `ranges`: of a record in the log, from the
+    chain hash its row holds; of a record no longer there, the one kept for it."""
+    out: dict[int, bytes] = {}
+    for first, last in ranges:
+        start = (
+            select(func.max(tree_runs.c.first_idx))
+            .where(tree_runs.c.first_idx <= first)
+            .scalar_subquery()
+        )
+        runs = conn.execute(
+            select(tree_runs.c.first_idx, tree_runs.c.first_position, tree_runs.c.leaves)
+            .where(tree_runs.c.first_idx >= func.coalesce(start, 0), tree_runs.c.first_idx <= last)
+            .order_by(tree_runs.c.first_idx)
+        )
+        for run_first, position, leaves in runs.all():
+            a, b = max(first, run_first), min(last, run_first + leaves - 1)
+            if a > b:
+                continue
+            offset = position - run_first
+            rows = conn.execute(
+                select(events.c.position, events.c.hash).where(
+                    events.c.position.between(a + offset, b + offset)
+                )
+            )
+            out.update((p - offset, merkle.leaf_hash(chain.as_bytes(h))) for p, h in rows)
+        kept = conn.execute(
+            select(tree_removed_leaves.c.idx, tree_removed_leaves.c.leaf_hash).where(
+                tree_removed_leaves.c.idx.between(first, last)
+            )
+        )
+        for i, h in kept:
+            out.setdefault(i, chain.as_bytes(h))
     return out
 
 
@@ -318,18 +383,15 @@ class BlockCache:
             self.loaded.add((level, first))
             last = first + self.BLOCK - 1
             if level == 0:
-                rows = self.conn.execute(
-                    select(tree_leaves.c.idx, tree_leaves.c.leaf_hash).where(
-                        tree_leaves.c.idx.between(first, last)
-                    )
-                )
+                leaves = _leaf_hashes(self.conn, [(first, last)])
+                self.known.update(((0, i), h) for i, h in leaves.items())
             else:
                 rows = self.conn.execute(
                     select(tree_nodes.c.idx, tree_nodes.c.hash).where(
                         tree_nodes.c.level == level, tree_nodes.c.idx.between(first, last)
                     )
                 )
-            self.known.update(((level, i), chain.as_bytes(h)) for i, h in rows)
+                self.known.update(((level, i), chain.as_bytes(h)) for i, h in rows)
         if key not in self.known:
             raise TreeDamaged(f"the store's tree lacks node {idx} of level {level}: run verify")
         return self.known[key]
@@ -358,25 +420,46 @@ class Leaf:
 def session_leaves(conn: Connection, session_id: str) -> list[Leaf]:
     """The tree's leaves of a session's records, in seq order (records not yet sequenced are
     left out)."""
-    query = (
-        select(tree_leaves.c.idx, events.c.position, events.c.seq, events.c.hash)
-        .select_from(events.join(tree_leaves, tree_leaves.c.position == events.c.position))
+    rows = conn.execute(
+        select(events.c.position, events.c.seq, events.c.hash)
         .where(events.c.session_id == session_id)
         .order_by(events.c.seq)
+    ).all()
+    if not rows:
+        return []
+    lowest, highest = min(r[0] for r in rows), max(r[0] for r in rows)
+    start = (
+        select(func.max(tree_runs.c.first_position))
+        .where(tree_runs.c.first_position <= lowest)
+        .scalar_subquery()
     )
-    return [Leaf(i, p, s, chain.as_bytes(h)) for i, p, s, h in conn.execute(query)]
+    runs = conn.execute(
+        select(tree_runs.c.first_position, tree_runs.c.first_idx, tree_runs.c.leaves)
+        .where(
+            tree_runs.c.first_position >= func.coalesce(start, 0),
+            tree_runs.c.first_position <= highest,
+        )
+        .order_by(tree_runs.c.first_position)
+    ).all()
+    starts = [r[0] for r in runs]
+    out: list[Leaf] = []
+    for position, seq, h in rows:
+        k = bisect.bisect_right(starts, position) - 1
+        if k >= 0 and position < runs[k][0] + runs[k][2]:
+            out.append(Leaf(runs[k][1] + position - runs[k][0], position, seq, chain.as_bytes(h)))
+    return out
 
 
 def mark_removed(conn: Connection, session_ids: Sequence[str], removed_by: int) -> None:
-    """Note on the leaves of these sessions' records that retention removes them (the record
-    at `removed_by` says so): their leaf hashes stay, so earlier checkpoints still verify."""
+    """Keep the leaf hashes of these sessions' records before retention removes them (the
+    record at `removed_by` says so), so that earlier checkpoints still verify."""
     for sid in session_ids:
-        positions = select(events.c.position).where(events.c.session_id == sid)
-        conn.execute(
-            update(tree_leaves)
-            .where(tree_leaves.c.position.in_(positions))
-            .values(removed_by=removed_by)
-        )
+        kept = [
+            (leaf.index, merkle.leaf_hash(leaf.chain_hash), removed_by)
+            for leaf in session_leaves(conn, sid)
+        ]
+        if kept:
+            _bulk_insert(conn, "tree_removed_leaves", ("idx", "leaf_hash", "removed_by"), kept)
 
 
 # -- checkpoints as stored -----------------------------------------------------------------------
@@ -422,13 +505,62 @@ class Recomputed:
     roots: dict[int, bytes] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
     retained: int = 0  # leaves of records retention removed, taken from the stored leaf hash
-    first_difference: int | None = None  # first leaf whose stored hash differs from the record's
+    first_difference: int | None = None  # first leaf whose record's stored chain hash is not
+    # the one recomputed from its bytes
 
 
-_RECOMPUTE_COLUMNS = (
-    "t.idx, t.position, t.leaf_hash, t.removed_by, e.session_id, e.seq, e.wall_ns, e.mono_ns, "
-    "e.kind, e.direction, e.raw, e.raw_size, e.hash"
+_RECORD_COLUMNS = (
+    "position, session_id, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, hash"
 )
+_CHUNK = 50_000  # leaves read per query: a cursor's worth, and the kept leaf hashes among them
+_NO_RECORD = (None,) * 9
+
+
+def _leaf_rows(conn: Connection, cursor) -> Iterator[tuple]:  # type: ignore[no-untyped-def,type-arg]
+    """Every leaf of the stored tree in tree order, as (idx, position, kept leaf hash,
+    removed_by, then the record's session_id, seq, wall_ns, mono_ns, kind, direction, raw,
+    raw_size and chain hash): the record's columns are None where it is gone from the log, and
+    the kept columns None where it is not."""
+    runs = conn.execute(
+        select(tree_runs.c.first_idx, tree_runs.c.first_position, tree_runs.c.leaves).order_by(
+            tree_runs.c.first_idx
+        )
+    ).all()
+    for run_first, first_position, leaves in runs:
+        offset = first_position - run_first
+        end = run_first + leaves
+        for a in range(run_first, end, _CHUNK):
+            b = min(a + _CHUNK, end)
+            kept = {
+                i: (h, by)
+                for i, h, by in conn.execute(
+                    select(
+                        tree_removed_leaves.c.idx,
+                        tree_removed_leaves.c.leaf_hash,
+                        tree_removed_leaves.c.removed_by,
+                    ).where(tree_removed_leaves.c.idx >= a, tree_removed_leaves.c.idx < b)
+                )
+            }
+            expected = a
+            cur = cursor()
+            try:
+                cur.execute(
+                    f"SELECT {_RECORD_COLUMNS} FROM events WHERE position >= {int(a + offset)} "
+                    f"AND position < {int(b + offset)} ORDER BY position"
+                )
+                while rows := cur.fetchmany(2000):
+                    for row in rows:
+                        idx = row[0] - offset
+                        while expected < idx:
+                            gone = kept.get(expected, (None, None))
+                            yield (expected, expected + offset, *gone, *_NO_RECORD)
+                            expected += 1
+                        yield (idx, row[0], None, None, *row[1:])
+                        expected = idx + 1
+            finally:
+                cur.close()
+            for idx in range(expected, b):
+                yield (idx, idx + offset, *kept.get(idx, (None, None)), *_NO_RECORD)
 
 
 def recompute(conn: Connection, sizes: Sequence[int] = (), cursor=None) -> Recomputed:  # type: ignore[no-untyped-def]
@@ -446,12 +578,7 @@ def recompute(conn: Connection, sizes: Sequence[int] = (), cursor=None) -> Recom
             select(events.c.position).where(events.c.kind == str(Kind.RETENTION_APPLIED))
         ).scalars()
     )
-    sql = (
-        f"SELECT {_RECOMPUTE_COLUMNS} FROM tree_leaves t "
-        "LEFT JOIN events e ON e.position = t.position ORDER BY t.idx"
-    )
     driver = conn.connection.dbapi_connection
-    cur = cursor(driver) if cursor is not None else driver.cursor()
     stack: list[bytes] = []
     heads: dict[str, tuple[int, bytes]] = {}
     sha, leaf_prefix, node, pop, push = hashlib.sha256, _LEAF, _NODE, stack.pop, stack.append
@@ -459,57 +586,54 @@ def recompute(conn: Connection, sizes: Sequence[int] = (), cursor=None) -> Recom
     n = 0
     t = 0
     missing: list[int] = []
-    try:
-        cur.execute(sql)
-        while rows := cur.fetchmany(2000):
-            for row in rows:
-                idx, position, stored_leaf, removed_by, sid = row[:5]
-                if idx != n:
-                    out.findings.append(
-                        f"the store's tree has no leaves {n}-{idx - 1}: its leaves were "
-                        "deleted (the root below is recomputed without them)"
-                        if idx > n
-                        else f"the store's tree has leaf {idx} twice"
-                    )
-                if sid is None:
-                    if removed_by in retention:
-                        out.retained += 1
-                    else:
-                        missing.append(position)
-                    leaf = chain.as_bytes(stored_leaf)
-                else:
-                    # The hot path, inlined (chain.link's bytes exactly): a record following
-                    # its session's last one links from that one's recomputed hash.
-                    seq, raw, size = row[5], row[10], row[11]
-                    last = heads.get(sid)
-                    if (seq == 1 and last is None) or (last is not None and last[0] == seq - 1):
-                        if type(raw) is not bytes:
-                            raw = chain.as_bytes(raw)
-                        d = sha(last[1] if last is not None else chain.genesis(sid))
-                        d.update(
-                            prefix(sid, row[8], row[9])
-                            + pack(row[6], row[7], -1 if size is None else size, len(raw))
-                        )
-                        d.update(raw)
-                        linked = d.digest()
-                        heads[sid] = (seq, linked)
-                    else:
-                        linked = _chain_hash(row, heads, out)
-                    leaf = sha(leaf_prefix + linked).digest()
-                    if out.first_difference is None and leaf != chain.as_bytes(stored_leaf):
-                        out.first_difference = idx
-                n = idx + 1
-                m = n
-                h = leaf
-                while not m & 1:
-                    h = sha(node + pop() + h).digest()
-                    m >>= 1
-                push(h)
-                while t < len(targets) and targets[t] == n:
-                    out.roots[n] = _fold(stack)
-                    t += 1
-    finally:
-        cur.close()
+    for row in _leaf_rows(conn, lambda: cursor(driver) if cursor is not None else driver.cursor()):
+        idx, position, stored_leaf, removed_by, sid = row[:5]
+        if idx != n:
+            out.findings.append(
+                f"the store's tree has no leaves {n}-{idx - 1}: its leaves were "
+                "deleted (the root below is recomputed without them)"
+                if idx > n
+                else f"the store's tree has leaf {idx} twice"
+            )
+        if sid is None:
+            if removed_by in retention:
+                out.retained += 1
+            else:
+                missing.append(position)
+            # A record deleted outside retention left no leaf hash: the root comes out wrong,
+            # as it should, besides the finding.
+            leaf = chain.as_bytes(stored_leaf) if stored_leaf is not None else bytes(32)
+        else:
+            # The hot path, inlined (chain.link's bytes exactly): a record following
+            # its session's last one links from that one's recomputed hash.
+            seq, raw, size = row[5], row[10], row[11]
+            last = heads.get(sid)
+            if (seq == 1 and last is None) or (last is not None and last[0] == seq - 1):
+                if type(raw) is not bytes:
+                    raw = chain.as_bytes(raw)
+                d = sha(last[1] if last is not None else chain.genesis(sid))
+                d.update(
+                    prefix(sid, row[8], row[9])
+                    + pack(row[6], row[7], -1 if size is None else size, len(raw))
+                )
+                d.update(raw)
+                linked = d.digest()
+                heads[sid] = (seq, linked)
+            else:
+                linked = _chain_hash(row, heads, out)
+            leaf = sha(leaf_prefix + linked).digest()
+            if out.first_difference is None and linked != chain.as_bytes(row[12]):
+                out.first_difference = idx
+        n = idx + 1
+        m = n
+        h = leaf
+        while not m & 1:
+            h = sha(node + pop() + h).digest()
+            m >>= 1
+        push(h)
+        while t < len(targets) and targets[t] == n:
+            out.roots[n] = _fold(stack)
+            t += 1
     if missing:
         shown = ", ".join(map(str, missing[:3])) + (", ..." if len(missing) > 3 else "")
         out.findings.append(

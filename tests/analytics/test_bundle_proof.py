@@ -136,7 +136,27 @@ def test_export_refuses_a_log_inconsistent_with_its_last_checkpoint(
     store.close()
     run("keys", "init")
     assert run("checkpoint", "--store", store_url)[0] == 0
-    tamper(store_url, ("UPDATE tree_leaves SET leaf_hash = :h WHERE idx = 0", {"h": bytes(32)}))
+    # The tree's cache says its first two leaves are each other's records: a reordered log.
+    tamper(
+        store_url,
+        ("UPDATE tree_runs SET first_idx = -1 WHERE first_idx = 0", {}),
+        (
+            "INSERT INTO tree_runs (first_idx, first_position, leaves) "
+            "SELECT 0, first_position + 1, 1 FROM tree_runs WHERE first_idx = -1",
+            {},
+        ),
+        (
+            "INSERT INTO tree_runs (first_idx, first_position, leaves) "
+            "SELECT 1, first_position, 1 FROM tree_runs WHERE first_idx = -1",
+            {},
+        ),
+        (
+            "INSERT INTO tree_runs (first_idx, first_position, leaves) "
+            "SELECT 2, first_position + 2, leaves - 2 FROM tree_runs WHERE first_idx = -1",
+            {},
+        ),
+        ("DELETE FROM tree_runs WHERE first_idx = -1", {}),
+    )
     out_dir = tmp_path / "x"
     code, out = run("export", "--store", store_url, "--session", sid, "--out", str(out_dir))
     assert code == 2 and "refusing to sign" in out

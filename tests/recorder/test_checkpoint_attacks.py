@@ -59,7 +59,10 @@ def rebuild_tree(store_url: str) -> None:
     """What a thorough attacker does after rewriting records: the store's tree recomputed too."""
     tamper(
         store_url,
-        *((f"DELETE FROM {t}", {}) for t in ("tree_leaves", "tree_nodes", "tree_state")),
+        *(
+            (f"DELETE FROM {t}", {})
+            for t in ("tree_runs", "tree_removed_leaves", "tree_nodes", "tree_state")
+        ),
     )
     store = open_store(store_url)
     with store.transaction(write=True) as conn:

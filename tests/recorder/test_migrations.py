@@ -140,3 +140,69 @@ def test_a_store_at_0001_upgrades_and_its_unchecked_grants_go(store_url):
     assert store.verify() == [] and len(list(store.read_session(sid))) == len(events) + 1
     store.close()
     engine.dispose()
+
+
+def _tree_state(store) -> tuple[int, bytes, list[int], int]:
+    """(size, root recomputed from the records, the leaves' log positions, leaves retained)."""
+    from recorder.store import tree
+
+    with store.transaction() as conn:
+        recomputed = tree.recompute(conn)
+        runs = conn.execute(tree.tree_runs.select().order_by("first_idx")).all()
+    assert recomputed.findings == []
+    positions = [r.first_position + k for r in runs for k in range(r.leaves)]
+    return recomputed.size, recomputed.roots[recomputed.size], positions, recomputed.retained
+
+
+def test_the_tree_leaves_round_trip_through_0004(store_url):
+    """Revision 0005 replaced the row per leaf (`tree_leaves`) by runs of positions and the kept
+    leaf hashes of removed records. A store with a tree, a late gap and a retention removal goes
+    down to 0004, where every leaf is a row again (a live record's leaf hash its chain hash's),
+    and back up: the same leaves, in the same order, the same root, every checkpoint intact."""
+    from alembic import command
+
+    from recorder.checkpoint import Signer
+    from recorder.signing import issue
+    from recorder.store import tree
+    from tests.recorder.storekit import T0, session_events
+
+    store = open_store(store_url)
+    sessions = [session_events(calls=4, start_ns=T0 + i * 10**9) for i in range(4)]
+    signer = Signer.generate("test/log")
+    for events in sessions[:2]:
+        store.append(events)
+    first = issue(store, signer)
+    for events in sessions[2:]:
+        store.append(events)
+    removed = sessions[1][0].session_id
+    records = len(list(store.read_session(removed)))
+    store.remove_sessions([removed])
+    second = issue(store, signer)
+    before = _tree_state(store)
+    assert before[3] == records  # the removed session's leaves are retained
+    store.close()
+
+    engine = engine_for(store_url)
+    with engine.begin() as conn:
+        command.downgrade(migrate.alembic_config(conn), "0004")
+        leaves = conn.execute(
+            text("SELECT idx, position, leaf_hash, removed_by FROM tree_leaves ORDER BY idx")
+        ).all()
+        hashes = dict(conn.execute(text("SELECT position, hash FROM events")).all())
+    assert [r.idx for r in leaves] == list(range(before[0]))
+    assert [r.position for r in leaves] == before[2]
+    for r in leaves:
+        if r.position in hashes:
+            assert bytes(r.leaf_hash) == tree.merkle.leaf_hash(bytes(hashes[r.position]))
+        else:
+            assert r.removed_by is not None
+    engine.dispose()
+
+    store = open_store(store_url)  # upgrades to head again
+    assert _tree_state(store) == before
+    with store.transaction() as conn:
+        assert tree.root_at(conn, first.size) == first.root
+        assert tree.root_at(conn, second.size) == second.root
+        proof = tree.consistency_proof(conn, first.size, second.size)
+    assert tree.merkle.verify_consistency(first.size, second.size, first.root, second.root, proof)
+    store.close()

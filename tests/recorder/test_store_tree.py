@@ -80,7 +80,8 @@ def test_a_position_committed_late_is_sequenced_after_the_others(pg_url):
     n = len(slow_events) + 1
     assert third.size == second.size + n
     with store.transaction() as conn:
-        positions = [r.position for r in conn.execute(tree.tree_leaves.select().order_by("idx"))]
+        runs = conn.execute(tree.tree_runs.select().order_by("first_idx")).all()
+        positions = [r.first_position + k for r in runs for k in range(r.leaves)]
         recomputed = tree.recompute(conn, [first.size, second.size])
     assert positions[-n:] == sorted(positions[-n:])
     assert positions[-n] < positions[-n - 1]  # the late commit's lower positions, at the end
@@ -149,4 +150,92 @@ def test_four_concurrent_writers_with_checkpoints_every_100ms(pg_url):
                 old.size, new.size, old.root_hash, new.root_hash, proof
             ), (old.size, new.size)
         assert tree.recompute(conn).roots[total] == heads[-1].root_hash
+    store.close()
+
+
+def test_the_tree_keeps_a_row_per_run_not_per_leaf(store_url):
+    """The leaf hash of a record in the log is its chain hash's, which its row holds: the tree
+    keeps which record each leaf is as runs of positions (one here, where the log has no hole)
+    and no leaf hash while no record is removed."""
+    store = open_store(store_url)
+    for i in range(5):
+        store.append(session_events(calls=20, start_ns=T0 + i * 10**9))
+        with store.transaction(write=True) as conn:
+            head = tree.sequence(conn)
+    with store.transaction() as conn:
+        runs = conn.execute(tree.tree_runs.select()).all()
+        kept = conn.execute(tree.tree_removed_leaves.select()).all()
+    assert head.size > 200
+    assert [(r.first_idx, r.leaves) for r in runs] == [(0, head.size)]
+    assert kept == []
+    store.close()
+
+
+def test_a_forged_removal_of_a_deleted_record_is_still_a_deletion(store_url):
+    """An attacker deletes a session's records (triggers off) and, so that the tree still adds
+    up, files their true leaf hashes as kept, naming as their remover a record that is not a
+    retention record: the roots agree with the checkpoint, but verify reports the deletion."""
+    from tests.recorder.test_tamper import tamper
+
+    store = open_store(store_url)
+    sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
+    for events in sessions:
+        store.append(events)
+    signer = Signer.generate("test/log")
+    signed = issue(store, signer)
+    victim = sessions[1][0].session_id
+    with store.transaction() as conn:
+        leaves = tree.session_leaves(conn, victim)
+    assert len(leaves) == len(list(store.read_session(victim)))
+    forged = [
+        (
+            "INSERT INTO tree_removed_leaves (idx, leaf_hash, removed_by) VALUES (:i, :h, :p)",
+            {"i": leaf.index, "h": merkle.leaf_hash(leaf.chain_hash), "p": leaves[0].position},
+        )
+        for leaf in leaves
+    ]
+    tamper(
+        store_url,
+        *forged,
+        ("DELETE FROM events WHERE session_id = :s", {"s": victim}),
+        ("DELETE FROM sessions WHERE session_id = :s", {"s": victim}),
+    )
+    with store.transaction() as conn:
+        recomputed = tree.recompute(conn, [signed.size])
+    assert recomputed.roots[signed.size] == signed.root  # the forgery keeps the root
+    assert recomputed.retained == 0
+    assert any("gone from the log" in f and "no retention record" in f for f in recomputed.findings)
+    store.close()
+
+
+def test_a_deleted_run_and_a_reordered_run_are_caught(store_url):
+    """The runs are the writer's cache of which record each leaf is: deleting one leaves a hole
+    verify names, and reordering them changes the recomputed root."""
+    from tests.recorder.test_tamper import tamper
+
+    store = open_store(store_url)
+    store.append(session_events(calls=6, start_ns=T0))
+    signed = issue(store, Signer.generate("test/log"))
+    tamper(
+        store_url,
+        ("UPDATE tree_runs SET leaves = 3 WHERE first_idx = 0", {}),
+        (
+            "INSERT INTO tree_runs (first_idx, first_position, leaves) "
+            "SELECT 3, first_position + 4, :n FROM tree_runs WHERE first_idx = 0",
+            {"n": signed.size - 4},
+        ),
+        (
+            "INSERT INTO tree_runs (first_idx, first_position, leaves) "
+            "SELECT :i, first_position + 3, 1 FROM tree_runs WHERE first_idx = 0",
+            {"i": signed.size - 1},
+        ),
+    )
+    with store.transaction() as conn:
+        reordered = tree.recompute(conn, [signed.size])
+    assert reordered.size == signed.size
+    assert reordered.roots[signed.size] != signed.root
+    tamper(store_url, ("DELETE FROM tree_runs WHERE first_idx = 3", {}))
+    with store.transaction() as conn:
+        holed = tree.recompute(conn)
+    assert any(f"has no leaves 3-{signed.size - 2}" in f for f in holed.findings)
     store.close()
