@@ -5,14 +5,18 @@ store API (classification, hashing, the sessions projection, triggers and indexe
 times `verify` over one 100k-frame session. The baselines, measured in the same run, are a bare
 `executemany` of the same bytes into a one-table SQLite database and a bare `COPY` of the same
 rows into a one-table PostgreSQL database (no derived fields, no chain, no index): the floor any
-store on each engine could reach. PostgreSQL's floor is a binary COPY, as the store's own append
-uses; a text COPY, the baseline of the figures before that, is printed beside it.
+store on each engine could reach. The bare SQLite file has the store's own page size and pragmas
+(`recorder.store.sqlite.tune`: 16 KiB pages, WAL, synchronous NORMAL, the store's checkpoint and
+journal limits, its memory map), so that only the rows differ. PostgreSQL's floor is a binary
+COPY, as the store's own append uses; a text COPY, the baseline of the figures before that, is
+printed beside it.
 
 A second baseline on each engine inserts the store's own full rows (every column, derived and
 hashed beforehand) bare into the store's own schema, indexes and triggers included: what the
 schema costs, so that the rest of the gap is the store's Python (deriving, chaining, the sessions
-row). The bare SQLite table keeps SQLite's default 4 KiB pages; the store's file has 16 KiB pages,
-which is why its schema baseline can beat the bare table.
+row). Figures before 2026-12-06 had the bare SQLite table in SQLite's default 4 KiB pages
+against the store's 16 KiB: the store's rows bare into its schema could beat it, and the ratio of
+the store's append to it swung from run to run (docs/performance.md).
 
     python bench/ingest.py [--frames 100000] [--pg postgresql://postgres@127.0.0.1/test]
 """
@@ -33,6 +37,7 @@ from recorder import chain
 from recorder.model import Direction, Kind, NewEvent, new_session_id
 from recorder.store import open_store
 from recorder.store.projection import INSERT_COLUMNS, events_row
+from recorder.store.sqlite import PAGE_SIZE, tune
 
 BATCH = 1000
 
@@ -63,11 +68,18 @@ def frames(n: int, session_id: str) -> list[NewEvent]:
     return out
 
 
-def baseline(events: list[NewEvent], path: Path) -> float:
+def sqlite_file(path: Path) -> sqlite3.Connection:
+    """A connection to a SQLite file with the store's own page size and pragmas."""
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA wal_autocheckpoint=10000")  # the store's own settings
+    tune(conn)
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    return conn
+
+
+def baseline(events: list[NewEvent], path: Path) -> float:
+    """A bare `executemany` of (session_id, seq, raw) into a one-table SQLite file, no index."""
+    conn = sqlite_file(path)
     conn.execute("CREATE TABLE t (sid TEXT, seq INTEGER, raw BLOB)")
     start = time.perf_counter()
     for i in range(0, len(events), BATCH):
@@ -114,9 +126,7 @@ def schema_baseline(events: list[NewEvent], path: Path) -> float:
     """The store's full rows, computed beforehand, bare `executemany` into the store's schema."""
     open_store(f"sqlite:///{path}").close()  # the schema, its pragmas and page size laid down
     rows = full_rows(events)
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA wal_autocheckpoint=10000")
+    conn = sqlite_file(path)
     insert = (
         f"INSERT INTO events ({', '.join(INSERT_COLUMNS)}) "
         f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"

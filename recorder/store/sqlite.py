@@ -25,11 +25,42 @@ from recorder.store.sql import SqlEventStore
 
 # How much write-ahead log a store lets pile up before SQLite checkpoints it, and keeps on disk.
 WAL_BYTES = 40 * 1024 * 1024
+# The page size of a new store's file, and how much of the file its connections read mapped.
+PAGE_SIZE = 16 * 1024
+MMAP_BYTES = 256 * 1024 * 1024
 
 _INSERT = (
     f"INSERT INTO events ({', '.join(INSERT_COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
 )
+
+
+def tune(connection: sqlite3.Connection) -> None:
+    """The store's pragmas, on each of its connections (and on bench/ingest.py's bare baseline,
+    so that it measures the same file settings)."""
+    cursor = connection.cursor()
+    try:
+        # 16 KiB pages for a new file (set before WAL mode, which fixes the page size; an
+        # existing store keeps its own): a record is about 1 KiB of raw JSON, and with SQLite's
+        # default 4 KiB pages inserting the log's rows took 1.6-1.9x as long (measured like
+        # bench/ingest.py).
+        cursor.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        with suppress(Exception):  # a read-only file keeps its journal mode
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        # Checkpoint (and fsync) every 40 MiB of WAL rather than SQLite's 1,000 pages: a third
+        # more ingest throughput measured in bench/ingest.py. Counted in bytes, not pages: at
+        # 16 KiB pages a fixed 10,000 pages let the WAL reach 160 MiB, which it then kept on
+        # disk (2.0x the raw bytes of a 400k-record store, against 1.5x), for no measurable
+        # ingest gain. The limit gives the file back after each checkpoint.
+        page_size = cursor.execute("PRAGMA page_size").fetchone()[0]
+        cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_BYTES // page_size}")
+        cursor.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")
+        # Read the database file through a memory map: verify and the analytics refresh read
+        # whole sessions, and a third of that time went to read() calls.
+        cursor.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+    finally:
+        cursor.close()
 
 
 class SqliteEventStore(SqlEventStore):
@@ -68,27 +99,7 @@ class SqliteEventStore(SqlEventStore):
         def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
             # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
             dbapi_connection.isolation_level = None
-            cursor = dbapi_connection.cursor()
-            # 16 KiB pages for a new store (set before WAL mode, which fixes the page size;
-            # an existing store keeps its own): a record is about 1 KiB of raw JSON, and with
-            # SQLite's default 4 KiB pages inserting the log's rows took 1.6-1.9x as long
-            # (measured like bench/ingest.py).
-            cursor.execute("PRAGMA page_size = 16384")
-            with suppress(Exception):  # a read-only file keeps its journal mode
-                cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-            # Checkpoint (and fsync) every 40 MiB of WAL rather than SQLite's 1,000 pages: a
-            # third more ingest throughput measured in bench/ingest.py. Counted in bytes, not
-            # pages: at 16 KiB pages a fixed 10,000 pages let the WAL reach 160 MiB, which it
-            # then kept on disk (2.0x the raw bytes of a 400k-record store, against 1.5x), for
-            # no measurable ingest gain. The limit gives the file back after each checkpoint.
-            page_size = cursor.execute("PRAGMA page_size").fetchone()[0]
-            cursor.execute(f"PRAGMA wal_autocheckpoint = {WAL_BYTES // page_size}")
-            cursor.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")
-            # Read the database file through a memory map: verify and the analytics refresh
-            # read whole sessions, and a third of that time went to read() calls.
-            cursor.execute("PRAGMA mmap_size = 268435456")
-            cursor.close()
+            tune(dbapi_connection)
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:

@@ -9,6 +9,7 @@ import os
 import queue
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from tests.conftest import BLACKBOX
@@ -19,7 +20,18 @@ PROTOCOL = "2025-11-25"
 class TapProcess:
     """`blackbox record ARGS -- COMMAND` with pipes; requests answered in order by id."""
 
-    def __init__(self, args: list[str], command: list[str], store_url: str, home: Path) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        command: list[str],
+        store_url: str,
+        home: Path,
+        keepalive: float | None = None,
+    ) -> None:
+        # With `keepalive`, waiting for an answer pings the server every `keepalive` seconds: the
+        # client is never silent longer, however long the server takes (its start alone, the
+        # imports, can take seconds on a loaded machine).
+        self.keepalive = keepalive
         env = {**os.environ, "BLACKBOX_STORE": store_url, "BLACKBOX_HOME": str(home)}
         self.proc = subprocess.Popen(
             [BLACKBOX, "record", *args, "--", *command],
@@ -54,8 +66,20 @@ class TapProcess:
         self._next += 1
         rid = self._next
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}})
+        deadline = time.monotonic() + timeout
         while True:
-            msg = self.lines.get(timeout=timeout)
+            if self.keepalive is None:
+                msg = self.lines.get(timeout=timeout)
+            else:
+                try:
+                    left = deadline - time.monotonic()
+                    msg = self.lines.get(timeout=max(0.0, min(self.keepalive, left)))
+                except queue.Empty:
+                    if time.monotonic() >= deadline:
+                        raise
+                    self._next += 1  # a ping's answer is skipped below like any other line
+                    self.send({"jsonrpc": "2.0", "id": self._next, "method": "ping"})
+                    continue
             assert msg is not None, "the tap closed its stdout"
             if msg.get("id") == rid and "method" not in msg:
                 return msg

@@ -77,11 +77,15 @@ def test_stdio_session_idle_then_resumed(tmp_path: Path) -> None:
 
 def test_busy_session_is_not_idle(tmp_path: Path) -> None:
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    # Busy: the client sends a frame at least every 0.5 s, pinging while an answer is slow. On a
+    # loaded machine the server's start alone (its imports) left the tap 2 s without a frame
+    # between `initialize` and its answer: an idle stretch, rightly marked.
     tap = TapProcess(
         ["--name", "busy", "--idle-after", "2s"],
         [sys.executable, str(SERVER), str(tmp_path / "calls.log")],
         store_url,
         tmp_path / "home",
+        keepalive=0.5,
     )
     try:
         tap.initialize()

@@ -54,9 +54,17 @@ def round_trip(proc: subprocess.Popen, rpc_id: int, message: str) -> bytes:
 def test_sigkill_mid_burst_then_ship_recovers_every_forwarded_frame(
     tmp_path: Path, sqlite_url: str
 ) -> None:
+    # The tap's store worker ships dead taps' journals when the tap starts, at idle priority: on
+    # a loaded machine that pass came after the kill below, found this tap's journal unlocked and
+    # shipped it itself, racing `blackbox ship`. A dead journal whose tap id sorts after every
+    # live one's (the pass goes in that order) is gone only once the pass is past this tap's.
+    last = _dead_journal(
+        tmp_path / "home" / "journal", sqlite_url, "f" * 8 + "-ffff-7fff-bfff-" + "f" * 12
+    )
     proc = start_tap(tmp_path, sqlite_url)
     handshake(proc)
     assert proc.stdin is not None and proc.stdout is not None
+    eventually(lambda: not last.exists(), timeout=120, message="the tap's pass over dead journals")
     burst = b"".join(call(100 + i, "echo", {"message": f"burst {i}"}) for i in range(400))
     writer = threading.Thread(target=_write_quietly, args=(proc.stdin, burst))
     writer.start()
@@ -79,7 +87,7 @@ def test_sigkill_mid_burst_then_ship_recovers_every_forwarded_frame(
     assert not list((tmp_path / "home" / "journal").iterdir())
 
     store = open_store(sqlite_url)
-    (info,) = store.list_sessions()
+    (info,) = store.list_sessions(name="durable")
     assert info.outcome == "recovered" and info.sealed
     events = list(store.read_session(info.session_id))
     s2c = {ev.raw for ev in events if ev.kind == "frame" and ev.direction == "s2c"}
@@ -92,6 +100,25 @@ def _write_quietly(stream, data: bytes) -> None:  # type: ignore[no-untyped-def]
     with contextlib.suppress(OSError):
         stream.write(data)
         stream.flush()
+
+
+def _dead_journal(directory: Path, store_url: str, tap_id: str) -> Path:
+    """The journal a dead tap `tap_id` left for `store_url`: one session, never ended."""
+    code = f"""
+import os
+from pathlib import Path
+from recorder.journal import Journal, StoreMark
+directory = Path({str(directory)!r})
+directory.mkdir(parents=True, exist_ok=True)
+j = Journal(directory, {tap_id!r}, store=StoreMark.for_url({store_url!r}))
+j.append("dead-session", "session_started", "-", b'{{"name":"dead"}}')
+print(j.path, flush=True)
+os._exit(0)
+"""
+    done = subprocess.run(
+        [peers.PYTHON, "-c", code], check=True, capture_output=True, text=True, timeout=30
+    )
+    return Path(done.stdout.strip())
 
 
 class Forwarder:
