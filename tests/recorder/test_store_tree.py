@@ -239,3 +239,37 @@ def test_a_deleted_run_and_a_reordered_run_are_caught(store_url):
         holed = tree.recompute(conn)
     assert any(f"has no leaves 3-{signed.size - 2}" in f for f in holed.findings)
     store.close()
+
+
+def test_an_edited_record_is_named_by_its_leaf(store_url):
+    """An attacker edits a record's bytes in place (triggers off), keeping its stored chain hash:
+    the recomputed root differs from the checkpoint's, and the recomputation names the first
+    leaf whose record no longer matches its stored hash."""
+    from tests.recorder.test_tamper import tamper
+
+    store = open_store(store_url)
+    for i in range(3):
+        store.append(session_events(calls=3, start_ns=T0 + i * 10**9))
+    signed = issue(store, Signer.generate("test/log"))
+    with store.transaction() as conn:
+        intact = tree.recompute(conn, [signed.size])
+        victim = tree.session_leaves(conn, chain_session(store, 1))[2]
+    assert intact.first_difference is None and intact.roots[signed.size] == signed.root
+    tamper(
+        store_url,
+        ("UPDATE events SET raw = :raw WHERE position = :p", {"raw": b"{}", "p": victim.position}),
+    )
+    with store.transaction() as conn:
+        edited = tree.recompute(conn, [signed.size])
+    assert edited.first_difference == victim.index
+    assert edited.roots[signed.size] != signed.root
+    store.close()
+
+
+def chain_session(store, k: int) -> str:
+    """The id of the k-th session in the log."""
+    seen: list[str] = []
+    for e in store.read_log():
+        if e.session_id not in seen:
+            seen.append(e.session_id)
+    return seen[k]
