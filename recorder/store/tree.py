@@ -285,22 +285,24 @@ def _fetch_subtrees(conn: Connection, asked: Sequence[tuple[int, int]]) -> dict:
     return out
 
 
+def _runs_over(conn: Connection, key, low: int, high: int) -> list:  # type: ignore[no-untyped-def,type-arg]
+    """(first_idx, first_position, leaves) of the runs that can hold `key` values `low` to `high`
+    (`key`: the leaf index or the log position a run starts at), in that order: from the run
+    holding `low` to the last one starting at or before `high`."""
+    start = select(func.max(key)).where(key <= low).scalar_subquery()
+    return conn.execute(
+        select(tree_runs.c.first_idx, tree_runs.c.first_position, tree_runs.c.leaves)
+        .where(key >= func.coalesce(start, 0), key <= high)
+        .order_by(key)
+    ).all()
+
+
 def _leaf_hashes(conn: Connection, ranges: Sequence[tuple[int, int]]) -> dict[int, bytes]:
     """The leaf hashes of leaves in the (first, last) `ranges`: of a record in the log, from the
     chain hash its row holds; of a record no longer there, the one kept for it."""
     out: dict[int, bytes] = {}
     for first, last in ranges:
-        start = (
-            select(func.max(tree_runs.c.first_idx))
-            .where(tree_runs.c.first_idx <= first)
-            .scalar_subquery()
-        )
-        runs = conn.execute(
-            select(tree_runs.c.first_idx, tree_runs.c.first_position, tree_runs.c.leaves)
-            .where(tree_runs.c.first_idx >= func.coalesce(start, 0), tree_runs.c.first_idx <= last)
-            .order_by(tree_runs.c.first_idx)
-        )
-        for run_first, position, leaves in runs.all():
+        for run_first, position, leaves in _runs_over(conn, tree_runs.c.first_idx, first, last):
             a, b = max(first, run_first), min(last, run_first + leaves - 1)
             if a > b:
                 continue
@@ -430,25 +432,13 @@ def session_leaves(conn: Connection, session_id: str) -> list[Leaf]:
     if not rows:
         return []
     lowest, highest = min(r[0] for r in rows), max(r[0] for r in rows)
-    start = (
-        select(func.max(tree_runs.c.first_position))
-        .where(tree_runs.c.first_position <= lowest)
-        .scalar_subquery()
-    )
-    runs = conn.execute(
-        select(tree_runs.c.first_position, tree_runs.c.first_idx, tree_runs.c.leaves)
-        .where(
-            tree_runs.c.first_position >= func.coalesce(start, 0),
-            tree_runs.c.first_position <= highest,
-        )
-        .order_by(tree_runs.c.first_position)
-    ).all()
-    starts = [r[0] for r in runs]
+    runs = _runs_over(conn, tree_runs.c.first_position, lowest, highest)
+    starts = [r[1] for r in runs]
     out: list[Leaf] = []
     for position, seq, h in rows:
         k = bisect.bisect_right(starts, position) - 1
-        if k >= 0 and position < runs[k][0] + runs[k][2]:
-            out.append(Leaf(runs[k][1] + position - runs[k][0], position, seq, chain.as_bytes(h)))
+        if k >= 0 and position < runs[k][1] + runs[k][2]:
+            out.append(Leaf(runs[k][0] + position - runs[k][1], position, seq, chain.as_bytes(h)))
     return out
 
 
