@@ -6,7 +6,12 @@ that alternates sequential `tools/call` round trips (for the latency tail) with 
 (for throughput), and the same work through one tap alone before and after the fleet (the
 baseline, same run, same store). It reports the frames stored per second (from the first request
 until the store holds every frame), each tap's p99 against the lone tap's, and checks that nothing
-was lost and every session's chain verifies. The database is a fresh one, dropped at the end.
+was lost and every session's chain verifies. Every tap signs checkpoints with one shared key as
+it stores, as a fleet with a key configured does (at the end of each session and every 60 s, the
+product's default; `--checkpoint-every` signs more often): at the end
+each checkpoint must be consistent with the next (the store's consistency proof, checked as an
+auditor checks it) and all of them must verify against the records themselves. The database is a
+fresh one, dropped at the end.
 
     python bench/fleet.py                      # 8 taps, about a minute
     python bench/fleet.py --taps 4 --rounds 3
@@ -16,6 +21,7 @@ was lost and every session's chain verifies. The database is a fresh one, droppe
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import secrets
 import shutil
@@ -33,7 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tap_overhead import BLACKBOX, SERVER, SERVER_MARK, Peer, pct
 
-from recorder.store import open_store
+from recorder import logproof, merkle
+from recorder.keys import KEY_ENV, init_key
+from recorder.signing import DEFAULT_EVERY_SECONDS, EVERY_ENV
+from recorder.store import open_store, tree
 
 
 def stored_frames(url: str, prefix: str) -> tuple[int, int]:
@@ -46,6 +55,38 @@ def stored_frames(url: str, prefix: str) -> tuple[int, int]:
         store.close()
 
 
+def check_checkpoints(url: str, vkey: str) -> str:
+    """Every checkpoint the taps signed, each against the next and all against the records: one
+    line saying what holds, or what does not."""
+    store = open_store(url)
+    try:
+        with store.transaction() as conn:
+            kept = tree.stored_checkpoints(conn)
+            runs = len(conn.execute(tree.tree_runs.select()).all())
+            problems = []
+            for old, new in itertools.pairwise(kept):
+                if new.size < old.size:
+                    problems.append(f"checkpoint {new.id} is smaller than {old.id}")
+                    continue
+                proof = tree.consistency_proof(conn, old.size, new.size)
+                if not merkle.verify_consistency(
+                    old.size, new.size, old.root_hash, new.root_hash, proof
+                ):
+                    problems.append(f"checkpoint {old.id} is not consistent with {new.id}")
+        report = logproof.verify_checkpoint(store, "\n".join(k.note for k in kept), vkey)
+    finally:
+        store.close()
+    problems += report.findings
+    if not kept:
+        return "checkpoints: NONE were signed"
+    status = "each consistent with the next, all verify against the records"
+    return (
+        f"checkpoints: {len(kept)} signed by the taps, up to {kept[-1].size:,} records "
+        f"({runs} runs of positions in the tree); "
+        + (status if not problems else f"BROKEN: {problems[:3]}")
+    )
+
+
 def run_fleet(
     url: str,
     work: Path,
@@ -55,13 +96,16 @@ def run_fleet(
     seq: int,
     burst: int,
     stall_s: float,
+    signing: dict[str, str],
 ) -> tuple[float, list[list[int]], int]:
     """`taps` taps at once, each `rounds` x (seq sequential calls + a burst of `burst`); returns
     frames stored per second, each tap's latencies, and the frames sent."""
     server = [sys.executable, "-c", SERVER, SERVER_MARK]
     peers = []
     for i in range(taps):
-        env = dict(os.environ, BLACKBOX_HOME=str(work / f"home-{label}-{i}"), BLACKBOX_STORE=url)
+        env = dict(
+            os.environ, BLACKBOX_HOME=str(work / f"home-{label}-{i}"), BLACKBOX_STORE=url, **signing
+        )
         peers.append(Peer([BLACKBOX, "record", "--name", f"{label}-{i}", "--", *server], env))
     for peer in peers:
         peer.sequential(50)  # warm up: the tap, its store worker and the server are running
@@ -114,6 +158,12 @@ def main() -> None:
     )
     parser.add_argument("--pg", default="postgresql+psycopg://postgres@127.0.0.1:5432/test")
     parser.add_argument("--sqlite", action="store_true", help="one SQLite file instead")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=DEFAULT_EVERY_SECONDS,
+        help="seconds between each tap's checkpoints while it stores",
+    )
     args = parser.parse_args()
 
     admin = args.pg.replace("postgresql+psycopg:", "postgresql:", 1)
@@ -130,7 +180,10 @@ def main() -> None:
         open_store(url).close()  # migrate once, before any tap opens it
         with tempfile.TemporaryDirectory(prefix="bb-fleet-") as tmp:
             work = Path(tmp)
-            shape = (args.rounds, args.seq, args.burst, args.stall)
+            key = work / "fleet.key"
+            vkey = init_key(key, "bench.example/fleet").vkey
+            signing = {KEY_ENV: str(key), EVERY_ENV: str(args.checkpoint_every)}
+            shape = (args.rounds, args.seq, args.burst, args.stall, signing)
             lone1, lone_lat1, sent1 = run_fleet(url, work, "lone-a", 1, *shape)
             print("lone tap (before) done", file=sys.stderr)
             fleet, fleet_lat, sent_f = run_fleet(url, work, "fleet", args.taps, *shape)
@@ -141,6 +194,7 @@ def main() -> None:
             findings = store.verify()
             sessions = store.list_sessions()
             store.close()
+            checkpoints = check_checkpoints(url, vkey)
         lone_rate = (lone1 + lone2) / 2
         lone_p99 = pct(lone_lat1[0] + lone_lat2[0], 0.99)
         lone_p50 = pct(lone_lat1[0] + lone_lat2[0], 0.5)
@@ -172,6 +226,7 @@ def main() -> None:
             f"({'none lost' if not lost else f'MISSING {lost}'}) in {len(sessions)} sessions; "
             f"chains {'all verify' if not findings else f'BROKEN: {findings[:3]}'}"
         )
+        print(checkpoints)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if not args.sqlite:
