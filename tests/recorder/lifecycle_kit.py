@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import select
 import subprocess
 import threading
 import time
@@ -103,6 +104,96 @@ class TapProcess:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         return self.proc.wait(timeout)
+
+
+class WarmServer:
+    """A stdio server started, and answering, before the tap that fronts it: the tap runs
+    `relay_command` (sh and two `cat`s, joined to the server by two FIFOs), which starts in
+    milliseconds. A server the tap starts itself spends its start (its imports: seconds on a
+    loaded machine) between `initialize` and its answer, a silence the tap counts; a test that
+    needs its idle limit to see only the silences it makes starts the server this way.
+
+    The server answers a `ping` (`warm-up`, which never reaches the tap) before the tap exists.
+    Until `handed_over()` this side also holds the server's stdin open, so the server does not
+    see EOF before the relay has opened it; after, the tap's EOF is the server's."""
+
+    _PING = b'{"jsonrpc": "2.0", "id": "warm-up", "method": "ping"}\n'
+
+    def __init__(self, command: list[str], workdir: Path, timeout: float = 60) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        to_server, from_server = workdir / "to-server", workdir / "from-server"
+        os.mkfifo(to_server)
+        os.mkfifo(from_server)
+        # A FIFO's open waits for its other end: each read end is opened first, non-blocking.
+        server_in = os.open(to_server, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(server_in, True)
+        self._feed: int | None = os.open(to_server, os.O_WRONLY)
+        # Kept to the end, never read after the ping: the server never writes to a FIFO nobody
+        # has open (the relay's reader may open it after the server answered).
+        self._answers = os.open(from_server, os.O_RDONLY | os.O_NONBLOCK)
+        server_out = os.open(from_server, os.O_WRONLY)
+        self.stderr_path = workdir / "server.stderr"
+        try:
+            with self.stderr_path.open("wb") as err:
+                self.proc = subprocess.Popen(
+                    command, stdin=server_in, stdout=server_out, stderr=err
+                )
+        finally:
+            os.close(server_in)
+            os.close(server_out)
+        # The relay reads the tap's stdin on fd 3: sh gives a background command /dev/null.
+        self.relay_command = [
+            "sh",
+            "-c",
+            'exec 3<&0; cat <&3 >"$1" 3<&- & exec cat "$2" 3<&-',
+            "relay",
+            str(to_server),
+            str(from_server),
+        ]
+        try:
+            self._warm_up(timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    def _warm_up(self, timeout: float) -> None:
+        assert self._feed is not None
+        os.write(self._feed, self._PING)
+        deadline = time.monotonic() + timeout
+        got = b""
+        while not got.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._answers], [], [], left)[0]:
+                raise TimeoutError(f"the server did not answer a ping within {timeout} s")
+            chunk = os.read(self._answers, 65536)
+            if not chunk:
+                raise RuntimeError(f"the server exited: {self.stderr_path.read_text()[-2000:]}")
+            got += chunk
+        answer = json.loads(got)
+        assert answer.get("id") == "warm-up" and "result" in answer, answer
+
+    def handed_over(self) -> None:
+        """The relay is connected (the tap's `initialize` was answered): let go of the
+        server's stdin, so the server sees EOF when the tap closes the relay's."""
+        if self._feed is not None:
+            os.close(self._feed)
+            self._feed = None
+
+    def close(self) -> None:
+        self.handed_over()
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        os.close(self._answers)
+
+    def __enter__(self) -> WarmServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -20,7 +20,7 @@ from blackbox.lifecycle_options import idle_after_seconds
 from recorder.store import open_store
 from tests.polling import eventually
 from tests.recorder.http_servers.kit import RecordingProxy, doc, sdk_server
-from tests.recorder.lifecycle_kit import TapProcess
+from tests.recorder.lifecycle_kit import TapProcess, WarmServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,21 +33,27 @@ def _kinds(records) -> list[str]:  # type: ignore[no-untyped-def]
 
 def test_stdio_session_idle_then_resumed(tmp_path: Path) -> None:
     store_url = f"sqlite:///{tmp_path / 'store.db'}"
-    tap = TapProcess(
-        ["--name", "idler", "--idle-after", "2s"],
-        [sys.executable, str(SERVER), str(tmp_path / "calls.log")],
-        store_url,
-        tmp_path / "home",
-    )
-    try:
-        tap.initialize()
-        assert "result" in tap.call("echo", {"message": "before"})
-        time.sleep(3.0)
-        assert "result" in tap.call("echo", {"message": "after"})
-        assert tap.close() == 0
-    finally:
-        if tap.proc.poll() is None:
-            tap.proc.kill()
+    # The server is up before the tap: started by the tap, its start (its imports, seconds on a
+    # loaded machine) fell between `initialize` and its answer, an idle stretch, rightly marked,
+    # before the one this test makes. Pings would keep it busy, but they are frames to count.
+    command = [sys.executable, str(SERVER), str(tmp_path / "calls.log")]
+    with WarmServer(command, tmp_path / "server") as server:
+        tap = TapProcess(
+            ["--name", "idler", "--idle-after", "2s"],
+            server.relay_command,
+            store_url,
+            tmp_path / "home",
+        )
+        try:
+            tap.initialize()
+            server.handed_over()
+            assert "result" in tap.call("echo", {"message": "before"})
+            time.sleep(3.0)
+            assert "result" in tap.call("echo", {"message": "after"})
+            assert tap.close() == 0
+        finally:
+            if tap.proc.poll() is None:
+                tap.proc.kill()
     store = open_store(store_url)
     try:
         sid = eventually(
