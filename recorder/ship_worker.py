@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from recorder import events
@@ -210,14 +210,18 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         # busy machine kept 7 other workers waiting for over a minute (bench/fleet.py, 8 taps).
         # So the append itself runs at the worker's own priority, and idle between batches; a
         # single tap measured no worse for it (docs/performance.md).
+        # Opening a new store migrates it, under its write lock, so it runs at the worker's own
+        # priority too: an idle opener on a busy machine kept a test's own open waiting 10 s
+        # for the lock (StoreLocked) in 5 of 15 runs under three busy loops.
         store: EventStore | None = None
-        with contextlib.suppress(Exception):  # connect before the first batch; errors come later
+        with contextlib.suppress(Exception), own_priority():  # errors come with the first batch
             store = open_store(url)
         while (job := jobs.get()) is not None:
             path, start, end = job
             try:
                 if store is None:
-                    store = open_store(url)
+                    with own_priority():
+                        store = open_store(url)
                 count = 0
                 reader = JournalReader(Path(path), start)
                 try:
@@ -227,11 +231,8 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                             if reader.offset >= end:  # the range held only the store mark
                                 break
                             raise StoreError(f"journal {path} ends before offset {end}")
-                        normal_thread_priority()
-                        try:
+                        with own_priority():
                             store.append(batch)
-                        finally:
-                            idle_thread_priority()
                         count += len(batch)
                         checkpoints.after_append(store, batch)
                 finally:
@@ -287,8 +288,12 @@ def lower_thread_priority(nice: int) -> None:
 def _ship_leftovers_idle(url: str, directory: Path) -> None:
     from recorder.store import open_store
 
+    def opened() -> EventStore:
+        with own_priority():  # a first open migrates, under the store's write lock
+            return open_store(url)
+
     idle_thread_priority()
-    ship_leftovers_quietly(directory, lambda: open_store(url))
+    ship_leftovers_quietly(directory, opened)
 
 
 def idle_thread_priority() -> None:
@@ -298,6 +303,17 @@ def idle_thread_priority() -> None:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: this thread, on Linux
     except (AttributeError, OSError):
         lower_thread_priority(19)
+
+
+@contextlib.contextmanager
+def own_priority() -> Iterator[None]:
+    """Run the block at the worker's own priority, then idle again: for a thread that runs idle
+    but must not hold the store's write lock while it waits for a CPU nobody else wants."""
+    normal_thread_priority()
+    try:
+        yield
+    finally:
+        idle_thread_priority()
 
 
 def normal_thread_priority() -> None:
