@@ -36,3 +36,34 @@ def test_leftovers_open_the_store_at_the_workers_own_priority(tmp_path: Path, mo
     worker.join(30)
     assert seen == [os.SCHED_OTHER]
     assert after == [os.SCHED_IDLE]  # and idle again for the shipping itself
+
+
+class _Recording:
+    """A store and a checkpointer that note the calling thread's class at each call."""
+
+    def __init__(self) -> None:
+        self.classes: list[tuple[str, int]] = []
+
+    def append(self, batch: list) -> None:
+        self.classes.append(("append", os.sched_getscheduler(0)))
+
+    def after_append(self, store: object, batch: list) -> None:
+        self.classes.append(("checkpoint", os.sched_getscheduler(0)))
+
+
+def test_the_storing_thread_appends_and_signs_at_the_workers_own_priority() -> None:
+    """Both hold a lock every other writer waits for: signed idle, a fleet of taps each signing
+    every second stalled on one PostgreSQL (bench/fleet.py --checkpoint-every 1)."""
+    seen = _Recording()
+    after: list[int] = []
+
+    def storing() -> None:
+        ship_worker.idle_thread_priority()  # as the storing thread runs between batches
+        ship_worker.store_batch(seen, [], seen)  # type: ignore[arg-type]
+        after.append(os.sched_getscheduler(0))
+
+    worker = threading.Thread(target=storing)
+    worker.start()
+    worker.join(30)
+    assert seen.classes == [("append", os.SCHED_OTHER), ("checkpoint", os.SCHED_OTHER)]
+    assert after == [os.SCHED_IDLE]
