@@ -8,10 +8,10 @@ baseline, same run, same store). It reports the frames stored per second (from t
 until the store holds every frame), each tap's p99 against the lone tap's, and checks that nothing
 was lost and every session's chain verifies. Every tap signs checkpoints with one shared key as
 it stores, as a fleet with a key configured does (at the end of each session and every 60 s, the
-product's default; `--checkpoint-every` signs more often): at the end
-each checkpoint must be consistent with the next (the store's consistency proof, checked as an
-auditor checks it) and all of them must verify against the records themselves. The database is a
-fresh one, dropped at the end.
+product's default; `--checkpoint-every` signs more often): at the end each checkpoint must be
+consistent with the next (the store's consistency proof, checked as an auditor checks it) and
+all of them must verify against the records themselves. The database is a fresh one, dropped at
+the end.
 
     python bench/fleet.py                      # 8 taps, about a minute
     python bench/fleet.py --taps 4 --rounds 3

@@ -54,12 +54,10 @@ class PostgresEventStore(SqlEventStore):
         conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
 
     def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
-        cursor = conn.connection.dbapi_connection.cursor()
-        with cursor.copy(_COPY) as copy:
+        with conn.connection.dbapi_connection.cursor() as cursor, cursor.copy(_COPY) as copy:
             copy.set_types(_COPY_TYPES)
             for row in rows:
                 copy.write_row(row)
-        cursor.close()
 
     def _cursor(self, driver):  # type: ignore[no-untyped-def]
         # A named (server-side) cursor streams; a plain one would fetch the whole result first.

@@ -253,7 +253,7 @@ def test_an_edited_record_is_named_by_its_leaf(store_url):
     signed = issue(store, Signer.generate("test/log"))
     with store.transaction() as conn:
         intact = tree.recompute(conn, [signed.size])
-        victim = tree.session_leaves(conn, chain_session(store, 1))[2]
+        victim = tree.session_leaves(conn, nth_session_id(store, 1))[2]
     assert intact.first_difference is None and intact.roots[signed.size] == signed.root
     tamper(
         store_url,
@@ -266,7 +266,7 @@ def test_an_edited_record_is_named_by_its_leaf(store_url):
     store.close()
 
 
-def chain_session(store, k: int) -> str:
+def nth_session_id(store, k: int) -> str:
     """The id of the k-th session in the log."""
     seen: list[str] = []
     for e in store.read_log():
