@@ -46,6 +46,7 @@ def _event(row: dict) -> StoredEvent:
         is_error=row.get("is_error"),
         error_code=row.get("error_code"),
         era=row.get("era"),
+        degraded=row.get("degraded"),
         hash=bytes.fromhex(str(row.get("hash") or "")),
     )
 

@@ -131,7 +131,8 @@ Row = tuple
 STORED_FIELDS = [f.name for f in fields(StoredEvent)]
 (
     R_POSITION, R_SESSION_ID, R_SEQ, R_WALL_NS, R_MONO_NS, R_KIND, R_DIRECTION, R_RAW, R_RAW_SIZE,
-    R_MSG_TYPE, R_METHOD, R_RPC_ID, R_RPC_ID_TYPE, R_TOOL, R_IS_ERROR, R_ERROR_CODE, R_ERA, R_HASH,
+    R_MSG_TYPE, R_METHOD, R_RPC_ID, R_RPC_ID_TYPE, R_TOOL, R_IS_ERROR, R_ERROR_CODE, R_ERA,
+    R_DEGRADED, R_HASH,
 ) = range(len(STORED_FIELDS))  # fmt: skip
 _as_row = attrgetter(*STORED_FIELDS)
 

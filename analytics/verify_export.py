@@ -34,7 +34,7 @@ from analytics.export import (
 )
 from recorder import chain, events
 from recorder.checkpoint import Verifier
-from recorder.jsonrpc import classify, fit_stored
+from recorder.jsonrpc import classify, stored_agrees
 from recorder.model import DERIVED, Kind, StoredEvent
 
 # Derived fields an unredacted frame must agree on with `classify` of its raw bytes.
@@ -349,6 +349,7 @@ def _events(
             is_error=row.get("is_error"),
             error_code=row.get("error_code"),
             era=row.get("era"),
+            degraded=row.get("degraded"),
             hash=digest,
         )
         yield event, row.get("redacted") is True
@@ -495,9 +496,9 @@ def _derived_mismatch(ev: StoredEvent) -> list[str]:
         want = {f: getattr(c, f) for f in DERIVED}
     else:
         want = {f: None for f in DERIVED}
-        want["method"], want["tool"], want["era"] = events.derived_fields(ev.raw)
-    # A record of an older version may hold a view since fitted (`fit_stored`): no tampering.
-    return [f for f in DERIVED if fit_stored(f, getattr(ev, f)) != want[f]]
+        want["method"], want["tool"], want["era"], want["degraded"] = events.derived_fields(ev.raw)
+    # A record of an older version may hold a view since fitted (`stored_agrees`): no tampering.
+    return [f for f in DERIVED if not stored_agrees(f, getattr(ev, f), want[f])]
 
 
 # -- sessions and decisions files --------------------------------------------------------------

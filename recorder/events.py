@@ -31,7 +31,7 @@ from recorder.event_base import (
     extra_field,
     specs_of,
 )
-from recorder.jsonrpc import fit_era, fit_text, parse
+from recorder.jsonrpc import degradation, fit_era, fit_text, parse
 
 __all__ = ["JSON", "Document", "FieldSpec", "as_dict", "dumps", "encode", "encode_fields"]
 
@@ -621,19 +621,21 @@ def decode_dict(kind: str, raw: bytes) -> dict[str, JSON] | None:
 DERIVED_KEYS = ("method", "tool", "era")
 
 
-def derived_fields(raw: bytes) -> tuple[str | None, str | None, str | None]:
-    """The derived columns (method, tool, era) of a non-frame record: its document's keys of those
-    names when they hold text, as written. Read from the bytes, not through the upgrade steps, so
-    that a record's derived columns never change when an upgrade step is added and `verify` can
-    recompute them from any log ever written."""
+def derived_fields(raw: bytes) -> tuple[str | None, str | None, str | None, str | None]:
+    """The derived columns (method, tool, era, degraded) of a non-frame record: its document's
+    keys of those names when they hold text, as written, fitted as a frame's are. Read from the
+    bytes, not through the upgrade steps, so that a record's derived columns never change when an
+    upgrade step is added and `verify` can recompute them from any log ever written."""
     value, problem = parse(raw)
     if problem is not None or not isinstance(value, dict):
-        return None, None, None
-    method, tool, era = (value.get(key) for key in DERIVED_KEYS)
+        return None, None, None, None
+    method, tool, era = (value.get(key) if isinstance(value.get(key), str) else None
+                         for key in DERIVED_KEYS)  # fmt: skip
     return (
-        fit_text(method) if isinstance(method, str) else None,
-        fit_text(tool) if isinstance(tool, str) else None,
+        fit_text(method),
+        fit_text(tool),
         fit_era(era),
+        degradation(method=method, tool=tool, era=era),
     )
 
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import NamedTuple
 
 import orjson
@@ -15,18 +16,31 @@ META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 MODERN_ERA = "2026-07-28"
 
-# The derived columns are views that every store's columns must hold whatever a peer sends, or one
-# hostile frame fails its whole batch: PostgreSQL text cannot hold NUL (it becomes U+FFFD), an
-# error code must fit a signed 64-bit BIGINT and an era the 16 characters of its column (else
-# NULL). The raw bytes keep the exact value, and the chain covers them.
+# The derived columns are views of the raw bytes, best effort: every store's columns must hold
+# them whatever a peer sends, or one hostile frame fails its whole batch. Text cannot hold NUL
+# (PostgreSQL) or a lone surrogate escape such as "\ud800" (valid JSON text, not encodable as
+# UTF-8 by any driver): each becomes U+FFFD. An error code must fit a signed 64-bit BIGINT and an
+# era the 16 characters of its column, else NULL. Each such change is named in the record's
+# `degraded` column ("column:reason", comma-separated), which is derived like the others; the
+# raw bytes keep the exact value, and the chain and the Merkle leaf cover them.
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 ERA_MAX = 16
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def unstorable(value: str) -> str | None:
+    """Why a text cannot be stored as it is ("nul", "surrogate" or both, "+"-joined), or None."""
+    if value.isascii():
+        return "nul" if "\x00" in value else None
+    reasons = {"nul" if ch == "\x00" else "surrogate" for ch in _UNSTORABLE.findall(value)}
+    return "+".join(sorted(reasons)) or None
 
 
 def fit_text(value: str | None) -> str | None:
-    """A derived text column as every store can hold it: NUL replaced by U+FFFD."""
-    if value is not None and "\x00" in value:
-        return value.replace("\x00", "\ufffd")
+    """A derived text column as every store can hold it: NUL and lone surrogates replaced by
+    U+FFFD."""
+    if value is not None and unstorable(value) is not None:
+        return _UNSTORABLE.sub("\ufffd", value)
     return value
 
 
@@ -49,6 +63,15 @@ def fit_stored(column: str, value: object) -> object:
     return value
 
 
+def stored_agrees(column: str, stored: object, derived: object) -> bool:
+    """Whether a stored derived value says what the raw bytes do. A NULL `degraded` agrees with
+    any note: records appended before the column existed hold NULL, and the note only names a
+    fitting that the stored value itself shows (the raw bytes and the fitted value are checked)."""
+    if column == "degraded" and stored is None:
+        return True
+    return fit_stored(column, stored) == derived
+
+
 def fit_code(value: object) -> int | None:
     """A JSON-RPC error code as the error_code column holds it: a signed 64-bit integer."""
     if value.__class__ is int and INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]
@@ -56,10 +79,29 @@ def fit_code(value: object) -> int | None:
     return None
 
 
+def degradation(**texts: object) -> str | None:
+    """The `degraded` note for derived values as they came from the frame, before fitting:
+    text columns by keyword (method, rpc_id, tool), `error_code` an integer, `era` a version."""
+    notes = []
+    for column, value in texts.items():
+        if value.__class__ is not str:
+            if column == "error_code" and value.__class__ is int and fit_code(value) is None:
+                notes.append("error_code:out_of_range")
+            continue
+        if column == "era" and len(value) > ERA_MAX:  # type: ignore[arg-type]
+            notes.append("era:too_long")
+            continue
+        why = unstorable(value)  # type: ignore[arg-type]
+        if why is not None:
+            notes.append(f"{column}:{why}")
+    return ",".join(notes) or None
+
+
 class Classification(NamedTuple):
     """What a frame is. `msg_type` is one of request, notification, response, error, batch,
     invalid. `problem` names why a frame is invalid: invalid_utf8, invalid_json, not_jsonrpc,
-    empty. The first eight fields are the log's derived columns, in their order.
+    empty. The first nine fields are the log's derived columns, in their order; `degraded` names
+    those that had to be fitted to be stored (see `degradation`).
 
     A named tuple rather than a frozen dataclass: every appended frame builds one, and a frozen
     dataclass took three times as long to construct (bench/ingest.py's hot path)."""
@@ -72,6 +114,7 @@ class Classification(NamedTuple):
     is_error: bool | None = None
     error_code: int | None = None
     era: str | None = None
+    degraded: str | None = None
     problem: str | None = None
     items: tuple[Classification, ...] = ()
 
@@ -113,29 +156,30 @@ def id_fields(value: object) -> tuple[str | None, str | None]:
     return json.dumps(value, sort_keys=True), "other"
 
 
-def _era_of(message: dict, method: str | None) -> str | None:
+def _version_of(message: dict, method: str | None) -> str | None:
+    """The protocol version a message names, as sent (the era column fits it)."""
     params = message.get("params")
     if params.__class__ is dict:
         meta = params.get("_meta")
         if meta.__class__ is dict:
             version = meta.get(META_PROTOCOL_VERSION)
             if isinstance(version, str):
-                return fit_era(version)
+                return version
         if method == "initialize":
             version = params.get("protocolVersion")
             if isinstance(version, str):
-                return fit_era(version)
+                return version
         return None
     result = message.get("result")
     if result.__class__ is dict:
         version = result.get("protocolVersion")
         if isinstance(version, str):
-            return fit_era(version)
+            return version
     return None
 
 
 def classify_message(message: object) -> Classification:
-    """Classify one parsed JSON-RPC message (not a batch)."""
+    """Classify one parsed JSON-RPC message (not a batch); its derived columns fitted."""
     if message.__class__ is not dict:
         return Classification("invalid", problem="not_jsonrpc")
     get = message.get  # type: ignore[attr-defined]
@@ -160,43 +204,50 @@ def classify_message(message: object) -> Classification:
             params = get("params")
             if params.__class__ is dict and isinstance(params.get("name"), str):
                 tool = params["name"]
+        version = _version_of(message, method)  # type: ignore[arg-type]
         return Classification(
             "request" if has_id else "notification",
-            method,
-            rpc_id,
+            fit_text(method),
+            fit_text(rpc_id),
             rpc_id_type,
-            tool,
-            era=_era_of(message, method),  # type: ignore[arg-type]
+            fit_text(tool),
+            era=fit_era(version),
+            degraded=degradation(method=method, rpc_id=rpc_id, tool=tool, era=version),
         )
     if not has_id:
         return Classification("invalid", problem="not_jsonrpc")
     if "error" in message:
         error = get("error")
-        code = fit_code(error.get("code")) if error.__class__ is dict else None
-        return Classification("error", None, rpc_id, rpc_id_type, error_code=code)
+        code = error.get("code") if error.__class__ is dict else None
+        return Classification(
+            "error",
+            None,
+            fit_text(rpc_id),
+            rpc_id_type,
+            error_code=fit_code(code),
+            degraded=degradation(rpc_id=rpc_id, error_code=code),
+        )
     if "result" in message:
         result = get("result")
         is_error = result.__class__ is dict and result.get("isError") is True
-        era = _era_of(message, None) if result.__class__ is dict else None  # type: ignore[arg-type]
-        return Classification("response", None, rpc_id, rpc_id_type, is_error=is_error, era=era)
+        version = _version_of(message, None) if result.__class__ is dict else None  # type: ignore[arg-type]
+        return Classification(
+            "response",
+            None,
+            fit_text(rpc_id),
+            rpc_id_type,
+            is_error=is_error,
+            era=fit_era(version),
+            degraded=degradation(rpc_id=rpc_id, era=version),
+        )
     return Classification("invalid", problem="not_jsonrpc")
 
 
 def classify(raw: bytes) -> Classification:
     """Classify a raw frame. Never raises. Its derived columns fit every store's columns (see
-    `fit_text`); a batch's items keep their exact text."""
-    c = _classify(raw)
-    # Checking the three short texts is ten times cheaper than scanning a 1 KiB frame for NUL.
-    if (
-        (c.method and "\x00" in c.method)
-        or (c.rpc_id and "\x00" in c.rpc_id)
-        or (c.tool and "\x00" in c.tool)
-    ):
-        c = c._replace(method=fit_text(c.method), rpc_id=fit_text(c.rpc_id), tool=fit_text(c.tool))
-    return c
-
-
-def _classify(raw: bytes) -> Classification:
+    `fit_text`), and `degraded` says where they had to; a batch's items are fitted the same way.
+    A batch's row holds its first item's method and the first era an item names, and the notes
+    of every item about those two columns."""
     try:
         try:
             value = orjson.loads(raw)  # the common case, without parse()'s fallbacks
@@ -211,10 +262,17 @@ def _classify(raw: bytes) -> Classification:
             if all(item.msg_type == "invalid" for item in items):
                 return Classification("invalid", problem="not_jsonrpc")
             first = items[0]
+            notes = [
+                note
+                for i, item in enumerate(items)
+                for note in (item.degraded or "").split(",")
+                if note.startswith("era:") or (i == 0 and note.startswith("method:"))
+            ]
             return Classification(
                 "batch",
                 method=first.method,
                 era=next((item.era for item in items if item.era), None),
+                degraded=",".join(dict.fromkeys(notes)) or None,
                 items=items,
             )
         if value.__class__ is dict and value.get("id").__class__ is float:
@@ -226,14 +284,15 @@ def _classify(raw: bytes) -> Classification:
 
 
 _NO_ID = object()
-DERIVED_FIELDS = 8  # Classification's leading fields: the log's derived columns
+DERIVED_FIELDS = 9  # Classification's leading fields: the log's derived columns
 
 
 def derived_columns(raw: bytes) -> tuple:  # type: ignore[type-arg]
     """`classify(raw)[:DERIVED_FIELDS]`, the derived columns of a frame, without building a
     classification for the shapes nearly every frame has: one request, notification or result
-    object with an integer or string id and no NUL in its texts. Anything else (batches, errors,
-    odd ids, non-objects, invalid bytes, NUL) takes `classify`, and
+    object with an integer or string id and nothing to fit (`degraded` is None). Anything else
+    (batches, errors, odd ids, non-objects, invalid bytes, NUL, long eras; orjson refuses lone
+    surrogates) takes `classify`, and
     tests/recorder/test_derived_fast_path.py holds the two to the same answer. The append and
     `verify` run this once per frame: it took 2.2 us of a 1 KiB frame's 13 (bench/ingest.py)."""
     try:
@@ -257,9 +316,9 @@ def derived_columns(raw: bytes) -> tuple:  # type: ignore[type-arg]
         params = get("params")
         if params.__class__ is not dict:
             if "result" in message:
-                return classify(raw)[:DERIVED_FIELDS]  # `_era_of` would read the result
+                return classify(raw)[:DERIVED_FIELDS]  # `_version_of` would read the result
             return ("request" if rpc_id_type else "notification", method, rpc_id, rpc_id_type,
-                    None, None, None, None)  # fmt: skip
+                    None, None, None, None, None)  # fmt: skip
         tool = era = None
         if method == "tools/call":
             name = params.get("name")
@@ -269,21 +328,26 @@ def derived_columns(raw: bytes) -> tuple:  # type: ignore[type-arg]
                 tool = name
         meta = params.get("_meta")
         version = meta.get(META_PROTOCOL_VERSION) if meta.__class__ is dict else None
-        if version.__class__ is str:
-            era = fit_era(version)
-        elif method == "initialize":
+        if version.__class__ is not str and method == "initialize":
             version = params.get("protocolVersion")
-            if version.__class__ is str:
-                era = fit_era(version)
+        if version.__class__ is str:
+            if len(version) > ERA_MAX or "\x00" in version:
+                return classify(raw)[:DERIVED_FIELDS]  # a degraded era
+            era = version or None
         kind = "request" if rpc_id_type else "notification"
-        return (kind, method, rpc_id, rpc_id_type, tool, None, None, era)
+        return (kind, method, rpc_id, rpc_id_type, tool, None, None, era, None)
     if method is not None or rpc_id_type is None or "error" in message:
         return classify(raw)[:DERIVED_FIELDS]
-    if "result" not in message or "params" in message:  # `_era_of` would read the params
+    if "result" not in message or "params" in message:  # `_version_of` would read the params
         return classify(raw)[:DERIVED_FIELDS]
     result = get("result")
     if result.__class__ is not dict:
-        return ("response", None, rpc_id, rpc_id_type, None, False, None, None)
+        return ("response", None, rpc_id, rpc_id_type, None, False, None, None, None)
     version = result.get("protocolVersion")
-    era = fit_era(version) if version.__class__ is str else None
-    return ("response", None, rpc_id, rpc_id_type, None, result.get("isError") is True, None, era)
+    era = None
+    if version.__class__ is str:
+        if len(version) > ERA_MAX or "\x00" in version:
+            return classify(raw)[:DERIVED_FIELDS]  # a degraded era
+        era = version or None
+    is_error = result.get("isError") is True
+    return ("response", None, rpc_id, rpc_id_type, None, is_error, None, era, None)

@@ -77,12 +77,24 @@ class StoredEvent:
     is_error: bool | None
     error_code: int | None
     era: str | None
+    degraded: str | None
     hash: bytes
 
 
 # The fields of a stored record that are computed from its raw bytes (`recorder.jsonrpc.classify`
 # for a frame, `recorder.events.derived_fields` for a session event), in StoredEvent's order.
-DERIVED = ("msg_type", "method", "rpc_id", "rpc_id_type", "tool", "is_error", "error_code", "era")
+# `degraded` names the derived values that had to be fitted to be stored (`jsonrpc.degradation`).
+DERIVED = (
+    "msg_type",
+    "method",
+    "rpc_id",
+    "rpc_id_type",
+    "tool",
+    "is_error",
+    "error_code",
+    "era",
+    "degraded",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,8 +30,8 @@ def derive(kind: str, raw: bytes) -> tuple:
     the append stores and what `verify` recomputes."""
     if kind == Kind.FRAME:
         return derived_columns(raw)
-    method, tool, era = events.derived_fields(raw)
-    return (None, method, None, None, tool, None, None, era)
+    method, tool, era, degraded = events.derived_fields(raw)
+    return (None, method, None, None, tool, None, None, era, degraded)
 
 
 PROJECTED = frozenset({Kind.SESSION_STARTED, Kind.ERA_DETECTED, Kind.SESSION_ENDED})

@@ -50,6 +50,7 @@ events = Table(
     Column("is_error", Boolean, nullable=True),
     Column("error_code", BigInteger, nullable=True),
     Column("era", String(16), nullable=True),
+    Column("degraded", Text, nullable=True),
     Column("hash", LargeBinary(32), nullable=False),
     # (session_id, seq) serves every per-session read and makes re-appends no-ops; the log is
     # queried by position otherwise, and analytics reads its Parquet copy, so no more indexes:

@@ -444,7 +444,8 @@ def test_a_record_stored_before_the_derived_views_were_fitted_exports_and_verifi
         % era.encode(),
     ]
     with monkeypatch.context() as patch:  # the derivation as it was
-        patch.setattr(sql, "derived_columns", lambda raw: jsonrpc._classify(raw)[:8])
+        patch.setattr(jsonrpc, "fit_text", lambda value: value)
+        patch.setattr(sql, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
         patch.setattr(jsonrpc, "fit_era", lambda value: value if isinstance(value, str) else None)
         store.append(
             [

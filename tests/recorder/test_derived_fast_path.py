@@ -24,10 +24,11 @@ from recorder.jsonrpc import (
 IDS = [
     0, 1, -1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, "", "0", "a",
     "a\x00b", "\x00", None, True, False, 1.5, 0.0, -0.0, 1e300, [1], {"k": 1}, "é\u2028",
+    "\ud800", "a\udc00b", "\ud83d\ude00",
 ]  # fmt: skip
 METHODS = [
     "tools/call", "initialize", "server/discover", "notifications/initialized", "",
-    "tools/\x00call", 7, None, ["x"], {"m": 1},
+    "tools/\x00call", 7, None, ["x"], {"m": 1}, "tools/\udfffcall",
 ]  # fmt: skip
 VERSIONS = [
     "2025-11-25",
@@ -35,6 +36,7 @@ VERSIONS = [
     "x" * ERA_MAX,
     "x" * (ERA_MAX + 1),
     "2025\x00",
+    "2025\ud800",
     "",
     20251125,
 ]
@@ -138,10 +140,16 @@ def test_random_frames_agree_and_every_column_fits_every_store():
         msg = {
             k: rng.choice(pool) for k, pool in zip(keys, pools, strict=True) if rng.random() < 0.5
         }
-        raw = json.dumps(msg, ensure_ascii=rng.random() < 0.5).encode()
+        # Lone surrogates travel as JSON escapes, or (encoded as they are) as invalid UTF-8.
+        raw = json.dumps(msg, ensure_ascii=rng.random() < 0.5).encode("utf-8", "surrogatepass")
         columns = derived_columns(raw)
         assert columns == classify(raw)[:DERIVED_FIELDS], raw
-        _kind, method, rpc_id, _id_type, tool, _is_error, code, era = columns
-        assert all("\x00" not in text for text in (method, rpc_id, tool, era) if text)
+        _kind, method, rpc_id, _id_type, tool, _is_error, code, era, degraded = columns
+        for text in (method, rpc_id, tool, era, degraded):
+            if text:
+                assert "\x00" not in text
+                text.encode("utf-8")  # no lone surrogate: every driver can send it
         assert code is None or INT64_MIN <= code <= INT64_MAX
         assert era is None or len(era) <= ERA_MAX
+        if degraded is None:  # a value left as it was sent is never fitted silently
+            assert all("\ufffd" not in text for text in (method, rpc_id, tool, era) if text)

@@ -239,7 +239,9 @@ def test_a_nul_stored_before_derived_text_was_fitted_is_no_finding(sqlite_url, m
     raw = b'{"jsonrpc":"2.0","id":"a\\u0000","method":"m\\u0000"}'
     store = open_store(sqlite_url)
     with monkeypatch.context() as patch:
-        patch.setattr(sql, "derived_columns", lambda raw: jsonrpc._classify(raw)[:8])  # of old
+        # The derivation of old: no fitting of text, no `degraded` column (NULL).
+        patch.setattr(jsonrpc, "fit_text", lambda value: value)
+        patch.setattr(sql, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
         store.append([*events, NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "c2s", raw)])
     old = list(store.read_session(sid))[-1]
     assert (old.method, old.rpc_id) == ("m\x00", "a\x00")
@@ -265,7 +267,7 @@ def test_a_long_era_stored_before_eras_were_fitted_is_no_finding(sqlite_url, mon
     raw = raw.replace(b'"m"', b'"initialize"')
     store = open_store(sqlite_url)
     with monkeypatch.context() as patch:
-        patch.setattr(sql, "derived_columns", lambda raw: jsonrpc._classify(raw)[:8])
+        patch.setattr(sql, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
         patch.setattr(jsonrpc, "fit_era", lambda value: value if isinstance(value, str) else None)
         store.append([*events, NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "c2s", raw)])
     old = list(store.read_session(sid))[-1]
