@@ -89,7 +89,7 @@ def from_stored(ev: StoredEvent) -> Record:
 
 def from_journal(ev: NewEvent) -> Record:
     derived = derive(ev.kind, ev.raw)
-    msg_type, method, rpc_id, rpc_id_type, tool, is_error, error_code, era = derived
+    msg_type, method, rpc_id, rpc_id_type, tool, is_error, error_code, era, _degraded = derived
     return Record(
         ev.session_id,
         ev.seq,
