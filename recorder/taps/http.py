@@ -25,16 +25,18 @@ Design decisions:
   an `http_exchange` record (method, path and headers with credentials fingerprinted, status,
   content type, duration, and the SSE event ids, event types and retry times in `sse_events`,
   each tied to the seq of the frame it carried); `fault` records for 4xx/5xx, unreachable or
-  TLS-failing upstreams, timeouts, streams cut mid-event and invalid JSON. Faults never change
-  what the client gets: a cut stream is cut for the client too (after the partial bytes), and
-  only an upstream that cannot be reached (502) or does not answer in time (504) gets a reply
-  made by the proxy, a JSON-RPC error that says so.
+  TLS-failing upstreams, timeouts, streams cut mid-event, invalid JSON and request bodies the
+  client cut short (`request_incomplete`: never forwarded, since the upstream would take the
+  prefix for a whole, shorter request; the client is gone, so nothing answers). Faults never
+  change what the client gets: a cut stream is cut for the client too (after the partial
+  bytes), and only an upstream that cannot be reached (502) or does not answer in time (504)
+  gets a reply made by the proxy, a JSON-RPC error that says so.
 - Only requests for the proxy's own address are served (`http_headers.HostGuard`): a foreign
   Host or Origin, as a DNS-rebinding page sends, gets 403 before anything is read; a body over
   the limit gets 413. Either is recorded as an `http_exchange` with a `note`, and not forwarded.
-- Recording sessions follow `recorder.taps.http_sessions`. Forwarding and the response relays
-  are in `recorder.taps.http_relay`; serving (sockets, uvicorn, `run_proxy`) in
-  `recorder.taps.http_server`.
+- Recording sessions follow `recorder.taps.http_sessions`. Reading the request body, forwarding
+  and the response relays are in `recorder.taps.http_relay`; serving (sockets, uvicorn,
+  `run_proxy`) in `recorder.taps.http_server`.
 """
 
 from __future__ import annotations
@@ -72,7 +74,13 @@ from recorder.taps.http_headers import (
     recorded_target,
     recorded_url,
 )
-from recorder.taps.http_relay import ResponseRelays, StreamAborted, fault_stage
+from recorder.taps.http_relay import (
+    BodyIncomplete,
+    BodyTooLarge,
+    ResponseRelays,
+    StreamAborted,
+    fault_stage,
+)
 from recorder.taps.http_sessions import (
     RecordingSession,
     SessionRouter,
@@ -398,8 +406,8 @@ class HttpProxyTap(ResponseRelays):
                 await self._reply_plain(send, ex, 400, ex.note)
                 return
             if length is not None and length > self.settings.max_request_bytes:
-                raise _TooLarge(f"Content-Length {length}")
-            body = await self._read_body(receive, ex)
+                raise BodyTooLarge(f"Content-Length {length}")
+            body = await self._read_body(receive, ex, length)
             self._parse(ex, body)
             if body.strip() or ex.legacy_id is not None:
                 self._session(ex)  # a request with a message is routed (and journaled) first
@@ -409,7 +417,7 @@ class HttpProxyTap(ResponseRelays):
                 if gated and await self._gate(ex, body, send):
                     return
             await self._forward(ex, body, receive, send)
-        except _TooLarge as exc:
+        except BodyTooLarge as exc:
             self.stats.rejected += 1
             limit = self.settings.max_request_bytes
             ex.note = (
@@ -418,6 +426,15 @@ class HttpProxyTap(ResponseRelays):
             )
             self._parse(ex, b"")  # headers only: the exchange goes to the client's session
             await self._reply_plain(send, ex, 413, "request body too large for the recorder")
+        except BodyIncomplete as exc:
+            # The client hung up mid-body: nothing was forwarded and no one is left to answer
+            # (uvicorn drops what is sent to a closed connection), so the fault and the exchange
+            # record are all there is to do. Filed under the client's session, by its headers
+            # only: the partial body is not a message and is not parsed.
+            ex.note = exc.detail
+            self._parse(ex, b"")
+            with contextlib.suppress(JournalError):  # already told to the operator, if so
+                self._fault(ex, "request_incomplete", "transport", exc.detail, **exc.evidence)
         except JournalError as exc:
             self.stats.refused += 1
             if ex.response_started:
@@ -445,25 +462,6 @@ class HttpProxyTap(ResponseRelays):
             self.router.close(session, reason, "ok")
         if self.router.leave(session):
             self._end(session)
-
-    async def _read_body(self, receive: Receive, ex: Exchange) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                ex.client_disconnected = True
-                break
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.settings.max_request_bytes:
-                ex.bytes_in = size
-                raise _TooLarge(f"{size} bytes received before the refusal")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        ex.bytes_in = size
-        return b"".join(chunks)
 
     def _parse(self, ex: Exchange, body: bytes) -> None:
         """What the request says about itself: its messages, client, trace and legacy session."""
@@ -679,7 +677,3 @@ class HttpProxyTap(ResponseRelays):
             self._record(ex, Kind.HTTP_EXCHANGE, Direction.NONE, self._exchange_doc(ex, True))
             ex.partial_records += 1
             ex.sse_events = []
-
-
-class _TooLarge(Exception):
-    """The request body is over the limit; the message says how it is known."""

@@ -1,4 +1,5 @@
-"""The HTTP proxy's wire half: the journaled request goes upstream, its answer comes back.
+"""The HTTP proxy's wire half: the request body is read whole, the journaled request goes upstream,
+its answer comes back.
 
 Why it exists: these are the proxy's hot loops (a pass per chunk or SSE event), and they read best
 apart from the ASGI entry and the session bookkeeping of `recorder.taps.http`. `ResponseRelays` is a
@@ -38,6 +39,55 @@ _DROP_REQUEST = frozenset({b"content-length", b"accept-encoding", b"expect"})
 _DROP_RESPONSE_STREAM = frozenset({b"content-length"})
 
 
+class BodyTooLarge(Exception):
+    """The request body is over the limit; the message says how it is known."""
+
+
+class BodyIncomplete(Exception):
+    """The client went away before its request body ended: `detail` says how far it got (the
+    fault's sentence and the exchange's note), `evidence` is the fault's extra fields."""
+
+    def __init__(self, detail: str, evidence: dict[str, object]) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.evidence = evidence
+
+    @classmethod
+    def of(cls, ex: Exchange, body: bytes, declared: int | None) -> BodyIncomplete:
+        """Say how far `body` got: of the declared length, or into a chunked body."""
+        size = len(body)
+        closed = "arrived before the client closed the connection"
+        evidence: dict[str, object] = {"received_bytes": size}
+        if declared is not None:
+            evidence["declared_bytes"] = declared
+            framing = f"{size} of {declared} bytes {closed}"
+        elif b"chunked" in (_transfer_coding(ex) or b""):
+            framing = f"{size} bytes of a chunked body {closed}, before its last chunk"
+        else:
+            framing = f"{size} bytes {closed}"
+        if body:
+            # The start of what did arrive, as `_cut` keeps a cut reply's: evidence of which call
+            # was lost, never a message (no frame is recorded for it).
+            evidence["partial"] = body[:EVIDENCE_BYTES].decode("utf-8", "replace")
+        return cls(f"request body incomplete: {framing}; not forwarded", evidence)
+
+
+def _transfer_coding(ex: Exchange) -> bytes | None:
+    """The request's Transfer-Encoding, lower-cased (ASGI header names are already)."""
+    for key, value in ex.request_headers:
+        if key == b"transfer-encoding":
+            return value.lower()
+    return None
+
+
+def _has_body(ex: Exchange, declared: int | None) -> bool:
+    """Whether the request's headers announce a body (HTTP/1.1: a Content-Length above 0 or a
+    Transfer-Encoding; without either a request has none)."""
+    if declared is not None:
+        return declared > 0
+    return _transfer_coding(ex) is not None
+
+
 class StreamAborted(Exception):
     """Raised inside the ASGI app to make uvicorn drop the client connection, the way the
     upstream dropped ours (a stream cut mid-event, a timeout mid-stream)."""
@@ -68,7 +118,7 @@ def _is_tls_error(exc: BaseException) -> bool:
 
 
 class ResponseRelays:
-    """Forwarding and the response relays of `HttpProxyTap`.
+    """Reading the request body, forwarding and the response relays of `HttpProxyTap`.
 
     The tap provides the state set in its `__init__` (annotated here) and the methods the relays
     call on it: `_upstream_transport` (the pool), `_record`, `_fault`, `_reply_error`, and what the
@@ -83,6 +133,43 @@ class ResponseRelays:
     _urls: dict[str, httpx2.URL]
     _upstream_netloc: str
     _shown_upstream: str
+
+    # -- the request body ----------------------------------------------------------------------
+
+    async def _read_body(self, receive: Receive, ex: Exchange, declared: int | None) -> bytes:
+        """The request body, whole, or an exception: `BodyTooLarge` past the limit,
+        `BodyIncomplete` when the client closed its connection (or only its sending half) before
+        the body ended.
+
+        The server reports that close as `http.disconnect`, not as an error; the bytes read until
+        then are a prefix, and forwarded they would reach the upstream as a complete, shorter
+        request (the Content-Length is the proxy's own). h11 ends a body (`more_body` false) only
+        once its Content-Length is reached or its last chunk came, so a body that ends that way
+        is whole. `declared` is the request's Content-Length, if it gave one.
+        """
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                ex.client_disconnected = True
+                ex.bytes_in = size
+                body = b"".join(chunks)
+                if size == declared or (size == 0 and not _has_body(ex, declared)):
+                    # All of it arrived (or there was none to send): the request is whole, and is
+                    # forwarded as before; the relay notices the client is gone.
+                    return body
+                raise BodyIncomplete.of(ex, body, declared)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.settings.max_request_bytes:
+                ex.bytes_in = size
+                raise BodyTooLarge(f"{size} bytes received before the refusal")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        ex.bytes_in = size
+        return b"".join(chunks)
 
     # -- forwarding ----------------------------------------------------------------------------
 
