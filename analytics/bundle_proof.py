@@ -23,6 +23,7 @@ from pathlib import Path
 
 from recorder import merkle
 from recorder.checkpoint import Checkpoint, Verifier, open_checkpoint
+from recorder.private import private_file
 from recorder.signing import note_checkpoint, split_notes
 from recorder.store import EventStore, tree
 
@@ -45,7 +46,9 @@ def write(
         raise ValueError("not a signed checkpoint")
     size = checkpoint.size
     proven = uncovered = 0
-    with store.transaction() as conn, open(out_dir / PROOFS_FILE, "w", encoding="utf-8") as out:
+    # Both files 0600 like the rest of the bundle (recorder/private.py).
+    proofs = private_file(out_dir / PROOFS_FILE)
+    with store.transaction() as conn, open(proofs, "w", encoding="utf-8") as out:
         cached = tree.BlockCache(conn)
         for sid in session_ids:
             leaves = {leaf.seq: leaf for leaf in tree.session_leaves(conn, sid)}
@@ -61,7 +64,7 @@ def write(
                     line["proof"] = []
                     uncovered += 1
                 out.write(json.dumps(line, separators=(",", ":")) + "\n")
-    (out_dir / CHECKPOINT_FILE).write_text(notes[-1], encoding="utf-8")
+    private_file(out_dir / CHECKPOINT_FILE).write_text(notes[-1], encoding="utf-8")
     rows = proven + uncovered
     files = {
         CHECKPOINT_FILE: {

@@ -41,6 +41,7 @@ from analytics.columns import arrow_columns, document_columns
 from recorder import __version__, chain, events
 from recorder.errors import BlackboxError
 from recorder.model import Kind, SessionInfo, StoredEvent
+from recorder.private import private_dir, private_file
 from recorder.redact import Redactor
 from recorder.store import EventStore
 
@@ -108,6 +109,9 @@ class _RowWriter:
         self.names = [name for name, _ in columns]
         self.rows = 0
         self._buffer: list[dict] = []
+        # The bundle holds the records: 0600 whatever the umask (recorder/private.py). Made
+        # before the writer opens it, which keeps the mode.
+        private_file(path)
         if fmt == "parquet":
             schema = pa.schema(list(columns))
             self._pq = pq.ParquetWriter(path, schema, compression="zstd")
@@ -347,7 +351,7 @@ def _prepare_dir(out_dir: Path) -> None:
         if any(out_dir.iterdir()):
             raise ExportError(f"{out_dir} is not empty: export into a new or empty directory")
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(out_dir)  # 0700 when made here; a folder the user made keeps its mode
     except OSError as exc:
         raise ExportError(f"cannot create {out_dir}: {exc.strerror or exc}") from None
 
@@ -497,7 +501,7 @@ def _export(
     )
     manifest["tree"] = tree_entry
     text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
-    (out_dir / MANIFEST).write_text(text, encoding="utf-8")
+    private_file(out_dir / MANIFEST).write_text(text, encoding="utf-8")
     return ExportResult(
         out_dir=out_dir,
         manifest=manifest,

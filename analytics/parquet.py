@@ -63,6 +63,7 @@ from analytics.calls import (
 )
 from analytics.columns import arrow_fields
 from recorder.model import Kind, StoredEvent
+from recorder.private import FILE_MODE, private_dir, private_file
 from recorder.store import EventStore
 
 DAY_NS = 86_400 * 1_000_000_000
@@ -171,8 +172,10 @@ class ParquetCopy:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """One refresh at a time per copy (other processes wait)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "a+") as handle:
+        # The copy is the log's content: its folders 0700 and files 0600, whatever the umask
+        # (recorder/private.py), like the store it copies.
+        private_dir(self.root)
+        with open(private_file(self.root / ".lock"), "a+") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -187,14 +190,15 @@ class ParquetCopy:
 
     def _init_layout(self) -> None:
         for name, schema in DATASETS.items():
-            self.dataset_dir(name).mkdir(parents=True, exist_ok=True)
+            private_dir(self.dataset_dir(name))
             if not self.schema_file(name).exists():
-                pq.write_table(schema.empty_table(), self.schema_file(name))
-        (self.root / "pending").mkdir(parents=True, exist_ok=True)
+                pq.write_table(schema.empty_table(), private_file(self.schema_file(name)))
+        private_dir(self.root / "pending")
 
     def _write_state(self, state: dict) -> None:
         tmp = self.root / "state.json.tmp"
         tmp.write_text(json.dumps(state, indent=1))
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, self.root / "state.json")
 
     def _cleanup(self, position: int, pending: str | None) -> None:
@@ -436,6 +440,7 @@ def _no_gc() -> Iterator[None]:
 def _write(table: pa.Table, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd")
+    os.chmod(tmp, FILE_MODE)  # before it is visible under its name (recorder/private.py)
     os.replace(tmp, path)
 
 
@@ -450,7 +455,7 @@ def _write_by_day(table: pa.Table, time_column: str, base: Path, name: str) -> i
         part = table if single else table.filter(pc.equal(days, day))
         label = datetime.fromtimestamp(day * 86_400, tz=UTC).strftime("%Y-%m-%d")
         target = base / f"day={label}"
-        target.mkdir(parents=True, exist_ok=True)
+        private_dir(target)
         _write(part, target / name)
         written += 1
     return written

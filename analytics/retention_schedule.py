@@ -25,6 +25,7 @@ from analytics.export import iso
 from analytics.retention import RETENTION_SESSION, RetentionResult, list_holds
 from recorder import events
 from recorder.errors import BlackboxError
+from recorder.private import FILE_MODE, private_dir
 from recorder.store import EventStore
 
 UNIT = "blackbox-retention"
@@ -188,9 +189,10 @@ def write_last_run(data_dir: Path, result: RetentionResult, older_than: str) -> 
     doc = result.as_dict()
     doc.update({"ran_at": iso(time.time_ns()), "older_than": older_than})
     path = data_dir / LAST_RUN_FILE
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)  # 0700 if made here (recorder/private.py)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    os.chmod(tmp, FILE_MODE)
     os.replace(tmp, path)
     return path
 

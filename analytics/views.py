@@ -31,6 +31,7 @@ import duckdb
 
 from analytics.parquet import ParquetCopy
 from recorder.errors import BlackboxError
+from recorder.private import FILE_MODE, private_dir
 
 DEFAULT_WINDOW_S = 60.0
 
@@ -494,8 +495,7 @@ def _connect(copy: ParquetCopy, window_s: float) -> duckdb.DuckDBPyConnection:
     files = view_files(copy)
     statements = view_sql(copy, window_s, files)
     key = hashlib.sha256("\n;".join(statements).encode()).hexdigest()[:16]
-    folder = copy.root / "views"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_dir(copy.root / "views")
     path = folder / f"views-{key}.duckdb"
     for attempt in range(2):
         if not path.exists():
@@ -557,6 +557,7 @@ def _build(path: Path, statements: list[str]) -> None:
             writer.execute(statement)
     finally:
         writer.close()
+    os.chmod(tmp, FILE_MODE)  # DuckDB made it 0644 less the umask (recorder/private.py)
     os.replace(tmp, path)  # readers only ever see a complete file
 
 

@@ -77,6 +77,7 @@ from blackbox.proxy_service import (
     unit_name,
     unit_text,
 )
+from recorder.private import private_dir
 
 SIDECAR_FORMAT = "mcp-blackbox attach state"
 
@@ -141,7 +142,7 @@ def sidecar_path(config: HostConfig) -> Path:
 def register(config: HostConfig, data_dir: Path) -> None:
     """Note the config as attached, for `blackbox where`."""
     place = attach_dir(data_dir, config.real_path)
-    place.mkdir(parents=True, exist_ok=True)
+    private_dir(place)  # 0700, and so is a data directory made for it
     doc = {"config": str(config.real_path), "host": config.format.label}
     _write_or_fail(place / "config.json", json.dumps(doc).encode("utf-8"), 0o600, "attach index")
 
@@ -443,7 +444,7 @@ def attach(
     if edits:
         _check_unchanged(config)
         backup = backup_path(config, data_dir)
-        backup.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(backup.parent)  # 0700, and so is a data directory made for it
         # The backup holds the config as it was before blackbox first touched it: keep it while
         # entries are attached, refresh it when attaching a config that has nothing attached.
         if not backup.exists() or not records:

@@ -18,6 +18,7 @@ from blackbox.options import (
     store_option,
 )
 from blackbox.output import render
+from recorder.private import private_dir
 
 
 def _blackbox_executable() -> str:
@@ -91,7 +92,7 @@ def retention_schedule(
     if rendering == "auto":
         rendering = "systemd" if has_systemd() else "cron"
     log = config.data_dir() / "retention.log"
-    log.parent.mkdir(parents=True, exist_ok=True)  # the cron line's output goes there
+    private_dir(log.parent)  # the cron line's output goes there (0700 if made here)
     # The data directory the run keeps its last-run note in: the one this command sees.
     env = {config.HOME_ENV: str(config.data_dir())}
     schedule = make_schedule(argv, env, every_s, rendering, log)

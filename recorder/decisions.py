@@ -25,6 +25,7 @@ from recorder.errors import AppendRefused, BlackboxError, StoreError
 from recorder.jsonrpc import id_fields
 from recorder.model import Direction, Kind, NewEvent, StoredEvent
 from recorder.pairing import Key, Pending, request_key
+from recorder.private import private_dir
 from recorder.store import EventStore
 
 DECISIONS = ("allow", "deny", "ask")
@@ -240,7 +241,7 @@ def spool_records(
 
     Host sessions are shared by many short hook processes, so their seqs are only known at the
     store; that is why these records wait here unnumbered instead of in a tap's journal."""
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)  # 0700, and so is a data directory made for it
     path = directory / SPOOL_NAME
     line = json.dumps(
         {

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from recorder.errors import BlackboxError
+from recorder.private import create_private
 
 
 class FingerprintKeyError(BlackboxError):
@@ -65,10 +66,10 @@ def load_or_create_key(path: Path) -> bytes:
     except OSError as exc:
         raise FingerprintKeyError(f"cannot read fingerprint key file {path}: {exc}") from None
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = secrets.token_hex(32).encode()
-        # Created 0600 in one step: never readable by others, not even for a moment.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Created 0600 in one step: never readable by others, not even for a moment. keys/ and
+        # a data directory made for it are 0700, and removed again if the key cannot be made.
+        fd = create_private(path)
         with os.fdopen(fd, "wb") as out:
             out.write(data + b"\n")
     except FileExistsError:

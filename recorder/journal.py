@@ -48,6 +48,7 @@ from pathlib import Path
 
 from recorder.errors import BlackboxError
 from recorder.model import NewEvent, new_session_id
+from recorder.private import private_dir
 
 MAGIC = b"\xbb\x01"
 HEADER = struct.Struct(">2sBBHIqqqq")
@@ -193,7 +194,7 @@ class Journal:
         """Make the directory, create the first segment and lock it exclusively. `store` marks
         every segment with the store the journal is for (see the module's docstring)."""
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            private_dir(directory)  # 0700, and so is a data directory made for it
         except OSError as exc:
             raise JournalError(_describe(exc, directory)) from None
         return cls(directory, new_session_id(), segment_bytes, store)

@@ -16,6 +16,7 @@ import stat
 from pathlib import Path
 
 from recorder.checkpoint import CheckpointError, Signer, parse_private_key, valid_key_name
+from recorder.private import create_private
 
 KEY_ENV = "BLACKBOX_KEY_FILE"
 HOME_ENV = "BLACKBOX_HOME"
@@ -51,9 +52,8 @@ def init_key(path: Path, origin: str | None = None) -> Signer:
     if not valid_key_name(name):
         raise CheckpointError(f"{name!r} cannot name a key: no spaces, no plus sign, not empty")
     signer = Signer.generate(name)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = create_private(path)  # 0600, in keys/ (0700) and a data directory made for it
     except FileExistsError:
         raise CheckpointError(
             f"{path} exists: a signing key is never overwritten (`blackbox keys show` prints "

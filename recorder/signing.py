@@ -35,6 +35,7 @@ from recorder.checkpoint import (
     sign_checkpoint,
 )
 from recorder.model import Kind, NewEvent
+from recorder.private import private_dir, private_file
 from recorder.store import EventStore, tree
 
 CHECKPOINTS_FILE = "checkpoints.txt"
@@ -160,7 +161,9 @@ def issue(
 def append_to_file(path: Path, note: str, size: int) -> None:
     """Append `note` to the checkpoints file, under a lock, unless a larger one is already last
     (two shippers finishing in the other order: the file's sizes only grow)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # 0600 like everything in the data directory, which is made 0700 if this makes it
+    # (recorder/private.py); what `publish` hands out is the user's to place.
+    private_file(private_dir(path.parent) / path.name)
     with open(path, "a+b") as out:
         fcntl.flock(out, fcntl.LOCK_EX)
         last = _last_note(*_tail(out))

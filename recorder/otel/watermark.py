@@ -21,6 +21,8 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from recorder.private import private_dir, private_file
+
 FILE_NAME = "otel-watermark.sqlite"
 
 
@@ -34,7 +36,8 @@ class Watermark:
     def __init__(self, path: Path, store_url: str) -> None:
         self.path = path
         self.key = store_key(store_url)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # 0600 before SQLite opens it, in a data directory made 0700 if made here.
+        private_file(private_dir(path.parent) / path.name)
         with self._db() as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS sent (store TEXT, session_id TEXT, seq INTEGER,"

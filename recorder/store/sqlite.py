@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
 
+from recorder.private import private_dir, private_file
 from recorder.store import sqlite_chain
 from recorder.store.projection import INSERT_COLUMNS
 from recorder.store.sql import SqlEventStore
@@ -90,7 +91,13 @@ class SqliteEventStore(SqlEventStore):
 
     def _create_engine(self, parsed: URL, create: bool = True) -> Engine:
         if create:
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            # Made 0600 before SQLite opens it: SQLite would make it 0644 less the umask, and it
+            # gives the -wal and -shm files the main file's mode (recorder/private.py).
+            # When the file cannot be made here, SQLite's open says why, as a store error.
+            path = Path(parsed.database).expanduser()
+            folder = private_dir(path.parent)
+            with suppress(OSError):
+                private_file(folder / path.name)
         # sqlite3's own busy handler waits this long for a lock (`?timeout=N` overrides).
         timeout = float(parsed.query.get("timeout", 10))
         engine = create_engine(parsed, connect_args={"timeout": timeout})
