@@ -15,6 +15,7 @@ import click
 from blackbox import attach as lib
 from blackbox import config as bbconfig
 from recorder.errors import BlackboxError
+from recorder.salvage import REFUSED_DIR, refused_files
 
 
 def blackbox_executable() -> str:
@@ -231,7 +232,7 @@ def journals_waiting(directory: Path) -> int:
 @click.option("--store", "store_url", metavar="URL", default=None, help="Store URL to show.")
 def where_command(store_url: str | None) -> None:
     """Say where recordings go: the store, the data directory, journals waiting to be shipped,
-    and the host configs attached from here.
+    records no store would take (refused files), and the host configs attached from here.
 
     \b
     Example:
@@ -253,6 +254,12 @@ def where_command(store_url: str | None) -> None:
     waiting = journals_waiting(bbconfig.journal_dir())
     hint = " (`blackbox ship` stores those of stopped taps)" if waiting else ""
     click.echo(f"journals:  {waiting} waiting in {bbconfig.journal_dir()}{hint}")
+    refused = refused_files(bbconfig.journal_dir() / REFUSED_DIR)
+    if refused:
+        click.echo(
+            f"refused:   {len(refused)} file(s) of records no store would take, in "
+            f"{refused[0].parent} (JSON lines, raw bytes in base64)"
+        )
     configs = lib.attached_configs(data)
     if not configs:
         click.echo("attached:  none (blackbox attach CONFIG)")

@@ -133,6 +133,9 @@ def ship(store_url: str | None) -> None:
     A journal goes only to the store it was written for: journals of other stores are listed
     with their store (its URL without credentials, and fingerprint), to ship with `--store`.
     Journals from before journals named their store are shipped into the store named here.
+    A record the store refuses does not stop the rest: it is stored as a `store_refused` fault
+    holding its bytes, or kept in a refused file that `blackbox where` names (exit 0 all the
+    same, each degradation said on a `degraded:` line).
 
     \b
     Example:
@@ -147,6 +150,8 @@ def ship(store_url: str | None) -> None:
         f"shipped {report.records} records from {report.journals} journal(s) into {store.url}; "
         f"{len(report.recovered)} session(s) closed as recovered{live}"
     )
+    for line in report.degraded:
+        click.echo(f"degraded: {line}")
     for tap_id, mark in report.others:
         assert mark is not None  # unmarked journals are shipped here
         click.echo(

@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from recorder.jsonrpc import encode_json
+
 #: Any JSON value (objects, arrays, strings, numbers, booleans, null).
 JSON = Any
 
@@ -166,7 +168,11 @@ def dumps(value: object) -> bytes:
     try:
         return orjson.dumps(value)  # the common case; the option below costs twice the time
     except TypeError:
+        pass
+    try:
         return orjson.dumps(_fragments(value), option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # a lone surrogate a peer sent (orjson refuses it): written as its escape
+        return encode_json(value)
 
 
 def as_dict(doc: Document) -> dict[str, JSON]:

@@ -41,6 +41,7 @@ from recorder.decisions import (
     spool_records,
 )
 from recorder.errors import BlackboxError
+from recorder.jsonrpc import encode_json
 from recorder.model import Kind
 from recorder.policy import Policy
 from recorder.store import EventStore
@@ -142,7 +143,7 @@ def pre_tool_use_output(decision: str, reason: str | None) -> bytes:
             "permissionDecisionReason": reason or f"blackbox policy: {decision}",
         }
     }
-    return json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode()
+    return encode_json(out)
 
 
 # -- inference over what the session already holds -------------------------------------------------

@@ -141,6 +141,20 @@ def parse(raw: bytes) -> tuple[object, str | None]:
         return None, "invalid_json"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_json(value: object, *, sort_keys: bool = False) -> bytes:
+    """Compact JSON as UTF-8, non-ASCII text kept as it is. A lone surrogate, which a peer can
+    send as an escape and the parser then holds, is written back as its escape: every value a
+    frame parses to can be encoded again (UTF-8 cannot hold it, and the encoder would raise)."""
+    text = json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode()
+
+
 def id_fields(value: object) -> tuple[str | None, str | None]:
     """A JSON-RPC id as (text, JSON type). Ids are of mixed type: 0 and "0" are different ids."""
     if value is None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from recorder import events
 from recorder.journal import JournalReader, StoreMark, parse_segment_name, read_store_mark
 from recorder.model import Direction, Kind, NewEvent
+from recorder.salvage import REFUSED_DIR, append_salvaging, keep_unstored
 from recorder.store import EventStore
 
 
@@ -42,6 +43,8 @@ class ShipReport:
     # Journals left alone because they belong to another store: (tap id, its mark; None for an
     # unmarked journal, which only `blackbox ship` ships).
     others: list[tuple[str, StoreMark | None]] = field(default_factory=list)
+    # What the store refused and how it was kept (`recorder.salvage`), a line each.
+    degraded: list[str] = field(default_factory=list)
 
 
 def ship_leftovers(
@@ -142,7 +145,10 @@ def _ship_group(locked: list[tuple[Path, int]], store: EventStore, report: ShipR
         reader = JournalReader(path)
         try:
             while batch := reader.read(2000, 8 * 1024 * 1024):
-                store.append(batch)
+                salvage = append_salvaging(store, batch)
+                if salvage.degraded:
+                    kept = keep_unstored(path.parent / REFUSED_DIR, salvage.unstored)
+                    report.degraded.append(salvage.summary() + (f" in {kept}" if kept else ""))
                 count += len(batch)
                 for ev in batch:
                     last[ev.session_id] = ev

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from recorder import events
 from recorder.decisions import args_fingerprint
-from recorder.jsonrpc import id_fields
+from recorder.jsonrpc import encode_json, id_fields
 from recorder.model import Direction, Kind
 from recorder.pinning import Pinner, PinSettings, pin_settings
 from recorder.policy_rules import (
@@ -440,7 +440,7 @@ def _error_reply(rpc_id: object, rule: str, reason: str | None, decision: str) -
 
 
 def _dumps(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return encode_json(value)
 
 
 # -- what a policy would have decided over a recorded session ------------------------------------

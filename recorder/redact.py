@@ -34,6 +34,7 @@ from pathlib import Path
 
 from recorder.errors import BlackboxError
 from recorder.fingerprint import FingerprintKeyError, fingerprint, load_or_create_key
+from recorder.jsonrpc import encode_json
 
 MARKER_PREFIX = "[redacted:"
 FINGERPRINT_HEX = 16
@@ -454,9 +455,7 @@ class Redactor:
             return raw
         start = len(raw) - len(raw.lstrip())
         head, tail = raw[:start], raw[start + len(body) :]
-        return (
-            head + json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode() + tail
-        )
+        return head + encode_json(redacted) + tail
 
     @property
     def total(self) -> int:

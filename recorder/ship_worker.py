@@ -26,6 +26,7 @@ from recorder.journal import JournalReader
 from recorder.leftovers import ship_leftovers_quietly
 from recorder.model import NewEvent
 from recorder.observer import FrameObserver
+from recorder.salvage import REFUSED_DIR, Salvage, append_salvaging, keep_unstored
 from recorder.store import EventStore
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class StoreWorker:
             stderr=subprocess.DEVNULL,
         )
         self.dead = False
+        self.degraded = ""  # what the last `ship` had to degrade, if anything
         self._send_lock = threading.Lock()
         self._answers: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._outstanding: queue.SimpleQueue[list[dict[str, object]] | None] = queue.SimpleQueue()
@@ -115,13 +117,15 @@ class StoreWorker:
                 raise StoreError("the store worker process exited") from None
 
     def ship(self, path: Path, start: int, end: int) -> int:
-        """Store the records in [start, end) of a segment; how many there were."""
+        """Store the records in [start, end) of a segment; how many there were. What the worker
+        had to degrade to store them (`salvage.Salvage.summary`) is left in `degraded`."""
         if self.dead:
             raise StoreError("the store worker process exited")
         self._send(f"ship\t{path}\t{start}\t{end}\n")
         answer = self._answers.get()
         if answer.startswith("ok"):
-            return int(answer[3:] or 0)
+            count, _tab, self.degraded = answer[3:].partition("\t")
+            return int(count or 0)
         if answer.startswith("err "):
             raise StoreError(answer[4:])
         raise StoreError("the store worker process exited")
@@ -220,6 +224,7 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         store: EventStore | None = None
         with contextlib.suppress(Exception), own_priority():  # errors come with the first batch
             store = open_store(url)
+        degraded: list[str] = []
         while (job := jobs.get()) is not None:
             path, start, end = job
             try:
@@ -235,11 +240,17 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                             if reader.offset >= end:  # the range held only the store mark
                                 break
                             raise StoreError(f"journal {path} ends before offset {end}")
-                        store_batch(store, batch, checkpoints)
+                        salvage = store_batch(store, batch, checkpoints)
                         count += len(batch)
+                        if salvage.degraded:
+                            keep_unstored(Path(path).parent / REFUSED_DIR, salvage.unstored)
+                            degraded.append(salvage.summary())
                 finally:
                     reader.close()
                 answer = f"ok {count}"
+                if degraded:
+                    answer += "\t" + " ".join("; ".join(degraded).split())
+                    degraded.clear()
             except Exception as exc:
                 answer = "err " + " ".join(describe_failure(exc).split())
                 if store is not None:
@@ -271,15 +282,19 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     storing.join()
 
 
-def store_batch(store: EventStore, batch: Sequence[NewEvent], checkpoints: AutoCheckpoints) -> None:
+def store_batch(
+    store: EventStore, batch: Sequence[NewEvent], checkpoints: AutoCheckpoints
+) -> Salvage:
     """Append a batch, and sign the checkpoint it is due, at the worker's own priority (the
     storing thread is idle otherwise): both hold a lock every other writer waits for, the store's
     write lock or (a checkpoint on PostgreSQL) the tree's. Signed idle, eight taps each signing
     every second stalled on one PostgreSQL (0.04x a lone tap's rate, their journals handed off
-    at exit; `bench/fleet.py --checkpoint-every 1`)."""
+    at exit; `bench/fleet.py --checkpoint-every 1`). A batch the store refuses is salvaged
+    (`recorder.salvage`): what it had to degrade is returned."""
     with own_priority():
-        store.append(batch)
+        salvage = append_salvaging(store, batch)
         checkpoints.after_append(store, batch)
+    return salvage
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from recorder.journal import Journal, JournalReader, parse_segment_name
 from recorder.model import NewEvent
 from recorder.observer import FrameObserver
+from recorder.salvage import REFUSED_DIR, Salvage, append_salvaging, keep_unstored
 from recorder.ship_worker import (
     BATCH_BYTES,
     BATCH_RECORDS,
@@ -253,8 +254,10 @@ class Shipper:
                 try:
                     if self._store is None:
                         self._store = self.store_factory()
-                    self._store.append(self._pending)
+                    salvage = append_salvaging(self._store, self._pending)
                     checkpoints.after_append(self._store, self._pending)
+                    if salvage.degraded:
+                        self._degraded(salvage)
                 except Exception as exc:  # any failure: keep the records in the journal, retry
                     retry = self._back_off(exc, backoff)
                     if retry is None:
@@ -320,6 +323,8 @@ class Shipper:
                     if self._worker is None:
                         self._worker = self._new_worker()
                     count = self._worker.ship(path, offset, size)
+                    if self._worker.degraded:
+                        self.on_notice(self._worker.degraded)
                 except Exception as exc:  # any failure: keep the records in the journal, retry
                     retry = self._back_off(exc, backoff)
                     if retry is None:
@@ -362,6 +367,11 @@ class Shipper:
             self._outage_since = None
             self.last_error = None
             self.on_notice(f"store back; {self.shipped} records shipped in all")
+
+    def _degraded(self, salvage: Salvage) -> None:
+        """The store refused records of a batch and the rest was stored: say what was kept how."""
+        kept = keep_unstored(self.journal.directory / REFUSED_DIR, salvage.unstored)
+        self.on_notice(salvage.summary() + (f" in {kept}" if kept else ""))
 
     def _gave_up(self, exc: BaseException) -> None:
         """Shipping cannot go on in this process (store failures are retried, not this)."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import os
 import re
 import tomllib
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recorder.errors import BlackboxError
+from recorder.jsonrpc import encode_json
 
 # What each list method answers, as (item kind, result key).
 LISTS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -53,7 +53,7 @@ class RuleError(BlackboxError):
 
 def canonical(value: object) -> bytes:
     """Canonical JSON: sorted keys, no whitespace, UTF-8, so key order never counts."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return encode_json(value, sort_keys=True)
 
 
 def definition(kind: str, item: Mapping[str, object]) -> dict[str, object]:

@@ -26,6 +26,8 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+from recorder.jsonrpc import encode_json
+
 HEADERS_ENV = "BLACKBOX_BRIDGE_HEADERS"
 BRIDGE_ERROR = -32000
 ACCEPT = "application/json, text/event-stream"
@@ -40,7 +42,7 @@ def parse_header(text: str) -> tuple[str, str]:
 
 
 def compact(message: Any) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return encode_json(message)
 
 
 def one_line(body: bytes) -> bytes | None:

@@ -1,0 +1,101 @@
+"""A batch the store refuses is salvaged: the refused record is found, the rest is stored, and the
+refused record is kept (as a `store_refused` fault with its bytes, or in a refused file), on both
+databases. The refusal is forced here (a monkeypatched derivation raising for one frame), since
+no frame is refused any more by construction; the hostile frames themselves are driven through
+the real taps in test_hostile_frames.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from recorder import salvage
+from recorder.errors import StoreUnavailable
+from recorder.model import Direction, Kind, NewEvent
+from recorder.salvage import append_salvaging, keep_unstored, refused_files
+from recorder.store import open_store, sql
+from tests.documents import document
+from tests.recorder.storekit import T0, session_events
+
+POISON = b'{"jsonrpc":"2.0","id":99,"method":"poison"}'
+
+
+def poisoned(real):  # type: ignore[no-untyped-def]
+    def derive(raw: bytes) -> tuple:  # type: ignore[type-arg]
+        if raw == POISON:
+            raise ValueError("a row this database will not take")
+        return real(raw)
+
+    return derive
+
+
+def test_one_refused_record_costs_neither_its_batch_nor_its_session(store_url, monkeypatch):
+    store = open_store(store_url)
+    first = session_events(calls=2, ended=False)
+    other = session_events(calls=2, ended=True, start_ns=T0 + 1)
+    sid = first[0].session_id
+    bad = NewEvent(sid, len(first) + 1, T0 + 5, 5, Kind.FRAME, Direction.CLIENT_TO_SERVER, POISON)
+    tail = session_events(session_id=sid, calls=3, ended=True)[len(first) :]
+    assert [e.kind for e in tail][-1] == Kind.SESSION_ENDED and len(tail) == 3
+    after = [
+        NewEvent(sid, len(first) + 1 + i, T0 + 6 + i, 6 + i, e.kind, e.direction, e.raw)
+        for i, e in enumerate(tail, start=1)
+    ]
+    batch = [*first, bad, *after, *other]
+    monkeypatch.setattr(sql, "derived_columns", poisoned(sql.derived_columns))
+    with pytest.raises(Exception, match="will not take"):
+        store.append(batch)  # the attack: one record used to fail the whole batch
+    result = append_salvaging(store, batch)
+    assert result.stored == len(batch) - 1
+    assert [(s, q) for s, q, _why in result.substituted] == [(sid, bad.seq)]
+    assert result.unstored == []
+    assert "will not take" in result.summary()
+    mine = list(store.read_session(sid))
+    # Every record of the session, the fault in the refused one's place, and the store's seal.
+    assert [e.seq for e in mine] == list(range(1, len(first) + 1 + len(after) + 2))
+    fault = mine[bad.seq - 1]
+    assert fault.kind == Kind.FAULT
+    doc = document(fault)
+    assert doc["fault"] == "store_refused" and doc["seq"] == bad.seq
+    assert base64.b64decode(doc["raw_base64"]) == POISON
+    assert mine[-1].kind == Kind.SESSION_SEALED  # the session went on and was closed
+    assert store.session(other[0].session_id).sealed
+    assert store.verify() == []
+    store.close()
+
+
+def test_a_record_no_store_takes_is_kept_in_a_refused_file(store_url, tmp_path: Path):
+    store = open_store(store_url)
+    events = session_events(calls=1, ended=True)
+    store.append(events)
+    sid = events[0].session_id
+    sealed_seq = store.session(sid).last_seq
+    late = NewEvent(sid, sealed_seq + 1, T0 + 9, 9, Kind.FRAME, Direction.SERVER_TO_CLIENT, b"{}")
+    result = append_salvaging(store, [late])
+    assert result.stored == 0 and result.substituted == []
+    assert [ev for ev, _why in result.unstored] == [late]
+    kept = keep_unstored(tmp_path / "refused", result.unstored)
+    assert kept is not None and refused_files(tmp_path / "refused") == [kept]
+    assert kept.stat().st_mode & 0o777 == 0o600
+    (line,) = kept.read_text().splitlines()
+    doc = json.loads(line)
+    assert (doc["session_id"], doc["seq"]) == (sid, late.seq)
+    assert base64.b64decode(doc["raw_base64"]) == b"{}"
+    assert "sealed" in doc["why"]
+    assert store.verify() == []
+    store.close()
+
+
+def test_a_store_that_is_down_is_not_blamed_on_a_record():
+    class Down:
+        url = "sqlite:///nowhere"
+
+        def append(self, batch):  # type: ignore[no-untyped-def]
+            raise StoreUnavailable("the store is down")
+
+    with pytest.raises(StoreUnavailable):
+        append_salvaging(Down(), session_events(calls=1))  # type: ignore[arg-type]
+    assert salvage.REFUSED_DIR == "refused"
