@@ -52,6 +52,10 @@ FIXES = {
     "upstream_unreachable": "the server could not be reached: is it running at that URL?",
     "stream_cut": "the SSE stream was cut: check proxies and timeouts between host and server",
     "timeout": "the peer did not answer in time: a downstream dependency is slow or hung",
+    "store_refused": "the store refused this record; its raw bytes are kept in the fault "
+    "(raw_base64): read them with `blackbox show`, and report the store's reason",
+    "request_incomplete": "the client closed its connection before its request body was "
+    "complete; nothing was forwarded: check the client and any proxy in between",
     "unresponsive": "the peer stopped answering pings: its event loop is blocked or its ping "
     "handling is broken (the host would freeze the session); check its stderr and load",
 }
@@ -255,7 +259,8 @@ def _transport(w: _Walk) -> list[Finding]:
             detail = str(docs[0].get("detail") or kind)
             more = f" (and {len(items) - 1} more)" if len(items) > 1 else ""
             message = f"{kind}: {detail}{more}"
-        severity = "warning" if kind in ("oversize_frame", "stdout_pollution") else "error"
+        warning = kind in ("oversize_frame", "stdout_pollution", "store_refused")
+        severity = "warning" if warning else "error"
         if kind == "exit_with_outstanding":
             stage = "transport"  # the fault is the exit; the open calls are counted below
         out.append(

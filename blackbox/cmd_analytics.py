@@ -22,6 +22,7 @@ from blackbox.options import (
 )
 from blackbox.output import refresh_progress, render_report, render_stream
 from recorder.errors import BlackboxError
+from recorder.salvage import REFUSED_DIR, refused_files
 from recorder.store import EventStore
 
 TABLES_QUERY = (
@@ -224,6 +225,13 @@ def doctor_command(session: str, slow_s: float, store_url: str | None, fmt: str)
         click.echo(json.dumps(diagnosis.as_dict(), indent=2))
     else:
         click.echo(render_text(diagnosis))
+    refused = refused_files(config.journal_dir() / REFUSED_DIR)
+    if refused:  # records of any session that no store would take: said wherever one looks
+        click.echo(
+            f"note: {len(refused)} file(s) of records no store would take are kept in "
+            f"{refused[0].parent} (JSON lines, raw bytes in base64)",
+            err=True,
+        )
     sys.exit(1 if diagnosis.failing else 0)
 
 

@@ -171,7 +171,7 @@ class Fault(Document):
     fault: str = doc_field(
         "The fault: stdout_pollution, invalid_json, invalid_utf8, oversize_frame, spawn_failed,"
         " server_exited, exit_with_outstanding, broken_pipe, timeout, stream_cut,"
-        " upstream_error...",
+        " upstream_error, store_refused (`raw_base64` holds the record a store refused)...",
         required=True,
         default="unknown",
     )

@@ -38,6 +38,7 @@ def _markdown() -> Iterator[str]:
         "Field marks: **required** — a document without it does not decode; *optional* — left out"
         " when it has no value."
     )
+    yield from _guarantee()
     for cls in DOCUMENTS.values():
         yield ""
         yield f"## `{cls.KIND}` (version {cls.VERSION})"
@@ -53,6 +54,41 @@ def _markdown() -> Iterator[str]:
         if upgrades:
             yield ""
             yield "Upgrade steps from versions: " + ", ".join(str(n) for n in upgrades) + "."
+
+
+def _guarantee() -> Iterator[str]:
+    yield ""
+    yield "## The raw bytes are the record"
+    yield ""
+    yield (
+        "Every line a tap forwards is stored, byte for byte, on SQLite and PostgreSQL alike,"
+        " whatever it holds: lone surrogate escapes, `\\u0000` in strings, numbers beyond a"
+        " double, duplicate keys, invalid UTF-8, any depth of nesting, a byte order mark, CRLF"
+        " endings, lines that are not JSON. The chain hash and the Merkle leaf are computed over"
+        " what the producer wrote (session, kind, direction, times, `raw` and its wire size), never"
+        " over a derived value, so nothing"
+        " a database does to a derived value changes what is proved."
+    )
+    yield ""
+    yield (
+        "The derived fields are best effort: `msg_type`, `method`, `rpc_id`, `rpc_id_type`,"
+        " `tool`, `is_error`, `error_code`, `era` and `degraded`, recomputed from `raw` by"
+        " `blackbox verify` and `blackbox verify-export`. A value no database can hold is fitted"
+        " before it is stored: NUL and lone surrogates in text become U+FFFD, an error code"
+        " outside signed 64 bits and an era longer than 16 characters are NULL. `degraded` then"
+        " names each fitted value as `column:why`, comma-separated: `method:surrogate`,"
+        " `rpc_id:nul`, `tool:nul+surrogate`, `error_code:out_of_range`, `era:too_long`. It is NULL"
+        " when nothing was fitted, and in records written before the column existed."
+    )
+    yield ""
+    yield (
+        "When a store refuses a record anyway, the shipper stores the rest of its batch and puts"
+        " a `fault` record with `fault` `store_refused` at the refused record's `seq` (so the"
+        " session's chain has no gap), holding the refused bytes as `raw_base64` and the store's"
+        " reason; `blackbox ship` names it on a `degraded:` line. A record not even that fault"
+        " can hold is written to a private file under the journal folder's `refused/`, which"
+        " `blackbox where` and `blackbox doctor` report."
+    )
 
 
 def schema_markdown() -> str:

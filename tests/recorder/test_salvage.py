@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from blackbox.cli import main
 from recorder import salvage
 from recorder.errors import StoreUnavailable
 from recorder.model import Direction, Kind, NewEvent
@@ -99,3 +103,48 @@ def test_a_store_that_is_down_is_not_blamed_on_a_record():
     with pytest.raises(StoreUnavailable):
         append_salvaging(Down(), session_events(calls=1))  # type: ignore[arg-type]
     assert salvage.REFUSED_DIR == "refused"
+
+
+def test_ship_stores_around_a_refused_record_and_where_and_doctor_name_what_no_store_took(
+    store_url, tmp_path: Path, monkeypatch
+):
+    """The journal of a dead tap holding a record the store refuses (poisoned here) and one it
+    can never take (a frame of a session the store has sealed): `ship` exits 0, says what it degraded, the
+    journal is gone (not retried forever), and `where` and `doctor` name the refused file."""
+    home = tmp_path / "home"
+    closed = session_events(calls=1, ended=True)  # stored and sealed before the tap died
+    done = closed[0].session_id
+    open_store(store_url).append(closed)
+    code = f"""
+import os
+from pathlib import Path
+from recorder.journal import Journal, StoreMark
+j = Journal.create(Path({str(home / "journal")!r}), 500, StoreMark.for_url({store_url!r}))
+j.append("dead", "session_started", "-", b'{{"name":"dead","transport":"stdio"}}')
+j.append("dead", "frame", "c2s", {POISON!r})
+j.append("dead", "frame", "c2s", b'{{"jsonrpc":"2.0","id":1,"method":"ping"}}')
+for i in range({len(closed) + 2}):  # seq past the store's seal: one the store never takes
+    j.append({done!r}, "frame", "s2c", b'{{"jsonrpc":"2.0","id":7,"result":{{}}}}')
+os._exit(0)  # dies without closing or shipping: the files stay behind
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
+    monkeypatch.setenv("BLACKBOX_HOME", str(home))
+    monkeypatch.setenv("BLACKBOX_STORE", store_url)
+    monkeypatch.setattr(sql, "derived_columns", poisoned(sql.derived_columns))
+    shipped = CliRunner().invoke(main, ["ship"])
+    assert shipped.exit_code == 0, shipped.output
+    degraded = [line for line in shipped.output.splitlines() if line.startswith("degraded:")]
+    assert len(degraded) == 2, shipped.output
+    assert not any(p.is_file() for p in (home / "journal").iterdir()), "the journal is done"
+    store = open_store(store_url)
+    dead = list(store.read_session("dead"))
+    assert document(dead[1])["fault"] == "store_refused"
+    assert base64.b64decode(document(dead[1])["raw_base64"]) == POISON
+    assert dead[2].raw == b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    assert store.verify() == []
+    where = CliRunner().invoke(main, ["where"])
+    assert where.exit_code == 0 and "refused:   1 file(s)" in where.output, where.output
+    doctor = CliRunner().invoke(main, ["doctor", "dead"])
+    assert "store_refused" in doctor.output, doctor.output
+    assert "1 file(s) of records no store would take" in doctor.output, doctor.output
+    assert CliRunner().invoke(main, ["ship"]).exit_code == 0  # nothing stuck: a second run is calm
