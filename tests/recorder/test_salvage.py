@@ -109,8 +109,9 @@ def test_ship_stores_around_a_refused_record_and_where_and_doctor_name_what_no_s
     store_url, tmp_path: Path, monkeypatch
 ):
     """The journal of a dead tap holding a record the store refuses (poisoned here) and one it
-    can never take (a frame of a session the store has sealed): `ship` exits 0, says what it degraded, the
-    journal is gone (not retried forever), and `where` and `doctor` name the refused file."""
+    can never take (a frame of a session the store has sealed): `ship` exits 0, says what it
+    degraded, the journal is gone (not retried forever), and `where` and `doctor` name the
+    refused file."""
     home = tmp_path / "home"
     closed = session_events(calls=1, ended=True)  # stored and sealed before the tap died
     done = closed[0].session_id
