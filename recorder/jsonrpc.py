@@ -122,6 +122,43 @@ class Classification(NamedTuple):
 INVALID_JSON = Classification("invalid", problem="invalid_json")
 
 
+# The standard parser and encoder recurse once per level of nesting, and whether they reach the
+# end depends on how deep the caller's stack already is: the append and `verify` (on another
+# thread) could read one frame two ways. They are given frames at most this deep, whatever the
+# stack; orjson, which reads nearly every frame, has its own fixed limit (1024).
+FALLBACK_DEPTH = 400
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+
+
+def too_deep(raw: bytes, limit: int = FALLBACK_DEPTH) -> bool:
+    """Whether JSON text nests arrays and objects deeper than `limit` (brackets inside strings
+    do not count). Linear, with no recursion; cheap when the text has few brackets."""
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = 0
+    for byte in _NOT_BRACKET.sub(b"", _STRING.sub(b"", raw)):
+        depth += 1 if byte in (0x5B, 0x7B) else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def _nested_deeper(value: object, limit: int = FALLBACK_DEPTH) -> bool:
+    """Whether a parsed value nests deeper than `limit`, walked without recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if item.__class__ is dict:
+            item = list(item.values())  # type: ignore[attr-defined]
+        elif item.__class__ is not list:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in item)  # type: ignore[attr-defined]
+    return False
+
+
 def parse(raw: bytes) -> tuple[object, str | None]:
     """Parse a frame: (value, None) or (None, problem)."""
     try:
@@ -135,9 +172,11 @@ def parse(raw: bytes) -> tuple[object, str | None]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None, "invalid_utf8"
+    if too_deep(raw):
+        return None, "invalid_json"
     try:
         return json.loads(text), None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: kept as a last guard
         return None, "invalid_json"
 
 
@@ -167,6 +206,8 @@ def id_fields(value: object) -> tuple[str | None, str | None]:
         return json.dumps(value), "number"
     if isinstance(value, str):
         return value, "string"
+    if _nested_deeper(value):
+        return None, "other"
     return json.dumps(value, sort_keys=True), "other"
 
 
@@ -289,7 +330,7 @@ def classify(raw: bytes) -> Classification:
                 degraded=",".join(dict.fromkeys(notes)) or None,
                 items=items,
             )
-        if value.__class__ is dict and value.get("id").__class__ is float:
+        if value.__class__ is dict and value.get("id").__class__ is float and not too_deep(raw):
             # orjson reads integers beyond 64 bits as floats; ids must keep their exact text.
             value = json.loads(raw)
         return classify_message(value)

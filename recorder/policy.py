@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from recorder import events
 from recorder.decisions import args_fingerprint
-from recorder.jsonrpc import encode_json, id_fields
+from recorder.jsonrpc import FALLBACK_DEPTH, encode_json, id_fields, too_deep
 from recorder.model import Direction, Kind
 from recorder.pinning import Pinner, PinSettings, pin_settings
 from recorder.policy_rules import (
@@ -123,11 +123,17 @@ def _parse(raw: bytes) -> tuple[object, bool]:
     """The frame's value and whether any object in it repeats a key. The hook costs about 1.4 us
     on a typical tools/call (one Python call per object; measured against 4.9 us for the plain
     parse), paid only by frames the byte search let through; the second parse, which keeps
-    every value of a repeated key, only by frames that have one."""
+    every value of a repeated key, only by frames that have one. A frame nested deeper than the
+    parser goes raises ValueError, as invalid JSON does: the gate cannot read it either."""
+    if too_deep(raw):  # decided the same way whatever the stack (jsonrpc.FALLBACK_DEPTH)
+        raise ValueError(f"nested deeper than {FALLBACK_DEPTH} levels")
     try:
-        return json.loads(raw, object_pairs_hook=_unique_pairs), False
-    except _Duplicate:
-        return json.loads(raw, object_pairs_hook=_keep_duplicates), True
+        try:
+            return json.loads(raw, object_pairs_hook=_unique_pairs), False
+        except _Duplicate:
+            return json.loads(raw, object_pairs_hook=_keep_duplicates), True
+    except RecursionError:
+        raise ValueError("nested deeper than the parser goes") from None
 
 
 def _first_duplicate(value: object) -> tuple[str | int, ...] | None:

@@ -16,6 +16,7 @@ span lives in one trace per session whose id is the session's UUID.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,31 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 OK_OUTCOMES = frozenset({"ok", "ended", "completed"})
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _sendable(text: str) -> str:
+    """`text` as UTF-8 can carry it: lone surrogates replaced by U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _sendable_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        _sendable(k): _sendable(v)
+        if isinstance(v, str)
+        else [_sendable(x) if isinstance(x, str) else x for x in v]
+        if isinstance(v, list | tuple)
+        else v
+        for k, v in attrs.items()
+    }
+
+
 @dataclass(slots=True)
 class SpanData:
     """One span, SDK-free. `end_seq` is the seq of the record that completed it: the watermark
@@ -78,6 +104,16 @@ class SpanData:
     tracestate: str | None = None
     events: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
     is_session: bool = False
+
+    def __post_init__(self) -> None:
+        # A peer's lone surrogate escape (in a tool name, an id, a version) parses to text that
+        # UTF-8 cannot hold, and both OTLP encoders raise on it: the span would never go, nor
+        # the spans after it. Such text is sent with U+FFFD, as the store's derived columns are.
+        self.name = _sendable(self.name)
+        self.attributes = _sendable_attrs(self.attributes)
+        if self.status_message is not None:
+            self.status_message = _sendable(self.status_message)
+        self.events = [(_sendable(n), ts, _sendable_attrs(a)) for n, ts, a in self.events]
 
     def metric_point(self) -> tuple[str, float, dict[str, Any]]:
         """(metric name, seconds, attributes without ids) for this span's histogram."""

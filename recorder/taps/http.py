@@ -413,8 +413,9 @@ class HttpProxyTap(ResponseRelays):
                 self._session(ex)  # a request with a message is routed (and journaled) first
             if body.strip():
                 ex.request_seq = self._record(ex, Kind.FRAME, Direction.CLIENT_TO_SERVER, body)
-                gated = ex.first_method is not None and self.policy is not None
-                if gated and await self._gate(ex, body, send):
+                # Every body, even one without a method the proxy could read: the gate refuses an
+                # unparseable one that mentions a gated method, as the stdio tap's does.
+                if self.policy is not None and await self._gate(ex, body, send):
                     return
             await self._forward(ex, body, receive, send)
         except BodyTooLarge as exc:

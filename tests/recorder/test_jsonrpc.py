@@ -86,3 +86,22 @@ def test_classification_leads_with_the_logs_derived_columns():
     assert len(DERIVED) == DERIVED_FIELDS
     first = INSERT_COLUMNS.index("msg_type")
     assert Classification._fields[:DERIVED_FIELDS] == INSERT_COLUMNS[first : first + DERIVED_FIELDS]
+
+
+def test_a_frame_reads_the_same_whatever_the_callers_stack() -> None:
+    """The attack: a frame orjson refuses (a lone surrogate) nested 800 deep. The standard
+    parser read it from a shallow stack and failed 300 calls deeper, so the append and `verify`
+    (on another thread) disagreed on an untouched frame."""
+    frame = (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\\ud800","arguments":'
+        + b"[" * 800
+        + b"]" * 800
+        + b"}}"
+    )
+
+    def deeper(n: int) -> Classification:
+        return classify(frame) if n == 0 else deeper(n - 1)
+
+    shallow = classify(frame)
+    assert deeper(300) == shallow
+    assert shallow.msg_type == "invalid"  # deeper than FALLBACK_DEPTH: read by no parser

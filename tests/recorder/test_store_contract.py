@@ -4,21 +4,131 @@ PostgreSQL class (as eventsourcing's recorder tests are), neither ever skipped."
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
 import sqlite3
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from recorder.chain import genesis, link
 from recorder.errors import AmbiguousSession, AppendRefused, SessionNotFound, StoreError
-from recorder.model import Kind, NewEvent, StoredEvent
-from recorder.store import open_store
+from recorder.model import Direction, Kind, NewEvent, StoredEvent, new_session_id
+from recorder.store import listing, open_store, tree
 from recorder.store.postgres import PostgresEventStore
 from recorder.store.sql import SqlEventStore
 from recorder.store.sqlite import WAL_BYTES, SqliteEventStore
-from tests.recorder.storekit import T0, session_events
+from tests import test_independent_verifier as spec
+from tests.recorder.storekit import T0, frame, session_events
+
+# -- what a peer may send: the lines of the property test below ---------------------------------
+
+# Characters a string may hold: JSON's specials, NUL, BOM, U+FFFD, an astral one, lone surrogates.
+HOSTILE_CHARS = ["a", "/", '"', "\\", "\x00", "\x1f", "\x7f", "\u00e9", "\u2028", "\ufeff"]
+HOSTILE_CHARS += ["\ufffd", "\U0001f600", "\ud800", "\udbff", "\udc00", "\udfff"]
+# Numbers beyond a double, beyond 64 bits either way, and what Python's parser takes and JSON's
+# grammar does not.
+HOSTILE_NUMBERS = ["0", "-0", "1.5", "1e400", "-1e400", "1E-400", "NaN", "-Infinity"]
+HOSTILE_NUMBERS += ["1" + "0" * 400, "-" + "9" * 400, str(2**63), str(-(2**63) - 1)]
+HOSTILE_NUMBERS += [str(2**70), str(-(2**70))]
+BOM = b"\xef\xbb\xbf"
+
+
+def json_strings() -> st.SearchStrategy[str]:
+    """String literals, escaped by json.dumps (a lone surrogate becomes the escape "\\ud800") or
+    raw (a raw lone surrogate is then written with surrogatepass: not UTF-8)."""
+    chars = st.lists(st.sampled_from(HOSTILE_CHARS), max_size=6).map("".join)
+    escaped = st.sampled_from([True, True, True, False])
+    return st.builds(lambda s, escape: json.dumps(s, ensure_ascii=escape), chars, escaped)
+
+
+def nested() -> st.SearchStrategy[str]:
+    """Arrays or objects nested n deep, across every parser's limit (jsonrpc.FALLBACK_DEPTH, the
+    standard parser's recursion, orjson's 1024): between 1900 and 2150 levels the classifier
+    once answered by its caller's stack, and `verify` found untouched frames changed."""
+    depth = st.one_of(st.integers(1, 500), st.integers(300, 2200), st.integers(1900, 5000))
+    return st.builds(
+        lambda n, obj: '{"a":' * n + "0" + "}" * n if obj else "[" * n + "]" * n,
+        depth,
+        st.booleans(),
+    )
+
+
+def json_values() -> st.SearchStrategy[str]:
+    literals = st.sampled_from(["true", "false", "null", "{}", "[]"])
+    numbers = st.sampled_from(HOSTILE_NUMBERS) | st.integers(-(2**80), 2**80).map(str)
+    return st.one_of(json_strings(), json_strings(), numbers, numbers, literals, nested())
+
+
+@st.composite
+def rpc_documents(draw: st.DrawFn) -> bytes:
+    """A request, error or result written by hand, so that it holds what no encoder writes: a
+    hostile value where the store derives a column from (method, id, tool name, error code,
+    protocol version), a key sent twice, a key spelt with an escape."""
+
+    def value(plain: str) -> str:
+        return plain if draw(st.integers(0, 2)) < 2 else draw(json_values())
+
+    def obj(members: list[tuple[str, str]]) -> str:
+        keys = [
+            draw(st.sampled_from([json.dumps(k), f'"\\u{ord(k[0]):04x}{k[1:]}"']))
+            for k, _ in members
+        ]
+        return "{" + ",".join(f"{k}:{v}" for k, (_, v) in zip(keys, members, strict=True)) + "}"
+
+    members = [("jsonrpc", '"2.0"'), ("id", value("7"))]
+    shape = draw(st.sampled_from(["call", "initialize", "error", "result"]))
+    if shape == "call":
+        params = obj([("name", value('"get_time"')), ("arguments", "{}")])
+        members += [("method", value('"tools/call"')), ("params", params)]
+    elif shape == "initialize":
+        meta = obj([("io.modelcontextprotocol/protocolVersion", value('"2026-07-28"'))])
+        params = obj([("protocolVersion", value('"2025-11-25"')), ("_meta", meta)])
+        members += [("method", value('"initialize"')), ("params", params)]
+    elif shape == "error":
+        members += [("error", obj([("code", value("-32601")), ("message", '"x"')]))]
+    else:
+        members += [("result", obj([("protocolVersion", value('"2025-11-25"'))]))]
+    if draw(st.booleans()):  # a duplicate key: the parsers keep the last
+        name = draw(st.sampled_from([name for name, _ in members]))
+        members.insert(draw(st.integers(0, len(members))), (name, draw(json_values())))
+    text = obj(draw(st.permutations(members)))
+    if draw(st.integers(0, 4)) == 0:
+        text = f"[{text},{text}]"
+    return text.encode("utf-8", "surrogatepass")
+
+
+@st.composite
+def peer_lines(draw: st.DrawFn) -> bytes:
+    """One line a peer may send: any bytes or a hand-written document, now and then behind a
+    BOM or before a CR; never a newline, which ends a frame."""
+    before = draw(st.sampled_from([b""] * 7 + [BOM]))
+    body = draw(st.one_of(st.binary(max_size=48), rpc_documents(), rpc_documents()))
+    after = draw(st.sampled_from([b""] * 7 + [b"\r"]))
+    return (before + body + after).replace(b"\n", b"")
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def as_jsonrpc(raw: bytes) -> tuple[bool, str | None]:
+    """(is a request, tool name as its column holds it), from JSON-RPC's definitions and the
+    standard parser: a request is one object with a string method and an id; a tools/call names
+    its tool in params.name, NUL and lone surrogates shown as U+FFFD."""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False, None
+    if not isinstance(doc, dict) or not isinstance(doc.get("method"), str):
+        return False, None
+    params = doc.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    tool = name if doc["method"] == "tools/call" and isinstance(name, str) else None
+    return "id" in doc, None if tool is None else _UNSTORABLE.sub("\ufffd", tool)
 
 
 class EventStoreContract:
@@ -337,6 +447,74 @@ class EventStoreContract:
         assert [e.raw for e in got] == [decision, era]
         assert (got[0].tool, got[0].method, got[1].era) == ("t\ufffd", "tools/call\ufffd", None)
         assert store.verify(sid) == []
+
+    @settings(
+        max_examples=50,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        lines=st.lists(
+            st.tuples(
+                peer_lines(),
+                st.sampled_from([Direction.CLIENT_TO_SERVER, Direction.SERVER_TO_CLIENT]),
+            ),
+            min_size=1,
+            max_size=5,
+        ),
+        split=st.integers(0, 8),
+    )
+    def test_any_line_a_peer_sends_is_stored_chained_in_the_tree_and_counted(
+        self, store, lines, split
+    ):
+        """Each example is a session of its own in the test's store (started, the lines as
+        frames, ended), appended in two batches; the chain and the tree's leaves are recomputed
+        with the independent verifier's code (docs/trust.md)."""
+        sid = new_session_id(T0)
+        started = session_events(sid, calls=0, ended=False)[0]
+        frames = [
+            NewEvent(sid, seq, T0 + seq, seq, Kind.FRAME, direction, raw)
+            for seq, (raw, direction) in enumerate(lines, start=2)
+        ]
+        end = len(lines) + 2
+        reason = frame({"reason": "client_closed"})
+        ended = NewEvent(sid, end, T0 + end, end, Kind.SESSION_ENDED, Direction.NONE, reason)
+        events = [started, *frames, ended]
+        assert store.append(events[:split]) + store.append(events[split:]) == len(events)
+
+        stored = list(store.read_session(sid))
+        assert [(e.kind, e.direction, e.raw) for e in stored[:-1]] == [
+            (e.kind, e.direction, e.raw) for e in events
+        ]
+        assert stored[-1].kind == Kind.SESSION_SEALED
+        assert store.verify(sid) == []
+
+        prev = spec.genesis(sid)
+        for got in stored:
+            prev = spec.chain_hash(prev, dataclasses.asdict(got))
+            assert got.hash == prev
+        with store.transaction(write=True) as conn:
+            head = tree.sequence(conn)
+            leaves = tree.session_leaves(conn, sid)
+            proofs = [tree.inclusion_proof(conn, leaf.index, head.size) for leaf in leaves]
+        assert [leaf.seq for leaf in leaves] == [e.seq for e in stored]
+        for got, leaf, proof in zip(stored, leaves, proofs, strict=True):
+            # the leaf is SHA-256(0x00 || chain hash), folded up to the store's root
+            assert spec.verify_inclusion(got.hash, leaf.index, head.size, proof, head.root)
+
+        info = store.session(sid)
+        assert (info.frames, info.last_seq, info.sealed, info.outcome) == (
+            len(lines),
+            len(events) + 1,
+            True,
+            "client_closed",
+        )
+        expected = [as_jsonrpc(raw) for raw, _ in lines]
+        assert [(e.msg_type == "request", e.tool) for e in stored[1:-2]] == expected
+        calls = listing.count_records(store, [sid])[sid]["calls"]
+        assert calls == sum(request for request, _ in expected)
 
     def test_a_driver_error_on_append_is_the_stores_error(self, store, monkeypatch):
         def refuse(_conn, _rows):
