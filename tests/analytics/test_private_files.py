@@ -87,7 +87,7 @@ def _without_root_powers(argv: list[str]) -> list[str]:
         return argv
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("root ignores file modes, and setpriv (util-linux) is missing to drop that")
+        pytest.fail("root ignores file modes, and setpriv (util-linux) is missing to drop that")
     return [setpriv, "--inh-caps=-all", "--bounding-set=-all", *argv]
 
 
