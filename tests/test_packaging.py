@@ -37,3 +37,40 @@ def test_every_command_is_registered_under_its_own_name():
     defined = {c.name for module in modules for c in module.COMMANDS}
     assert defined == set(COMMAND_MODULES)
     assert all(load_command(name).name == name for name in COMMAND_MODULES)
+
+
+# Imported only where its own host has already loaded it: the pytest plugin runs inside pytest.
+PROVIDED_BY_HOST = {"pytest"}
+
+
+def _third_party_imports() -> set[str]:
+    import ast
+    import sys
+
+    found: set[str] = set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    found |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    found.add(node.module.split(".")[0])
+    return {m for m in found if m not in sys.stdlib_module_names and m not in PACKAGES}
+
+
+def test_every_third_party_import_is_declared():
+    """A module imported but arriving only through another package's dependencies (starlette,
+    uvicorn, sse-starlette and httpx2 came with `mcp`) breaks when that package drops it."""
+    from packaging.requirements import Requirement
+
+    dist = importlib.metadata.distribution("mcp-blackbox")
+    declared = {Requirement(r).name.lower().replace("_", "-") for r in dist.requires or []} - {
+        "mcp-blackbox"
+    }
+    providers = importlib.metadata.packages_distributions()
+    undeclared = {
+        module: providers.get(module)
+        for module in _third_party_imports() - PROVIDED_BY_HOST
+        if not {d.lower().replace("_", "-") for d in providers.get(module, [])} & declared
+    }
+    assert undeclared == {}
