@@ -36,6 +36,7 @@ from recorder.errors import (
     StoreUnavailable,
 )
 from recorder.model import Direction, Kind, NewEvent
+from recorder.private import create_private
 from recorder.store import EventStore
 
 # Errors about the store as a whole: retried later, never blamed on a record.
@@ -163,7 +164,6 @@ def keep_unstored(directory: Path, unstored: Sequence[tuple[NewEvent, str]]) -> 
     line each with the raw bytes in base64); its path, or None when there is nothing to keep."""
     if not unstored:
         return None
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = directory / f"refused-{time.time_ns()}-{os.getpid()}.jsonl"
     lines = []
     for ev, why in unstored:
@@ -182,8 +182,7 @@ def keep_unstored(directory: Path, unstored: Sequence[tuple[NewEvent, str]]) -> 
                 }
             )
         )
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
+    with os.fdopen(create_private(path), "w") as fh:
         fh.write("\n".join(lines) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
