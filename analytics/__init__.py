@@ -1,1 +1,1 @@
-"""Analytics: the log as Parquet, DuckDB views, reports, the doctor and compliance exports."""
+"""Analytics: the log as Parquet, DuckDB views, reports, the doctor and `blackbox sql`."""

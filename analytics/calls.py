@@ -1,9 +1,9 @@
 """Each request paired with its response: the rows of the analytics copy's `calls` dataset.
 
-Pairing is done once, in log order, while the refresh reads the log (`analytics.parquet` stores
-what this builds), and by the doctor over one session. The wire rules of pairing come from
-`recorder.pairing`; this module adds what a call row holds (timing, outcome, cancels, faults, the
-arguments' fingerprint) and the fast paths a 10,000,000-record refresh needs.
+Pairing is done once, in log order, while the refresh reads the log (`blackbox.analytics.parquet`
+stores what this builds), and by the doctor over one session. The wire rules of pairing come from
+`blackbox.recorder.log.pairing`; this module adds what a call row holds (timing, outcome, cancels,
+faults, the arguments' fingerprint) and the fast paths a 10,000,000-record refresh needs.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ from operator import attrgetter, itemgetter
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from recorder import events
-from recorder.jsonrpc import classify_message, id_fields, parse
-from recorder.model import StoredEvent
-from recorder.pairing import OPPOSITE, Key, Pending, request_key, response_key
+from blackbox.recorder.log import events
+from blackbox.recorder.log.jsonrpc import classify_message, id_fields, parse
+from blackbox.recorder.log.model import StoredEvent
+from blackbox.recorder.log.pairing import OPPOSITE, Key, Pending, request_key, response_key
 
 # The version of the copy's layout, stamped into every file of both datasets: a refresh rebuilds
 # a copy of another version. Defined here, with the calls schema, because the storage
-# (`analytics.parquet`) imports this module and not the reverse.
+# (`blackbox.analytics.parquet`) imports this module and not the reverse.
 SCHEMA_VERSION = 3  # 3: session events carry their upgraded document (`doc`)
 META_KEY = b"mcp_blackbox.schema_version"
 
@@ -137,16 +136,16 @@ STORED_FIELDS = [f.name for f in fields(StoredEvent)]
 _as_row = attrgetter(*STORED_FIELDS)
 
 # What a record adds to its events row: (args_fingerprint, error_message, ref_id, ref_id_type,
-# batch items) for a frame, and for a session event its document as `recorder.events` reads it,
-# upgraded to the current version, as JSON text (None when it does not decode).
+# batch items) for a frame, and for a session event its document as `blackbox.recorder.log.events`
+# reads it, upgraded to the current version, as JSON text (None when it does not decode).
 Extras = tuple[str | None, str | None, str | None, str | None, list | None, str | None]
 
 
 class CallTracker:
     """Pairs requests with responses over a stream of records in log order.
 
-    Each session has its own table of open requests (`recorder.pairing.Pending`, keyed per
-    direction of the request, id and id type: both sides number their own requests, and 0 and
+    Each session has its own table of open requests (`blackbox.recorder.log.pairing.Pending`, keyed
+    per direction of the request, id and id type: both sides number their own requests, and 0 and
     "0" are different ids). A response closes the open request with its key; a session's end
     closes whatever it left open. Closed calls collect in `closed`.
 

@@ -16,13 +16,13 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from analytics.calls import CallTracker, as_dict
-from analytics.excerpt import excerpt
-from recorder import events
-from recorder.heartbeat import heartbeat_stats
-from recorder.jsonrpc import parse
-from recorder.model import Kind, StoredEvent
-from recorder.store import EventStore
+from blackbox.analytics.calls import CallTracker, as_dict
+from blackbox.recorder.capture.heartbeat import heartbeat_stats
+from blackbox.recorder.log import events
+from blackbox.recorder.log.jsonrpc import parse
+from blackbox.recorder.log.model import Kind, StoredEvent
+from blackbox.recorder.query.excerpt import excerpt
+from blackbox.recorder.store import EventStore
 
 STAGES = ("transport", "handshake", "discovery", "execution")
 SLOW_S = 10.0
@@ -143,7 +143,8 @@ class _Walk:
         self.tool_lists: list[tuple[int, set[str], bool]] = []  # (seq, names, is_first_page)
         self.list_requests: dict[tuple[str, str | None], bool] = {}  # key -> first page?
         self.invalid_frames: list[StoredEvent] = []
-        # tool drift (`recorder.tool_watch`): changes and flagged definitions recorded here
+        # tool drift (`blackbox.recorder.gate.tool_watch`): changes and flagged definitions recorded
+        # here
         self.tool_changes: list[tuple[StoredEvent, dict]] = []
         self.tool_findings: dict[str, list] = {}
 
@@ -208,7 +209,7 @@ def diagnose(store: EventStore, session_id: str, slow_s: float = SLOW_S) -> Diag
         walk.feed(ev)
     walk.finish()
     if info.transport == "http" and info.name:
-        from analytics.doctor_tools import observed_elsewhere
+        from blackbox.analytics.doctor_tools import observed_elsewhere
 
         observed_elsewhere(store, walk, info.name, session_id)
     findings: list[Finding] = []
@@ -483,7 +484,7 @@ def _discovery(w: _Walk) -> list[Finding]:
                 seqs,
             )
         )
-    from analytics.doctor_tools import tool_drift  # here: it imports this module
+    from blackbox.analytics.doctor_tools import tool_drift  # here: it imports this module
 
     out += tool_drift(w)
     unknown = [

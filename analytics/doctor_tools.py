@@ -1,13 +1,14 @@
 """The doctor's tool-drift findings at the discovery stage: definitions that changed against the
 last recorded ones (`tool_changed`), the calls made under them, and definitions the heuristics
-flagged (`tools_listed` findings). Kept apart from `analytics.doctor` so that module stays small.
+flagged (`tools_listed` findings). Kept apart from `blackbox.analytics.doctor` so that module stays
+small.
 """
 
 from __future__ import annotations
 
-from analytics.doctor import Finding, _doc, _plural, _Walk
-from recorder.store import EventStore
-from recorder.tool_watch import watch_name
+from blackbox.analytics.doctor import Finding, _doc, _plural, _Walk
+from blackbox.recorder.gate.tool_watch import watch_name
+from blackbox.recorder.store import EventStore
 
 
 def observed_elsewhere(store: EventStore, w: _Walk, name: str, session_id: str) -> None:

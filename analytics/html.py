@@ -8,7 +8,7 @@ import html
 import math
 from datetime import UTC, datetime
 
-from analytics.reports import Report
+from blackbox.analytics.reports import Report
 
 W = 720
 PALETTE = {

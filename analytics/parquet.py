@@ -9,7 +9,7 @@ of the records a file came from):
 - `events`: every record of the log with the store's derived columns, plus what analytics needs
   from the raw JSON, extracted once here (arguments fingerprint, error message, the id a
   `notifications/cancelled` names, the messages of a batch).
-- `calls`: each request paired with its response (`analytics.calls`). Pairing is done while
+- `calls`: each request paired with its response (`blackbox.analytics.calls`). Pairing is done while
   the refresh reads the log, in log order, rather than by a join at query time: a
   10,000,000-call join costs seconds on every query, the pairing costs microseconds per frame
   once. Requests still unanswered in a session that has not ended are kept
@@ -45,8 +45,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-from analytics.calls import (
+from blackbox.analytics.calls import (
     CALLS_SCHEMA,
     META_KEY,
     R_IS_ERROR,
@@ -61,10 +60,10 @@ from analytics.calls import (
     Row,
     calls_table,
 )
-from analytics.columns import arrow_fields
-from recorder.model import Kind, StoredEvent
-from recorder.private import FILE_MODE, private_dir, private_file
-from recorder.store import EventStore
+from blackbox.recorder.log.columns import arrow_fields
+from blackbox.recorder.log.model import Kind, StoredEvent
+from blackbox.recorder.private import FILE_MODE, private_dir, private_file
+from blackbox.recorder.store import EventStore
 
 DAY_NS = 86_400 * 1_000_000_000
 # How many records a refresh buffers before writing files (bounds memory on a big first export).

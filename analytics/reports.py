@@ -12,11 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
-
-from analytics.parquet import ParquetCopy, Progress, RefreshResult, copy_dir
-from analytics.views import DEFAULT_WINDOW_S, connect
-from recorder.errors import BlackboxError
-from recorder.store import EventStore
+from blackbox.analytics.parquet import ParquetCopy, Progress, RefreshResult, copy_dir
+from blackbox.analytics.views import DEFAULT_WINDOW_S, connect
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.store import EventStore
 
 KINDS = ("latency", "errors", "permissions", "sessions")
 GROUPS = ("method", "tool", "server", "session", "day", "version")
@@ -325,7 +324,7 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
         params,
     )
     # Heartbeats: the gaps between one session's pings in one direction; a ping never answered
-    # is missed (recorder.heartbeat records `unresponsive` as it happens).
+    # is missed (blackbox.recorder.capture.heartbeat records `unresponsive` as it happens).
     heartbeats = _rows(
         con,
         base

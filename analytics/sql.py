@@ -1,8 +1,8 @@
 """`blackbox sql`: DuckDB SQL over the analytics views, read-only, streamed, cancellable.
 
 Each query first refreshes the Parquet copy (almost free when nothing is new), then runs on a
-fresh read-only connection confined to the copy (`analytics.views.confine`), so an interactive
-session always sees what was recorded meanwhile and reads nothing else.
+fresh read-only connection confined to the copy (`blackbox.analytics.views.confine`), so an
+interactive session always sees what was recorded meanwhile and reads nothing else.
 
 The query runs on a thread of its own and hands its rows over in batches through a short queue:
 the caller prints each batch as it comes (3 million rows used to take 1 GB and 10 s before the
@@ -20,11 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-
-from analytics.parquet import Progress
-from analytics.reports import refreshed_connection
-from analytics.views import DEFAULT_WINDOW_S, QueryError, check_read_only, query_error
-from recorder.store import EventStore
+from blackbox.analytics.parquet import Progress
+from blackbox.analytics.reports import refreshed_connection
+from blackbox.analytics.views import DEFAULT_WINDOW_S, QueryError, check_read_only, query_error
+from blackbox.recorder.store import EventStore
 
 # Rows per batch handed to the printer (DuckDB's own vector size).
 BATCH_ROWS = 2048

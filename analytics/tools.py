@@ -1,11 +1,12 @@
 """The tool inventory: what every server offered, under which definition, when, and how it was
 used; the recorded definition changes; and the calls made under each definition.
 
-Why it exists: `tools_listed` and `tool_changed` records (written by `recorder.tool_watch` on the
-shipper side) say what a server offered; this module answers "which tools, since when, used how
-often, changed when" with DuckDB over the Parquet copy. It reads only the small `_control` dataset
-(non-frame records) and the calls dataset, never the frames, so it stays fast however many
-frames the log holds. A server is its recorded name and its command line or URL.
+Why it exists: `tools_listed` and `tool_changed` records (written by
+`blackbox.recorder.gate.tool_watch` on the shipper side) say what a server offered; this module
+answers "which tools, since when, used how often, changed when" with DuckDB over the Parquet copy.
+It reads only the small `_control` dataset (non-frame records) and the calls dataset, never the
+frames, so it stays fast however many frames the log holds. A server is its recorded name and its
+command line or URL.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-
-from analytics.parquet import Progress
-from analytics.reports import refreshed_connection
-from recorder.errors import BlackboxError
-from recorder.store import EventStore
+from blackbox.analytics.parquet import Progress
+from blackbox.analytics.reports import refreshed_connection
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.store import EventStore
 
 INVENTORY_COLUMNS = [
     "server",

@@ -28,10 +28,9 @@ from contextlib import suppress
 from pathlib import Path
 
 import duckdb
-
-from analytics.parquet import ParquetCopy
-from recorder.errors import BlackboxError
-from recorder.private import FILE_MODE, private_dir
+from blackbox.analytics.parquet import ParquetCopy
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.private import FILE_MODE, private_dir
 
 DEFAULT_WINDOW_S = 60.0
 
@@ -629,7 +628,8 @@ def query_error(exc: duckdb.Error) -> QueryError:
 
 
 def query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run one read-only query, whole: (column names, rows). `analytics.sql` streams instead."""
+    """Run one read-only query, whole: (column names, rows). `blackbox.analytics.sql` streams
+    instead."""
     check_read_only(sql)
     try:
         cursor = con.execute(sql)

@@ -26,16 +26,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-# This script's own name would shadow the `analytics` package: look in the repository first.
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from analytics import parquet  # noqa: E402
-from analytics.calls import CALLS_SCHEMA  # noqa: E402
-from analytics.parquet import EVENTS_SCHEMA, ParquetCopy, copy_dir  # noqa: E402
-from analytics.reports import run_report  # noqa: E402
-from recorder.model import NewEvent, new_session_id  # noqa: E402
-from recorder.store import open_store  # noqa: E402
+from blackbox.analytics import parquet
+from blackbox.analytics.calls import CALLS_SCHEMA
+from blackbox.analytics.parquet import EVENTS_SCHEMA, ParquetCopy, copy_dir
+from blackbox.analytics.reports import run_report
+from blackbox.recorder.log.model import NewEvent, new_session_id
+from blackbox.recorder.store import open_store
 
 TOOLS = {  # name: (log-mean of latency in ms, log-sigma)
     "read_file": (1.5, 0.6),

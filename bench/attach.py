@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from blackbox import attach as lib
+from blackbox.hosts import attach as lib
 
 WRAPPER = str(Path(sys.executable).with_name("blackbox"))
 

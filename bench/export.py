@@ -21,14 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from analytics.export import export_bundle
-from analytics.verify_export import verify_export
-from recorder.model import new_session_id
-from recorder.redact import Redactor
-from recorder.store import open_store
-from recorder.synthetic import session_events
+from blackbox.recorder.compliance.export import export_bundle
+from blackbox.recorder.compliance.verify_export import verify_export
+from blackbox.recorder.log.model import new_session_id
+from blackbox.recorder.privacy.redact import Redactor
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import session_events
 
 
 def fill(store, records: int) -> int:  # type: ignore[no-untyped-def]

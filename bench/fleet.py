@@ -35,14 +35,13 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from blackbox.recorder.log import merkle
+from blackbox.recorder.store import open_store, tree
+from blackbox.recorder.trust import logproof
+from blackbox.recorder.trust.keys import KEY_ENV, init_key
+from blackbox.recorder.trust.signing import DEFAULT_EVERY_SECONDS, EVERY_ENV
 from tap_overhead import BLACKBOX, SERVER, SERVER_MARK, Peer, pct
-
-from recorder import logproof, merkle
-from recorder.keys import KEY_ENV, init_key
-from recorder.signing import DEFAULT_EVERY_SECONDS, EVERY_ENV
-from recorder.store import open_store, tree
 
 
 def stored_frames(url: str, prefix: str) -> tuple[int, int]:

@@ -6,10 +6,10 @@ times `verify` over one 100k-frame session. The baselines, measured in the same 
 `executemany` of the same bytes into a one-table SQLite database and a bare `COPY` of the same
 rows into a one-table PostgreSQL database (no derived fields, no chain, no index): the floor any
 store on each engine could reach. The bare SQLite file has the store's own page size and pragmas
-(`recorder.store.sqlite.tune`: 16 KiB pages, WAL, synchronous NORMAL, the store's checkpoint and
-journal limits, its memory map), so that only the rows differ. PostgreSQL's floor is a binary
-COPY, as the store's own append uses; a text COPY, the baseline of the figures before that, is
-printed beside it.
+(`blackbox.recorder.store.sqlite.tune`: 16 KiB pages, WAL, synchronous NORMAL, the store's
+checkpoint and journal limits, its memory map), so that only the rows differ. PostgreSQL's floor is
+a binary COPY, as the store's own append uses; a text COPY, the baseline of the figures before that,
+is printed beside it.
 
 A second baseline on each engine inserts the store's own full rows (every column, derived and
 hashed beforehand) bare into the store's own schema, indexes and triggers included: what the
@@ -32,12 +32,11 @@ import time
 from pathlib import Path
 
 import psycopg
-
-from recorder import chain
-from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.store import open_store
-from recorder.store.projection import INSERT_COLUMNS, events_row
-from recorder.store.sqlite import PAGE_SIZE, tune
+from blackbox.recorder.log import chain
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.projection import INSERT_COLUMNS, events_row
+from blackbox.recorder.store.sqlite import PAGE_SIZE, tune
 
 BATCH = 1000
 

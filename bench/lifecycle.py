@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
+from blackbox.recorder.capture.heartbeat import FrameHeartbeats
+from blackbox.recorder.capture.idle import IdleWatch
+from blackbox.recorder.gate.policy import Policy
+from blackbox.recorder.gate.policy_reload import LivePolicy
 
-from bench.policy import POLICY  # noqa: E402
-from recorder.heartbeat import FrameHeartbeats  # noqa: E402
-from recorder.idle import IdleWatch  # noqa: E402
-from recorder.policy import Policy  # noqa: E402
-from recorder.policy_reload import LivePolicy  # noqa: E402
+from bench.policy import POLICY
 
 
 def frames(n: int) -> list[bytes]:

@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
@@ -47,8 +46,8 @@ time.sleep(3600)
 
 def synthetic_store(url: str, calls: int, per_session: int = 1000) -> int:
     """A store holding `calls` tools/call pairs in sessions of `per_session`; returns spans."""
-    from recorder.model import NewEvent, new_session_id
-    from recorder.store import open_store
+    from blackbox.recorder.log.model import NewEvent, new_session_id
+    from blackbox.recorder.store import open_store
 
     store = open_store(url)
     now = time.time_ns() - 3_600_000_000_000
@@ -82,12 +81,11 @@ def synthetic_store(url: str, calls: int, per_session: int = 1000) -> int:
 
 
 def batch_part(work: Path, calls: int, receiver_url: str) -> dict[str, float]:
+    from blackbox.recorder.otel.export import build_spans, export
+    from blackbox.recorder.otel.sdk import Target, readable, resource
+    from blackbox.recorder.otel.watermark import Watermark
+    from blackbox.recorder.store import open_store
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
-    from recorder.otel.export import build_spans, export
-    from recorder.otel.sdk import Target, readable, resource
-    from recorder.otel.watermark import Watermark
-    from recorder.store import open_store
 
     url = f"sqlite:///{work / 'batch.db'}"
     expected = synthetic_store(url, calls)

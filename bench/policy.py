@@ -23,9 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from recorder.policy import Policy  # noqa: E402
+from blackbox.recorder.gate.policy import Policy
 
 POLICY = "\n".join(
     [

@@ -132,10 +132,10 @@ def _serve_bare(port: int, upstream: str) -> None:
 
 
 def _serve_journal_only(port: int, upstream: str) -> None:
-    from recorder.journal import Journal
-    from recorder.taps.http import HttpProxyTap
-    from recorder.taps.http_exchange import ProxySettings
-    from recorder.taps.http_server import ProxyServer
+    from blackbox.recorder.capture.journal import Journal
+    from blackbox.recorder.capture.taps.http import HttpProxyTap
+    from blackbox.recorder.capture.taps.http_exchange import ProxySettings
+    from blackbox.recorder.capture.taps.http_server import ProxyServer
 
     journal = Journal.create(Path(tempfile.mkdtemp(prefix="bb-bench-journal-")))
     tap = HttpProxyTap(ProxySettings(upstream + "/mcp"), journal)

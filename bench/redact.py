@@ -21,11 +21,8 @@ import json
 import random
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from recorder.redact import Redactor
+from blackbox.recorder.privacy.redact import Redactor
 
 
 def _tile(unit: str, size: int, tail: str = "") -> str:

@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import statistics
@@ -39,13 +40,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import itertools
-
-from recorder.model import Direction, Kind
-from recorder.store import open_store
-from replay.replayer import ReplayOptions, replay_session
+from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.store import open_store
+from blackbox.replay.replayer import ReplayOptions, replay_session
 
 HERE = Path(__file__).resolve()
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
@@ -117,7 +114,7 @@ def extend(store, template_id: str, calls: int, fail_at: int | None = None) -> s
     messages (the server answers exactly what the recording then expects), then its end."""
     import json
 
-    from recorder.model import NewEvent, new_session_id
+    from blackbox.recorder.log.model import NewEvent, new_session_id
 
     events = list(store.read_session(template_id))
     first = next(i for i, e in enumerate(events) if e.method == "tools/call")
@@ -242,7 +239,7 @@ def main() -> None:
 
 
 def bench_suite(store, template: str, sessions: int) -> None:  # type: ignore[no-untyped-def]
-    from replay.suite import run_suite
+    from blackbox.replay.suite import run_suite
 
     ids = [extend(store, template, 3) for _ in range(sessions)]
     infos = [store.session(i) for i in ids]
@@ -261,7 +258,7 @@ def bench_suite(store, template: str, sessions: int) -> None:  # type: ignore[no
 
 
 def bench_minimize(store, template: str, calls: int) -> None:  # type: ignore[no-untyped-def]
-    from replay.minimize import minimize_session
+    from blackbox.replay.minimize import minimize_session
 
     sid = extend(store, template, calls, fail_at=calls // 2 + 7)
     print(f"minimising a {calls:,}-call session with one fault ...", file=sys.stderr)

@@ -36,18 +36,16 @@ import time
 from pathlib import Path
 
 import psycopg
-
-# This script lives next to bench/analytics.py: look in the repository first.
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from analytics.parquet import ParquetCopy, copy_dir  # noqa: E402
-from analytics.reports import run_report  # noqa: E402
-from analytics.timeline import timeline_rows  # noqa: E402
-from recorder import events, signing  # noqa: E402
-from recorder.checkpoint import Signer  # noqa: E402
-from recorder.model import Direction, Kind, NewEvent, new_session_id  # noqa: E402
-from recorder.store import listing, open_store  # noqa: E402
-from recorder.store.projection import session_info  # noqa: E402
+from blackbox.analytics.parquet import ParquetCopy, copy_dir
+from blackbox.analytics.reports import run_report
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.query import listing
+from blackbox.recorder.query.timeline import timeline_rows
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.projection import session_info
+from blackbox.recorder.trust import signing
+from blackbox.recorder.trust.checkpoint import Signer
 
 BATCH = 1000
 REFRESH_RECORDS = 100_000

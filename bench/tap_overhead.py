@@ -37,7 +37,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
 
@@ -203,7 +202,7 @@ class Peer:
 
 
 def wait_stored(url: str, frames: int, timeout: float = 30) -> None:
-    from recorder.store import open_store
+    from blackbox.recorder.store import open_store
 
     store = open_store(url)
     deadline = time.monotonic() + timeout
@@ -277,8 +276,8 @@ def main() -> None:
     if args.quick:
         args.calls, args.burst, args.rounds = 1000, 2000, 1
 
-    from recorder.leftovers import ship_leftovers
-    from recorder.store import open_store
+    from blackbox.recorder.capture.leftovers import ship_leftovers
+    from blackbox.recorder.store import open_store
 
     work = Path(tempfile.mkdtemp(prefix="bb-bench-"))
     store_url = f"sqlite:///{work / 'bench.db'}"
@@ -450,7 +449,7 @@ def sdk_rounds(configs: dict[str, list[str]], env: dict[str, str], rounds: int, 
 
 
 def sizes(env: dict[str, str], server: list[str], store, journal_dir: Path) -> None:  # type: ignore[no-untyped-def]
-    from recorder.leftovers import ship_leftovers
+    from blackbox.recorder.capture.leftovers import ship_leftovers
 
     print("\nframe sizes through blackbox record (10 round trips each, both directions)")
     print(f"{'size':>10}{'direct ms':>11}{'record ms':>11}{'ratio':>7}  stored intact")
@@ -488,8 +487,8 @@ def rss_kb(pid: int) -> int:
 LIBRARY_TAP = r"""
 import sys
 from pathlib import Path
-from recorder.store import open_store
-from recorder.taps.stdio import TapConfig, run_tap
+from blackbox.recorder.store import open_store
+from blackbox.recorder.capture.taps.stdio import TapConfig, run_tap
 url, journal = sys.argv[1], Path(sys.argv[2])
 config = TapConfig(command=sys.argv[3:], journal_dir=journal, name="memory-lib",
                    store_factory=lambda: open_store(url), on_notice=lambda m: None)

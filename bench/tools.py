@@ -16,23 +16,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from analytics.reports import Filters, open_copy, sessions  # noqa: E402
-from analytics.tools import ToolFilters, changes, inventory  # noqa: E402
-from analytics.views import connect  # noqa: E402
-from recorder import events, tooldefs  # noqa: E402
-from recorder.model import NewEvent, new_session_id  # noqa: E402
-from recorder.observer import FrameObserver  # noqa: E402
-from recorder.pinning import Pinner, PinSettings  # noqa: E402
-from recorder.policy import Policy  # noqa: E402
-from recorder.store import open_store  # noqa: E402
-from recorder.tool_watch import ToolWatch  # noqa: E402
+from blackbox.analytics.reports import Filters, open_copy, sessions
+from blackbox.analytics.tools import ToolFilters, changes, inventory
+from blackbox.analytics.views import connect
+from blackbox.recorder.capture.observer import FrameObserver
+from blackbox.recorder.gate import tooldefs
+from blackbox.recorder.gate.pinning import Pinner, PinSettings
+from blackbox.recorder.gate.policy import Policy
+from blackbox.recorder.gate.tool_watch import ToolWatch
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import NewEvent, new_session_id
+from blackbox.recorder.store import open_store
 
 SERVERS = 5
 TOOLS = 12

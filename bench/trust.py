@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from recorder.merkle import (
+from blackbox.recorder.log.merkle import (
     Frontier,
     MemoryTree,
     inclusion_proof,
@@ -129,11 +129,11 @@ def bench_store(records: int, k: int, rounds: int, url: str | None) -> None:
     import tempfile
     from pathlib import Path
 
-    from recorder import chain
-    from recorder.checkpoint import Signer
-    from recorder.model import NewEvent
-    from recorder.signing import issue
-    from recorder.store import open_store, tree
+    from blackbox.recorder.log import chain
+    from blackbox.recorder.log.model import NewEvent
+    from blackbox.recorder.store import open_store, tree
+    from blackbox.recorder.trust.checkpoint import Signer
+    from blackbox.recorder.trust.signing import issue
 
     scratch = tempfile.TemporaryDirectory(prefix="trust-bench-")
     url = url or f"sqlite:///{Path(scratch.name) / 'bench.db'}"

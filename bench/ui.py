@@ -25,13 +25,12 @@ import threading
 import time
 from pathlib import Path
 
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
+from blackbox.recorder.log.model import new_session_id
+from blackbox.recorder.query.follow import Follower
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import session_events
 
-from blackbox.ui.server import serve_in_thread  # noqa: E402
-from recorder.follow import Follower  # noqa: E402
-from recorder.model import new_session_id  # noqa: E402
-from recorder.store import open_store  # noqa: E402
-from recorder.synthetic import session_events  # noqa: E402
+from blackbox.ui.server import serve_in_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recorder import keys
+from blackbox.recorder.trust import keys
 
 STORE_ENV = "BLACKBOX_STORE"
 HOME_ENV = "BLACKBOX_HOME"
@@ -17,7 +17,7 @@ HOME_ENV = "BLACKBOX_HOME"
 
 def data_dir() -> Path:
     """The directory holding the default SQLite store, journals and the analytics copy (the
-    rule lives in recorder/keys.py, which the shipper's signing key is found by too)."""
+    rule lives in recorder/trust/keys.py, which the shipper's signing key is found by too)."""
     return keys.data_dir()
 
 

@@ -3,7 +3,7 @@
 An HTTP entry of a host config is pointed at a local `blackbox proxy`: this module picks its port
 (stable per server key), spells its command line and the URL the host uses instead, and writes
 the systemd user unit that keeps it running (`attach --install-service`). Nothing here reads or
-edits the host's config; blackbox/attach.py does that and calls in here.
+edits the host's config; blackbox/hosts/attach.py does that and calls in here.
 """
 
 from __future__ import annotations

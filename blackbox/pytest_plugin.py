@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from replay.results import ReplayResult
+    from blackbox.replay.results import ReplayResult
 
 MARKER = "blackbox_replay"
 ARGNAME = "blackbox_session"
@@ -86,7 +86,7 @@ class RecordedSession:
     def stored_records(self) -> list[Any]:
         if self.records is not None:
             return self.records
-        from recorder.store import open_store
+        from blackbox.recorder.store import open_store
 
         store = open_store(str(self.spec.store), create=False)
         try:
@@ -96,9 +96,9 @@ class RecordedSession:
 
     def replay(self) -> ReplayResult:
         """Replay the session against the marker's server; the result (no verdict enforced)."""
-        from replay.era_bridge import bridged_recording
-        from replay.recording import build_recording
-        from replay.replayer import ReplayOptions, default_target, replay_recording
+        from blackbox.replay.era_bridge import bridged_recording
+        from blackbox.replay.recording import build_recording
+        from blackbox.replay.replayer import ReplayOptions, default_target, replay_recording
 
         options = ReplayOptions(ignore=self.spec.ignore, response_timeout_s=self.spec.timeout)
         step_masks = None
@@ -113,7 +113,7 @@ class RecordedSession:
         return replay_recording(rec, target, options, step_masks=step_masks, guard=self._guard)
 
     def _guard(self, rec: Any) -> frozenset[int]:
-        from replay.safety import check_replay_safety, decide
+        from blackbox.replay.safety import check_replay_safety, decide
 
         writes = self.spec.writes
         risky = check_replay_safety(rec)
@@ -121,8 +121,8 @@ class RecordedSession:
 
     def check(self) -> ReplayResult:
         """Replay; fail the test with the divergence report unless the replay is equivalent."""
-        from recorder.errors import BlackboxError
-        from replay.report import render_text
+        from blackbox.recorder.errors import BlackboxError
+        from blackbox.replay.report import render_text
 
         try:
             result = self.replay()
@@ -136,15 +136,18 @@ class RecordedSession:
 def collect_sessions(spec: ReplaySpec) -> list[RecordedSession]:
     """The sessions a marker names, read from its bundle or store."""
     if spec.bundle is not None:
-        from analytics.bundle_read import read_bundle_sessions, select_bundle_sessions
+        from blackbox.recorder.compliance.bundle_read import (
+            read_bundle_sessions,
+            select_bundle_sessions,
+        )
 
         if spec.suite:
             raise pytest.UsageError("suite= needs a store, not a bundle")
         found = read_bundle_sessions(spec.bundle)
         chosen = select_bundle_sessions(found, spec.sessions, spec.name)
         return [RecordedSession(s.session_id, s.name, spec, s.records) for s in chosen]
-    from recorder.store import open_store
-    from replay.suite import select_sessions
+    from blackbox.recorder.store import open_store
+    from blackbox.replay.suite import select_sessions
 
     store = open_store(str(spec.store), create=False)
     try:
@@ -172,7 +175,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is None or ARGNAME not in metafunc.fixturenames:
         return
-    from recorder.errors import BlackboxError
+    from blackbox.recorder.errors import BlackboxError
 
     # A marker that cannot be served is a collection error of that test module, in one line.
     problem = None

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
+from blackbox.recorder.store import open_store
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from blackbox import config
-from recorder.store import open_store
 
 HERE = Path(__file__).resolve().parent
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))

@@ -1,4 +1,4 @@
-"""Alembic migrations of the store. `recorder.store` runs them; `blackbox db upgrade` too.
+"""Alembic migrations of the store. `blackbox.recorder.store` runs them; `blackbox db upgrade` too.
 
 `REVISIONS` lists every revision in order, so that opening a store can check its schema without
 importing Alembic (a test keeps this list equal to the versions directory).

@@ -1,9 +1,8 @@
 """Alembic environment: always driven programmatically with a connection handed in by
-`recorder.store.migrate`, so the store URL logic lives in one place."""
+`blackbox.recorder.store.migrate`, so the store URL logic lives in one place."""
 
 from alembic import context
-
-from recorder.store.schema import metadata
+from blackbox.recorder.store.schema import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(

@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recorder.jsonrpc import META_PROTOCOL_VERSION
-from replay.recording import ReplayError
+from blackbox.recorder.log.jsonrpc import META_PROTOCOL_VERSION
+from blackbox.replay.recording import ReplayError
 
 # A frame longer than this is a server bug; reading it whole would exhaust memory.
 MAX_LINE = 64 * 1024 * 1024

@@ -20,11 +20,16 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from recorder import events
-from recorder.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN_ERA, classify
-from recorder.model import Direction, Kind, StoredEvent
-from replay.compare import parse_pattern
-from replay.recording import Recording, ReplayError, build_recording
+from blackbox.recorder.log import events
+from blackbox.recorder.log.jsonrpc import (
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    MODERN_ERA,
+    classify,
+)
+from blackbox.recorder.log.model import Direction, Kind, StoredEvent
+from blackbox.replay.compare import parse_pattern
+from blackbox.replay.recording import Recording, ReplayError, build_recording
 
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 PROTOCOL_KEYS = (META_PROTOCOL_VERSION, META_CLIENT_INFO, META_CAPABILITIES)

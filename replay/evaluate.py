@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from replay.compare import Masks, compare_messages, diff, parse_pattern, strip_id, summarize
-from replay.matchers import params_of
-from replay.recording import Frame, Recording, exit_description
-from replay.results import SKIPPED, FaultResult, Run, StepResult
+from blackbox.replay.compare import (
+    Masks,
+    compare_messages,
+    diff,
+    parse_pattern,
+    strip_id,
+    summarize,
+)
+from blackbox.replay.matchers import params_of
+from blackbox.replay.recording import Frame, Recording, exit_description
+from blackbox.replay.results import SKIPPED, FaultResult, Run, StepResult
 
 
 def _step_masks(base: Masks, learned: dict[int, list[tuple]], number: int) -> Masks:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replay.recording import ReplayError
+from blackbox.replay.recording import ReplayError
 
 ACTIONS = ("delay", "drop", "corrupt", "close-stdin", "cut")
 

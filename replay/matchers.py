@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from replay.compare import Difference, Masks, diff
+from blackbox.replay.compare import Difference, Masks, diff
 
 Matcher = Callable[[dict, dict], bool]
 
@@ -74,7 +74,7 @@ class Nearest:
 
 
 def _short(value: object) -> str:
-    from replay.compare import summarize
+    from blackbox.replay.compare import summarize
 
     return summarize(value, 60)
 

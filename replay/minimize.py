@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from recorder import events
-from recorder.model import Kind, NewEvent, StoredEvent, new_session_id
-from recorder.store import EventStore
-from replay.recording import Recording, ReplayError, Step, build_recording, step_at_seq
-from replay.replayer import ReplayOptions, Target, default_target, replay_recording
-from replay.report import render_text
-from replay.results import ReplayResult
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import Kind, NewEvent, StoredEvent, new_session_id
+from blackbox.recorder.store import EventStore
+from blackbox.replay.recording import Recording, ReplayError, Step, build_recording, step_at_seq
+from blackbox.replay.replayer import ReplayOptions, Target, default_target, replay_recording
+from blackbox.replay.report import render_text
+from blackbox.replay.results import ReplayResult
 
 HANDSHAKE = frozenset({"initialize", "notifications/initialized", "server/discover"})
 # The least a trial waits for the server to exit on its own (an exit goal): a crashing Python

@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from recorder.jsonrpc import parse
-from recorder.store import EventStore
-from replay.matchers import matches, nearest
-from replay.recording import Recording, load_recording
+from blackbox.recorder.log.jsonrpc import parse
+from blackbox.recorder.store import EventStore
+from blackbox.replay.matchers import matches, nearest
+from blackbox.replay.recording import Recording, load_recording
 
 NOT_RECORDED = -32601  # no request with this method was recorded
 NO_MATCH = -32602  # the method was recorded, with other params

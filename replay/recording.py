@@ -6,19 +6,20 @@ answered (and with what), and which faults the session ended with. `load_recordi
 once, so the replayer, the mock server and the report all read the same interpretation.
 
 JSON-RPC ids are per direction and of mixed type, so responses are joined to requests on
-(direction, id text, id type), never on the id text alone: `recorder.pairing` does the joining.
+(direction, id text, id type), never on the id text alone: `blackbox.recorder.log.pairing` does the
+joining.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recorder import events
-from recorder.errors import BlackboxError
-from recorder.jsonrpc import classify, classify_message, parse
-from recorder.model import Direction, Kind, StoredEvent
-from recorder.pairing import Pending, request_key, response_key
-from recorder.store import EventStore
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.log import events
+from blackbox.recorder.log.jsonrpc import classify, classify_message, parse
+from blackbox.recorder.log.model import Direction, Kind, StoredEvent
+from blackbox.recorder.log.pairing import Pending, request_key, response_key
+from blackbox.recorder.store import EventStore
 
 # Outcomes of session_ended that mean the server went away on its own.
 EXIT_OUTCOMES = frozenset({"server_exited", "crashed"})

@@ -24,17 +24,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from recorder import events
-from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.store import EventStore
-from replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
-from replay.drivers import HttpDriver, Inbound, StdioDriver, TransportClosed
-from replay.era_bridge import bridged_recording, check_era
-from replay.evaluate import describe_gone, evaluate, learn_masks
-from replay.inject import Injection
-from replay.matchers import matches, nearest
-from replay.recording import Frame, Recording, ReplayError, frame_from_raw, load_recording
-from replay.results import SKIPPED, ReplayResult, Run
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.store import EventStore
+from blackbox.replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
+from blackbox.replay.drivers import HttpDriver, Inbound, StdioDriver, TransportClosed
+from blackbox.replay.era_bridge import bridged_recording, check_era
+from blackbox.replay.evaluate import describe_gone, evaluate, learn_masks
+from blackbox.replay.inject import Injection
+from blackbox.replay.matchers import matches, nearest
+from blackbox.replay.recording import Frame, Recording, ReplayError, frame_from_raw, load_recording
+from blackbox.replay.results import SKIPPED, ReplayResult, Run
 
 TAP_VERSION = "replay-1"
 # The second learning run starts this long after the first one ended, so any answer of the second

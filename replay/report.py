@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from replay.compare import summarize
-from replay.results import ReplayResult
+from blackbox.replay.compare import summarize
+from blackbox.replay.results import ReplayResult
 
 MAX_PATHS = 10  # per step in the text report; the JSON report has them all
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recorder.model import NewEvent
-from replay.compare import Difference
-from replay.drivers import ExitInfo
-from replay.recording import Frame, RecordedFault
+from blackbox.recorder.log.model import NewEvent
+from blackbox.replay.compare import Difference
+from blackbox.replay.drivers import ExitInfo
+from blackbox.replay.recording import Frame, RecordedFault
 
 
 @dataclass

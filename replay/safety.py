@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from replay.recording import Frame, Recording, ReplayError
+from blackbox.replay.recording import Frame, Recording, ReplayError
 
 
 @dataclass(frozen=True, slots=True)

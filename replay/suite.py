@@ -19,15 +19,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from recorder import events
-from recorder.errors import BlackboxError
-from recorder.model import Direction, NewEvent, SessionInfo, new_session_id
-from recorder.store import EventStore
-from replay.compare import summarize
-from replay.recording import Recording, ReplayError
-from replay.replayer import ReplayOptions, replay_session
-from replay.report import as_json, render_text
-from replay.results import ReplayResult
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import Direction, NewEvent, SessionInfo, new_session_id
+from blackbox.recorder.store import EventStore
+from blackbox.replay.compare import summarize
+from blackbox.replay.recording import Recording, ReplayError
+from blackbox.replay.replayer import ReplayOptions, replay_session
+from blackbox.replay.report import as_json, render_text
+from blackbox.replay.results import ReplayResult
 
 Guard = Callable[[Recording], frozenset[int]]
 

@@ -12,7 +12,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from replay.suite import SessionOutcome, SuiteResult
+from blackbox.replay.suite import SessionOutcome, SuiteResult
 
 JUNIT_SUITE = "blackbox replay"
 JUNIT_CLASS = "blackbox.replay"

@@ -1,14 +1,14 @@
 """Reading a session event's document in a test: through the schema, as a plain dict.
 
-Every test that looks inside a record's document goes through `recorder.events`, so a document a
-producer writes outside the schema fails the test that reads it."""
+Every test that looks inside a record's document goes through `blackbox.recorder.log.events`, so a
+document a producer writes outside the schema fails the test that reads it."""
 
 from __future__ import annotations
 
 import json
 
-from recorder import events
-from recorder.model import NewEvent, StoredEvent
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import NewEvent, StoredEvent
 
 
 def document(ev: NewEvent | StoredEvent) -> dict:

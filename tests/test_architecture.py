@@ -1,9 +1,12 @@
-"""The design card's layering, checked over the source import by import.
+"""The design's contexts and their arrows, checked over the source import by import.
 
 Each rule reads the imports of every library module with `ast` (absolute, relative, and those
 inside functions or `TYPE_CHECKING` blocks alike) and names the file, line and import that breaks
-it. The checker itself is run on a small fake tree, so each rule is seen failing too. Imports built
-from strings at run time (`importlib.import_module("click")`) are out of its reach.
+it. A file's module name is its installed one: the repository's folders are subpackages of
+`blackbox` (pyproject's package-dir mapping), so `recorder/log/chain.py` is
+`blackbox.recorder.log.chain`. The checker itself is run on a small fake tree, so each rule is seen
+failing too. Imports built from strings at run time (`importlib.import_module("click")`) are out
+of its reach.
 """
 
 from __future__ import annotations
@@ -17,47 +20,108 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["blackbox", "recorder", "replay", "analytics", "migrations"]
+# repository folder -> the installed package it becomes (pyproject.toml's package-dir)
+FOLDERS = {
+    "blackbox": "blackbox",
+    "recorder": "blackbox.recorder",
+    "replay": "blackbox.replay",
+    "analytics": "blackbox.analytics",
+    "migrations": "blackbox.migrations",
+}
+PACKAGES = list(FOLDERS)
 
-# package -> project packages it may import
-ALLOWED = {
-    "recorder": {"recorder", "migrations"},
-    "migrations": {"migrations", "recorder"},
-    "replay": {"replay", "recorder"},
-    "analytics": {"analytics", "recorder"},
-    "blackbox": {"blackbox", "recorder", "replay", "analytics", "migrations"},
+# The bounded contexts, by installed package. A module belongs to the longest one it is under;
+# `kernel` is what every context shares (the error types, owner-only files, the version).
+CONTEXTS = {
+    "blackbox.recorder.log": "log",
+    "blackbox.recorder.capture": "capture",
+    "blackbox.recorder.store": "store",
+    "blackbox.recorder.trust": "trust",
+    "blackbox.recorder.gate": "gate",
+    "blackbox.recorder.privacy": "privacy",
+    "blackbox.recorder.query": "query",
+    "blackbox.recorder.compliance": "compliance",
+    "blackbox.recorder.otel": "otel",
+    "blackbox.recorder": "kernel",
+    "blackbox.migrations": "migrations",
+    "blackbox.replay": "replay",
+    "blackbox.analytics": "analytics",
+    "blackbox.cli": "cli",
+    "blackbox.ui": "ui",
+    "blackbox.hosts": "hosts",
+    "blackbox": "shell",
+}
+# context -> the contexts it may import (besides itself). docs/architecture.md draws these arrows;
+# the reason for each one that is not obvious is beside it.
+ALLOWED: dict[str, set[str]] = {
+    "kernel": set(),
+    "log": {"kernel"},
+    # The schema and its migrations are two halves of one thing: the store runs them, they read
+    # the store's table metadata.
+    "store": {"kernel", "log", "migrations"},
+    "migrations": {"store"},
+    # A keyed fingerprint's key is per store (named by the store's public URL).
+    "privacy": {"kernel", "log", "store"},
+    "gate": {"kernel", "log", "store"},
+    "trust": {"kernel", "log", "store"},
+    # The shipper signs checkpoints as it commits (`--checkpoint-every`).
+    "capture": {"kernel", "log", "store", "gate", "privacy", "trust"},
+    # The live feed reads the journals of running taps, not only the store.
+    "query": {"kernel", "log", "store", "capture"},
+    "compliance": {"kernel", "log", "store", "trust", "privacy"},
+    "otel": {"kernel", "log", "store", "privacy", "query"},
+    "replay": {"kernel", "log", "store", "query"},
+    # The doctor explains heartbeats and tool drift with their own rules.
+    "analytics": {"kernel", "log", "store", "query", "capture", "gate"},
+    "hosts": {"kernel", "shell"},
+    "ui": {"kernel", "log", "store", "query", "replay", "analytics", "gate", "trust"},
+    # The shell: configuration, the proxy service, the pytest plugin.
+    "shell": {"kernel", "log", "store", "trust", "replay", "compliance", "query"},
+    "cli": {
+        *("kernel", "log", "store", "capture", "gate", "privacy", "trust", "query"),
+        *("compliance", "otel", "replay", "analytics", "hosts", "ui", "shell", "migrations"),
+    },
 }
 # third-party libraries confined to some folders (prefix of the path from the root)
 CONFINED = {
-    "click": ("blackbox/",),
-    "sqlalchemy": ("recorder/store/", "migrations/"),
+    "click": ("blackbox/cli/",),
+    # The read model's queries are SQL over the store's tables.
+    "sqlalchemy": ("recorder/store/", "recorder/query/", "migrations/"),
     "alembic": ("recorder/store/", "migrations/"),
     "duckdb": ("analytics/",),
-    "pyarrow": ("analytics/",),
+    # Records as Arrow columns: the columns (log), the export files and the Parquet copy.
+    "pyarrow": ("analytics/", "recorder/compliance/", "recorder/log/columns.py"),
 }
-# Display code the write side must not pull in: terminal rendering belongs to blackbox/output.py.
-DISPLAY = ("rich", "blackbox.output")
+# Display code the write side must not pull in: terminal rendering belongs to blackbox/cli/.
+DISPLAY = ("rich", "blackbox.cli")
 # The benches measure through the public APIs: they may read the Parquet files they time
 # (pyarrow), but not drive a terminal command's library (click) or the database beside the store.
 WITH_BENCH = [*PACKAGES, "bench"]
 MAX_LINES = 700
 # The hot stdio relay is kept in one piece by decision (its docstring says why).
-OVERSIZE_ALLOWED = {"recorder/taps/stdio.py"}
+OVERSIZE_ALLOWED = {"recorder/capture/taps/stdio.py"}
+# No folder holds more than this share of the package's lines (its own files, not its subfolders).
+MAX_FOLDER_SHARE = 0.25
 
 
 @dataclass(frozen=True)
 class Import:
     path: str  # from the root, with forward slashes
     line: int
-    name: str  # the absolute module imported
+    name: str  # the absolute module imported (or the name imported from it)
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line} imports {self.name}"
 
 
-def _module_parts(rel: Path) -> list[str]:
+def module_name(rel: Path) -> list[str]:
+    """The installed module name of a file, as parts: folders map through FOLDERS."""
     parts = list(rel.with_suffix("").parts)
-    return parts[:-1] if parts[-1] == "__init__" else parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if parts and parts[0] in FOLDERS:
+        parts = FOLDERS[parts[0]].split(".") + parts[1:]
+    return parts
 
 
 @functools.cache
@@ -65,10 +129,10 @@ def imports_of(root: Path, rel: Path) -> tuple[Import, ...]:
     """Every module `rel` imports, relative imports resolved against its own package.
 
     `from pkg import name` counts as importing both `pkg` and `pkg.name` (the name may be a
-    submodule, as in `from blackbox import output`).
+    submodule, as in `from blackbox.cli import output`).
     """
     tree = ast.parse((root / rel).read_text(), filename=str(rel))
-    package = _module_parts(rel)
+    package = module_name(rel)
     if rel.name != "__init__.py":
         package = package[:-1]
     where = rel.as_posix()
@@ -105,31 +169,44 @@ def all_imports(root: Path, packages: list[str]) -> Iterator[Import]:
         yield from imports_of(root, rel)
 
 
-def _top(name: str) -> str:
-    return name.split(".")[0]
-
-
 def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
+
+
+def context_of(name: str) -> str | None:
+    """The context a module (or a name imported from one) belongs to; None outside the project."""
+    best = max((p for p in CONTEXTS if _under(name, p)), key=len, default=None)
+    return CONTEXTS[best] if best else None
 
 
 # --- the rules: each returns its violations as lines naming file, line and import -------------
 
 
-def layering_violations(root: Path) -> list[str]:
-    return [
-        str(imp)
-        for imp in all_imports(root, PACKAGES)
-        if _top(imp.name) in ALLOWED and _top(imp.name) not in ALLOWED[imp.path.split("/")[0]]
-    ]
+def context_violations(root: Path) -> list[str]:
+    """Imports along an arrow ALLOWED does not draw. `from blackbox import X` reads as importing
+    `blackbox.X` only: the bare parent of an imported name is not an arrow of its own."""
+    found = []
+    for rel in python_files(root, PACKAGES):
+        source = context_of(".".join(module_name(rel)))
+        imps = imports_of(root, rel)
+        named = {(i.line, i.name.rpartition(".")[0]) for i in imps}
+        for imp in imps:
+            if imp.name == "blackbox" and (imp.line, "blackbox") in named:
+                continue
+            target = context_of(imp.name)
+            if target and source and target != source and target not in ALLOWED[source]:
+                found.append(f"{imp} ({source} -> {target})")
+    return found
 
 
 def replay_analytics_violations(root: Path) -> list[str]:
-    other = {"replay": "analytics", "analytics": "replay"}
+    other = {"replay": "blackbox.analytics", "analytics": "blackbox.replay"}
+    legacy = {"replay": "analytics", "analytics": "replay"}
     return [
         str(imp)
         for imp in all_imports(root, ["replay", "analytics"])
         if _under(imp.name, other[imp.path.split("/")[0]])
+        or _under(imp.name, legacy[imp.path.split("/")[0]])
     ]
 
 
@@ -144,11 +221,23 @@ def confined_violations(root: Path, library: str, scan: list[str] = WITH_BENCH) 
 
 
 def recorder_violations(root: Path) -> list[str]:
-    banned = ("blackbox", "replay", "analytics", *DISPLAY)
+    """The write side reaching up into replay, analytics, the shell or display code."""
+    banned = ("blackbox.replay", "blackbox.analytics", "blackbox.ui", "blackbox.hosts", *DISPLAY)
+    shell = {f"blackbox.{m}" for m in ("config", "proxy_service", "pytest_plugin")}
     return [
         str(imp)
         for imp in all_imports(root, ["recorder"])
-        if any(_under(imp.name, b) for b in banned)
+        if any(_under(imp.name, b) for b in banned) or imp.name in shell
+    ]
+
+
+def old_name_imports(root: Path) -> list[str]:
+    """Imports of the folders' own names (`import recorder`): they do not exist once installed."""
+    old = ("recorder", "replay", "analytics", "migrations")
+    return [
+        str(imp)
+        for imp in all_imports(root, [*PACKAGES, "bench", "tests", "examples"])
+        if any(_under(imp.name, o) for o in old)
     ]
 
 
@@ -165,12 +254,33 @@ def oversize_modules(root: Path) -> list[str]:
     return found
 
 
+def crowded_folders(root: Path) -> list[str]:
+    """Folders whose own modules hold more than MAX_FOLDER_SHARE of the package's lines."""
+    per_folder: dict[str, int] = {}
+    for rel in python_files(root, PACKAGES):
+        lines = len((root / rel).read_text().splitlines())
+        folder = rel.parent.as_posix()
+        per_folder[folder] = per_folder.get(folder, 0) + lines
+    total = sum(per_folder.values())
+    return [
+        f"{folder}/ holds {lines} of {total} lines ({lines / total:.0%})"
+        for folder, lines in sorted(per_folder.items())
+        if lines > MAX_FOLDER_SHARE * total
+    ]
+
+
 # --- the rules over this project ----------------------------------------------------------------
 
 
-def test_packages_import_only_the_layers_below_them() -> None:
-    found = layering_violations(ROOT)
+def test_contexts_import_only_along_the_allowed_arrows() -> None:
+    found = context_violations(ROOT)
     assert not found, "\n".join(found)
+
+
+def test_every_context_has_its_arrows_declared() -> None:
+    assert set(ALLOWED) == set(CONTEXTS.values())
+    assert all(targets <= set(ALLOWED) for targets in ALLOWED.values())
+    assert not any("cli" in t or "ui" in t for c, t in ALLOWED.items() if c != "cli")
 
 
 def test_replay_and_analytics_never_import_each_other() -> None:
@@ -178,7 +288,7 @@ def test_replay_and_analytics_never_import_each_other() -> None:
     assert not found, "\n".join(found)
 
 
-def test_only_blackbox_imports_click() -> None:
+def test_only_the_cli_imports_click() -> None:
     found = confined_violations(ROOT, "click")
     assert not found, "\n".join(found)
 
@@ -190,13 +300,18 @@ def test_only_the_store_and_migrations_import_the_database_libraries(library: st
 
 
 @pytest.mark.parametrize("library", ["duckdb", "pyarrow"])
-def test_only_analytics_imports_the_columnar_libraries(library: str) -> None:
+def test_only_analytics_and_the_export_import_the_columnar_libraries(library: str) -> None:
     found = confined_violations(ROOT, library, PACKAGES)
     assert not found, "\n".join(found)
 
 
 def test_recorder_imports_no_application_replay_analytics_or_display_code() -> None:
     found = recorder_violations(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_nothing_imports_the_folders_by_their_own_names() -> None:
+    found = old_name_imports(ROOT)
     assert not found, "\n".join(found)
 
 
@@ -207,6 +322,11 @@ def test_bench_imports_nothing_from_tests() -> None:
 
 def test_no_library_module_over_700_lines() -> None:
     found = oversize_modules(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_no_folder_holds_more_than_a_quarter_of_the_code() -> None:
+    found = crowded_folders(ROOT)
     assert not found, "\n".join(found)
 
 
@@ -226,29 +346,57 @@ def test_a_clean_fake_tree_passes(tmp_path: Path) -> None:
         tmp_path,
         {
             "recorder/__init__.py": "",
-            "recorder/store/sql.py": "import sqlalchemy\nfrom . import model\n",
-            "recorder/taps/http.py": "from ..store import sql\nfrom recorder.model import Frame\n",
-            "replay/__init__.py": "from recorder.model import Frame\n",
+            "recorder/store/sql.py": "import sqlalchemy\nfrom . import schema\n",
+            "recorder/capture/taps/http.py": (
+                "from ...store import sql\nfrom blackbox.recorder.log.model import Frame\n"
+            ),
+            "replay/__init__.py": "from blackbox.recorder.log.model import Frame\n",
             "analytics/parquet.py": "import pyarrow\nfrom .views import x\n",
-            "blackbox/cli.py": "import click\nfrom blackbox import output\nimport rich\n",
-            "bench/ingest.py": "from recorder.store import open_store\n",
+            "blackbox/cli/main.py": "import click\nfrom blackbox.cli import output\nimport rich\n",
+            "recorder/store/migrate.py": "from blackbox import migrations\n",
+            "bench/ingest.py": "from blackbox.recorder.store import open_store\n",
         },
     )
-    assert layering_violations(root) == []
-    assert sorted(replay_analytics_violations(root)) == []
+    assert context_violations(root) == []
+    assert replay_analytics_violations(root) == []
     assert confined_violations(root, "click") == []
     assert confined_violations(root, "sqlalchemy") == []
-    assert sorted(recorder_violations(root)) == []
+    assert recorder_violations(root) == []
+    assert old_name_imports(root) == []
     assert bench_violations(root) == []
     assert oversize_modules(root) == []
 
 
-def test_click_anywhere_below_blackbox_is_caught(tmp_path: Path) -> None:
+def test_an_arrow_against_the_design_is_caught(tmp_path: Path) -> None:
     root = _tree(
         tmp_path,
         {
-            "recorder/taps/stdio.py": "def run():\n    import click\n",
+            # the store reaching up into trust; a relative import resolves to its installed name
+            "recorder/store/sql.py": "def f():\n    from ..trust import signing\n",
+            # the log importing capture
+            "recorder/log/chain.py": "from blackbox.recorder.capture.journal import Journal\n",
+            # anyone importing the CLI
+            "recorder/query/listing.py": "from blackbox.cli.output import table\n",
+        },
+    )
+    assert sorted(context_violations(root)) == [
+        "recorder/log/chain.py:1 imports blackbox.recorder.capture.journal (log -> capture)",
+        "recorder/log/chain.py:1 imports blackbox.recorder.capture.journal.Journal"
+        " (log -> capture)",
+        "recorder/query/listing.py:1 imports blackbox.cli.output (query -> cli)",
+        "recorder/query/listing.py:1 imports blackbox.cli.output.table (query -> cli)",
+        "recorder/store/sql.py:2 imports blackbox.recorder.trust (store -> trust)",
+        "recorder/store/sql.py:2 imports blackbox.recorder.trust.signing (store -> trust)",
+    ]
+
+
+def test_click_anywhere_but_the_cli_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "recorder/capture/taps/stdio.py": "def run():\n    import click\n",
             "analytics/report.py": "from click.testing import CliRunner\n",
+            "blackbox/hosts/attach.py": "import click\n",
             "bench/attach.py": "import click as c\n",
         },
     )
@@ -257,7 +405,8 @@ def test_click_anywhere_below_blackbox_is_caught(tmp_path: Path) -> None:
         [
             "analytics/report.py:1 imports click.testing",
             "analytics/report.py:1 imports click.testing.CliRunner",
-            "recorder/taps/stdio.py:2 imports click",
+            "blackbox/hosts/attach.py:1 imports click",
+            "recorder/capture/taps/stdio.py:2 imports click",
             "bench/attach.py:1 imports click",
         ]
     )
@@ -288,36 +437,55 @@ def test_replay_and_analytics_importing_each_other_is_caught(tmp_path: Path) -> 
         tmp_path,
         {
             "replay/report.py": "from typing import TYPE_CHECKING\n"
-            "if TYPE_CHECKING:\n    from analytics.views import V\n",
-            # climbing past the top package: refused by Python, still caught here
+            "if TYPE_CHECKING:\n    from blackbox.analytics.views import V\n",
+            # relative, through the installed parent `blackbox`
             "analytics/doctor.py": "from ..replay import matchers\n",
         },
     )
     assert sorted(replay_analytics_violations(root)) == [
-        "analytics/doctor.py:1 imports replay",
-        "analytics/doctor.py:1 imports replay.matchers",
-        "replay/report.py:3 imports analytics.views",
-        "replay/report.py:3 imports analytics.views.V",
+        "analytics/doctor.py:1 imports blackbox.replay",
+        "analytics/doctor.py:1 imports blackbox.replay.matchers",
+        "replay/report.py:3 imports blackbox.analytics.views",
+        "replay/report.py:3 imports blackbox.analytics.views.V",
     ]
-    assert "replay/report.py:3 imports analytics.views" in layering_violations(root)
+    assert any("(replay -> analytics)" in v for v in context_violations(root))
 
 
 def test_recorder_reaching_up_or_into_display_code_is_caught(tmp_path: Path) -> None:
     root = _tree(
         tmp_path,
         {
-            "recorder/views.py": "from rich.table import Table\nfrom blackbox import output\n",
-            "recorder/taps/observer.py": "import analytics.parquet\nimport replay\n",
-            "recorder/richness.py": "import richer\n",  # a prefix of a name, not the library
+            "recorder/views.py": "from rich.table import Table\nfrom blackbox.cli import output\n",
+            "recorder/capture/observer.py": (
+                "import blackbox.analytics.parquet\nimport blackbox.replay\n"
+            ),
+            "recorder/richness.py": "import richer\nfrom blackbox import config\n",
         },
     )
     assert sorted(recorder_violations(root)) == [
-        "recorder/taps/observer.py:1 imports analytics.parquet",
-        "recorder/taps/observer.py:2 imports replay",
+        "recorder/capture/observer.py:1 imports blackbox.analytics.parquet",
+        "recorder/capture/observer.py:2 imports blackbox.replay",
+        "recorder/richness.py:2 imports blackbox.config",
         "recorder/views.py:1 imports rich.table",
         "recorder/views.py:1 imports rich.table.Table",
-        "recorder/views.py:2 imports blackbox",
-        "recorder/views.py:2 imports blackbox.output",
+        "recorder/views.py:2 imports blackbox.cli",
+        "recorder/views.py:2 imports blackbox.cli.output",
+    ]
+
+
+def test_importing_a_folder_by_its_own_name_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "recorder/store/migrate.py": "import migrations\n",
+            "tests/test_x.py": "from recorder.log import chain\n",
+            "bench/b.py": "from blackbox.recorder import recorder_things\n",  # not a folder name
+        },
+    )
+    assert sorted(old_name_imports(root)) == [
+        "recorder/store/migrate.py:1 imports migrations",
+        "tests/test_x.py:1 imports recorder.log",
+        "tests/test_x.py:1 imports recorder.log.chain",
     ]
 
 
@@ -334,7 +502,7 @@ def test_an_oversize_module_is_caught_but_the_stdio_relay_is_allowed(tmp_path: P
     root = _tree(
         tmp_path,
         {
-            "recorder/taps/stdio.py": long,
+            "recorder/capture/taps/stdio.py": long,
             "analytics/parquet.py": long,
             "replay/ok.py": "x = 1\n" * MAX_LINES,
         },
@@ -342,3 +510,16 @@ def test_an_oversize_module_is_caught_but_the_stdio_relay_is_allowed(tmp_path: P
     assert oversize_modules(root) == [
         f"analytics/parquet.py has {MAX_LINES + 1} lines (at most 700)"
     ]
+
+
+def test_a_folder_with_more_than_a_quarter_of_the_code_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "recorder/a.py": "x = 1\n" * 30,
+            "recorder/log/b.py": "x = 1\n" * 25,
+            "replay/c.py": "x = 1\n" * 25,
+            "analytics/d.py": "x = 1\n" * 20,
+        },
+    )
+    assert crowded_folders(root) == ["recorder/ holds 30 of 100 lines (30%)"]

@@ -3,8 +3,9 @@
 holds it to that). If the page and the code disagree, these tests fail.
 
 The project only makes the evidence, in a child process: a store with sessions, a bundle
-written by `blackbox export`, and a checkpoint signed with `recorder.checkpoint` over a root from
-`recorder.merkle`. Everything below the verifier line reads files and text, nothing else.
+written by `blackbox export`, and a checkpoint signed with `blackbox.recorder.trust.checkpoint` over
+a root from `blackbox.recorder.log.merkle`. Everything below the verifier line reads files and text,
+nothing else.
 
 One function per check, so that inclusion proofs (a bundle's checkpoint and a proof per record)
 are added as functions of their own.
@@ -280,8 +281,8 @@ CLI = str(Path(sys.executable).with_name("blackbox"))
 
 MAKE_STORE = """
 import sys
-from recorder.model import NewEvent
-from recorder.store import open_store
+from blackbox.recorder.log.model import NewEvent
+from blackbox.recorder.store import open_store
 from tests.recorder.storekit import T0, frame, session_events
 
 store = open_store(sys.argv[1])
@@ -307,8 +308,9 @@ store.append(session_events(calls=0, ended=False, start_ns=T0 + 2 * 10**9, name=
 
 MAKE_CHECKPOINT = """
 import json, sys
-from recorder import checkpoint, merkle
-from recorder.store import open_store
+from blackbox.recorder.trust import checkpoint
+from blackbox.recorder.log import merkle
+from blackbox.recorder.store import open_store
 
 store = open_store(sys.argv[1], create=False)
 leaves = [ev.hash for ev in store.read_log()]

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.log import events
+from blackbox.recorder.store import open_store
 
-from recorder import events
-from recorder.store import open_store
 from tests.conftest import BLACKBOX
 
 ROOT = Path(__file__).resolve().parents[1]

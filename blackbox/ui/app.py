@@ -2,9 +2,9 @@
 
 Why it exists: the CLI shows a record after the fact; this shows it while it is written, in a
 browser, every view at a URL of its own. Pages are shells (`blackbox.ui.pages`) filled by one small
-script from the JSON API below; live updates are server-sent events fed by `recorder.follow` (store
-and running taps' journals). Everything is read-only over the store except starting a replay, and
-everything sits behind `blackbox.ui.security.Guard`.
+script from the JSON API below; live updates are server-sent events fed by
+`blackbox.recorder.query.follow` (store and running taps' journals). Everything is read-only over
+the store except starting a replay, and everything sits behind `blackbox.ui.security.Guard`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.query.follow import Follower, Record
+from blackbox.recorder.store import EventStore
 from blackbox.ui import data, pages
 from blackbox.ui.security import Guard
-from recorder.errors import BlackboxError
-from recorder.follow import Follower, Record
-from recorder.store import EventStore
 
 STATIC = Path(__file__).parent / "static"
 # The SQL console shows this many rows; a query may be stopped after this long.
@@ -229,7 +229,7 @@ async def _live(
 
 
 def _run_sql(ctx: Context, q: str) -> tuple[list[str], list[tuple], bool]:
-    from analytics.sql import start_sql
+    from blackbox.analytics.sql import start_sql
 
     rows: list[tuple] = []
     with start_sql(ctx.store, ctx.analytics_dir, q, timeout_s=SQL_TIMEOUT_S) as running:
@@ -241,7 +241,7 @@ def _run_sql(ctx: Context, q: str) -> tuple[list[str], list[tuple], bool]:
 
 
 def _overview(ctx: Context) -> dict[str, Any]:
-    from analytics.reports import refreshed_connection
+    from blackbox.analytics.reports import refreshed_connection
 
     con, _ = refreshed_connection(ctx.store, ctx.analytics_dir)
     try:
@@ -251,8 +251,8 @@ def _overview(ctx: Context) -> dict[str, Any]:
 
 
 def _replay(ctx: Context, ref: str, against: str | None) -> dict[str, Any]:
-    from replay.replayer import ReplayOptions, replay_session
-    from replay.report import as_json
+    from blackbox.replay.replayer import ReplayOptions, replay_session
+    from blackbox.replay.report import as_json
 
     original = ctx.store.resolve(ref)
     result = replay_session(ctx.store, original, against=against, options=ReplayOptions())

@@ -1,5 +1,5 @@
-"""What the web UI shows beyond the store's pages (`recorder.store.browse`): one record whole,
-and the overview's charts from the analytics views.
+"""What the web UI shows beyond the store's pages (`blackbox.recorder.query.browse`): one record
+whole, and the overview's charts from the analytics views.
 
 Why it exists: the routes stay thin; the shapes the page's script reads are made here.
 """
@@ -10,8 +10,7 @@ import base64
 import json
 from typing import Any
 
-from recorder.store import EventStore
-from recorder.store.browse import (
+from blackbox.recorder.query.browse import (
     PAGE,
     TIMELINE_PAGE,
     SessionQuery,
@@ -22,6 +21,7 @@ from recorder.store.browse import (
     session_page,
     timeline_page,
 )
+from blackbox.recorder.store import EventStore
 
 __all__ = [
     "PAGE",

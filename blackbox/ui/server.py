@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.store import EventStore
 from blackbox.ui.app import LIVE_POLL_S, Context, create_app
 from blackbox.ui.security import is_loopback, new_token
-from recorder.errors import BlackboxError
-from recorder.store import EventStore
 
 
 class BadListen(BlackboxError):

@@ -1,7 +1,7 @@
 """A derived column that says which of a record's derived values had to be fitted to be stored:
 `events.degraded`, "column:reason" notes such as "method:surrogate" or "error_code:out_of_range"
-(recorder/jsonrpc.py `degradation`). Derived from the raw bytes like the other views, so `verify`
-recomputes it; records appended before this revision hold NULL, which `verify` accepts.
+(recorder/log/jsonrpc.py `degradation`). Derived from the raw bytes like the other views, so
+`verify` recomputes it; records appended before this revision hold NULL, which `verify` accepts.
 
 Revision ID: 0006
 Revises: 0005

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from recorder.otel.sdk import Sender, Target
-from recorder.otel.spans import Options, SessionSpans, SpanData
-from recorder.otel.watermark import Watermark
-from recorder.store import EventStore
+from blackbox.recorder.otel.sdk import Sender, Target
+from blackbox.recorder.otel.spans import Options, SessionSpans, SpanData
+from blackbox.recorder.otel.watermark import Watermark
+from blackbox.recorder.store import EventStore
 
 # StoredEvent field order, as read_log_rows gives it.
 _POS, _SID, _SEQ, _WALL, _KIND, _DIR, _RAW, _DERIVED = 0, 1, 2, 3, 5, 6, 7, 9

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported once the follower has waited; the SDK never in the tap's process
-    from recorder.otel.sdk import Sender
-    from recorder.otel.spans import SessionSpans, SpanData
-    from recorder.otel.watermark import Watermark
+    from blackbox.recorder.otel.sdk import Sender
+    from blackbox.recorder.otel.spans import SessionSpans, SpanData
+    from blackbox.recorder.otel.watermark import Watermark
 
 POLL_SECONDS = 0.5
 METRICS_SECONDS = 10.0
@@ -66,7 +66,7 @@ def start(store_url: str, watermark_path: Path, endpoint: str | None = None,
           protocol: str | None = None, pid: int | None = None,
           on_notice=None) -> LiveHandle:  # type: ignore[no-untyped-def]  # fmt: skip
     """Start the follower for the sessions recorded by process `pid` (this one by default)."""
-    argv = [sys.executable, "-m", "recorder.otel.live", "--store", store_url,
+    argv = [sys.executable, "-m", "blackbox.recorder.otel.live", "--store", store_url,
             "--watermark", str(watermark_path), "--pid", str(pid or os.getpid()),
             "--since-ns", str(time.time_ns())]  # fmt: skip
     if endpoint:
@@ -165,8 +165,8 @@ class Follower:
         return read
 
     def _follow(self, sid: str, row: tuple) -> SessionSpans | None:  # type: ignore[type-arg]
-        from recorder.jsonrpc import parse
-        from recorder.otel.spans import SessionSpans
+        from blackbox.recorder.log.jsonrpc import parse
+        from blackbox.recorder.otel.spans import SessionSpans
 
         if row[_KIND] != "session_started" or row[_SEQ] != 1:
             return None  # a session that began before us, or another tap's
@@ -210,8 +210,8 @@ def follow(store_url: str, watermark_path: Path, endpoint: str | None, protocol:
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     closed.wait(START_SECONDS)
-    from recorder.otel.sdk import Sender, Target
-    from recorder.otel.watermark import Watermark
+    from blackbox.recorder.otel.sdk import Sender, Target
+    from blackbox.recorder.otel.watermark import Watermark
 
     store = _open_when_there(store_url, closed)
     if store is None:
@@ -243,8 +243,8 @@ def follow(store_url: str, watermark_path: Path, endpoint: str | None, protocol:
 def _open_when_there(store_url: str, closed: threading.Event):  # type: ignore[no-untyped-def]
     """The store, once the tap has created it (the follower never creates or migrates one: two
     processes migrating a fresh schema at once is what the tap's own lock exists to avoid)."""
-    from recorder.errors import StoreMissing
-    from recorder.store import open_store
+    from blackbox.recorder.errors import StoreMissing
+    from blackbox.recorder.store import open_store
 
     deadline = None
     while True:
@@ -259,7 +259,7 @@ def _open_when_there(store_url: str, closed: threading.Event):  # type: ignore[n
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m recorder.otel.live")
+    parser = argparse.ArgumentParser(prog="python -m blackbox.recorder.otel.live")
     parser.add_argument("--store", required=True)
     parser.add_argument("--watermark", required=True, type=Path)
     parser.add_argument("--pid", required=True, type=int)

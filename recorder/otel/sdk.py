@@ -19,6 +19,15 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from blackbox.recorder import __version__
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.otel import CONVENTIONS, SCHEMA_URL, wire
+from blackbox.recorder.otel.spans import (
+    DURATION_BUCKETS,
+    OPERATION_METRIC,
+    SESSION_METRIC,
+    SpanData,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope as PbScope
@@ -41,16 +50,6 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
-
-from recorder import __version__
-from recorder.errors import BlackboxError
-from recorder.otel import CONVENTIONS, SCHEMA_URL, wire
-from recorder.otel.spans import (
-    DURATION_BUCKETS,
-    OPERATION_METRIC,
-    SESSION_METRIC,
-    SpanData,
-)
 
 SERVICE_NAME = "mcp-blackbox"
 CHUNK = 2000

@@ -2,8 +2,8 @@
 
 Why it exists: the batch export and the live follower must produce the same spans from the same
 records (the same ids too, so a resend is recognisably a resend), and this part is pure logic that
-is tested and timed on its own. Requests are paired with their responses by `recorder.pairing`,
-the one pairing every reader uses.
+is tested and timed on its own. Requests are paired with their responses by
+`blackbox.recorder.log.pairing`, the one pairing every reader uses.
 
 The mapping (see docs/otel.md for the table): one CLIENT span per request/response pair, named
 `{mcp.method.name} {target}`, from the request's wall time to the response's; server-initiated
@@ -23,10 +23,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-
-from recorder.jsonrpc import id_fields, parse
-from recorder.pairing import Pending, request_key, response_key
-from recorder.redact import Redactor
+from blackbox.recorder.log.jsonrpc import id_fields, parse
+from blackbox.recorder.log.pairing import Pending, request_key, response_key
+from blackbox.recorder.privacy.redact import Redactor
 
 # The conventions' bucket boundaries for both duration histograms (mcp.md, "Metrics").
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from recorder.otel.spans import SpanData
+from blackbox.recorder.otel.spans import SpanData
 
 _FIXED64 = struct.Struct("<Q").pack
 _FIXED32 = struct.Struct("<I").pack

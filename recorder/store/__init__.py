@@ -16,18 +16,17 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from recorder.chain import Finding
-from recorder.errors import BadStoreURL
-from recorder.model import NewEvent, SessionInfo, StoredEvent
+from blackbox.recorder.errors import BadStoreURL
+from blackbox.recorder.log.chain import Finding
+from blackbox.recorder.log.model import NewEvent, SessionInfo, StoredEvent
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from blackbox.recorder.log.events import RetentionApplied
+    from blackbox.recorder.store.removals import Removal
     from sqlalchemy.engine import Connection
     from sqlalchemy.engine.url import URL
-
-    from recorder.events import RetentionApplied
-    from recorder.store.removals import Removal
 
 
 class EventStore(Protocol):
@@ -108,7 +107,7 @@ class EventStore(Protocol):
         """The one sanctioned removal (retention): whole sessions, held ones refused, recorded in
         the same transaction by a `retention_applied` record (`applied`, its ids and counts
         filled in) in a session of its own (`record_session`, or a new id) named `retention`;
-        returns how many records were removed (`recorder.store.removals`)."""
+        returns how many records were removed (`blackbox.recorder.store.removals`)."""
         ...
 
     def removals(self) -> list[Removal]:
@@ -117,7 +116,7 @@ class EventStore(Protocol):
 
     def transaction(self, write: bool = False) -> AbstractContextManager[Connection]:
         """A connection (a committed write transaction when `write`) for the store's companion
-        modules: the Merkle tree (`recorder.store.tree`) and its checkpoints."""
+        modules: the Merkle tree (`blackbox.recorder.store.tree`) and its checkpoints."""
         ...
 
     def close(self) -> None: ...
@@ -161,9 +160,9 @@ _SECRET_PARAM = re.compile(r"pass|secret|token|key", re.IGNORECASE)
 
 def public_url(url: str) -> str:
     """The store's URL in one canonical spelling without credentials: what a journal records
-    (`recorder.journal.StoreMark`) and compares to know which store it was written for. SQLite:
-    the absolute file path; PostgreSQL: user, host, port (5432 when absent), database, and the
-    query parameters that select a schema (`options`), never a password."""
+    (`blackbox.recorder.capture.journal.StoreMark`) and compares to know which store it was written
+    for. SQLite: the absolute file path; PostgreSQL: user, host, port (5432 when absent), database,
+    and the query parameters that select a schema (`options`), never a password."""
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         path = Path(str(parsed.database)).expanduser().resolve()
@@ -194,17 +193,17 @@ def open_store(url: str, *, create: bool = True) -> EventStore:
 def _open_backend(backend: str, url: str, create: bool) -> EventStore:
     # Only the chosen backend's module is imported.
     if backend == "sqlite":
-        from recorder.store.sqlite import SqliteEventStore
+        from blackbox.recorder.store.sqlite import SqliteEventStore
 
         return SqliteEventStore(url, create=create)
-    from recorder.store.postgres import PostgresEventStore
+    from blackbox.recorder.store.postgres import PostgresEventStore
 
     return PostgresEventStore(url, create=create)
 
 
 def schema_head() -> str:
     """The schema revision this code writes: every store it opens is migrated to it."""
-    from recorder.store import migrate
+    from blackbox.recorder.store import migrate
 
     return migrate.head_revision()
 

@@ -1,15 +1,15 @@
 """What `verify` checks beyond the chain, as plain functions: how a stored derived value compares
 with a recomputed one, and how a mismatch is worded. `SqlEventStore.verify` streams the records;
-`recorder.store.projection` recomputes what they should say."""
+`blackbox.recorder.store.projection` recomputes what they should say."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from recorder import chain
-from recorder.jsonrpc import fit_stored, stored_agrees
-from recorder.model import DERIVED, Kind
+from blackbox.recorder.log import chain
+from blackbox.recorder.log.jsonrpc import fit_stored, stored_agrees
+from blackbox.recorder.log.model import DERIVED, Kind
 
 ERA_INDEX = DERIVED.index("era")
 STARTED = str(Kind.SESSION_STARTED)

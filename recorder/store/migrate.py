@@ -9,12 +9,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from blackbox.recorder.errors import SchemaTooNew
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-import migrations
-from recorder.errors import SchemaTooNew
+from blackbox import migrations
 
 SCRIPT_LOCATION = str(Path(migrations.__file__).parent)
 # Any constant will do: it names the lock every migrating process takes on PostgreSQL.

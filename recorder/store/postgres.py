@@ -13,15 +13,14 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
+from blackbox.recorder.log import chain
+from blackbox.recorder.log.model import Kind
+from blackbox.recorder.store.projection import INSERT_COLUMNS
+from blackbox.recorder.store.schema import events
+from blackbox.recorder.store.sql import SqlEventStore
 from sqlalchemy import BigInteger, Boolean, LargeBinary, create_engine, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
-
-from recorder import chain
-from recorder.model import Kind
-from recorder.store.projection import INSERT_COLUMNS
-from recorder.store.schema import events
-from recorder.store.sql import SqlEventStore
 
 # Binary COPY: in text format every raw byte went over as two hex digits, formatted in Python,
 # and psycopg's row formatting was 40% of an append (py-spy over bench/ingest.py's loop).

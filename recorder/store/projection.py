@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 
-from recorder import events
-from recorder.jsonrpc import derived_columns, fit_era
-from recorder.model import Kind, NewEvent, SessionInfo, StoredEvent
+from blackbox.recorder.log import events
+from blackbox.recorder.log.jsonrpc import derived_columns, fit_era
+from blackbox.recorder.log.model import Kind, NewEvent, SessionInfo, StoredEvent
 
 # A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
 # the database assigns.

@@ -16,15 +16,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from blackbox.recorder.errors import AppendRefused
+from blackbox.recorder.log import chain
+from blackbox.recorder.log import events as docs
+from blackbox.recorder.log.model import Kind, NewEvent, new_session_id
+from blackbox.recorder.store import tree
+from blackbox.recorder.store.schema import events, retention_removals, sessions
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.engine import Connection
-
-from recorder import chain
-from recorder import events as docs
-from recorder.errors import AppendRefused
-from recorder.model import Kind, NewEvent, new_session_id
-from recorder.store import tree
-from recorder.store.schema import events, retention_removals, sessions
 
 RETENTION_SESSION = "retention"
 

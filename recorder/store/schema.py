@@ -102,7 +102,7 @@ retention_removals = Table(
     Column("removed_by", Position, nullable=False),
 )
 
-# The Merkle tree over the whole log (RFC 9162; recorder/merkle.py, recorder/store/tree.py).
+# The Merkle tree over the whole log (RFC 9162; recorder/log/merkle.py, recorder/store/tree.py).
 # Everything here is the writer's cache, never evidence: `verify --checkpoint` recomputes every
 # leaf from the records' bytes. Leaf `idx` of the tree is the record at log `position`, in the
 # order the sequencer took them, and its hash is SHA-256(0x00 || the record's chain hash), which

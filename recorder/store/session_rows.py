@@ -3,7 +3,7 @@
 Every append reads the chain head of each session in its batch and writes that session's row back.
 Built as SQLAlchemy Core statements, each was compiled again every batch; as text with the
 driver's parameter marker they go straight to the driver (bench/ingest.py, docs/performance.md).
-The projected values themselves come from `recorder.store.projection`.
+The projected values themselves come from `blackbox.recorder.store.projection`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from blackbox.recorder.store.schema import sessions
 from sqlalchemy.engine import Connection
-
-from recorder.store.schema import sessions
 
 # The column names are the schema's: a projection naming any other is a bug, not data.
 COLUMNS = frozenset(sessions.c.keys())
@@ -33,7 +32,7 @@ class Current(NamedTuple):
 class Appended(NamedTuple):
     """What an append stored of one session, for its row: the row as read before (None for a
     new session), the frames and records it added (seals not counted), the wall time of the
-    first, and the projected columns (`recorder.store.projection.project`, with the chain's
+    first, and the projected columns (`blackbox.recorder.store.projection.project`, with the chain's
     head, last seq and last wall time)."""
 
     session_id: str

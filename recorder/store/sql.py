@@ -1,10 +1,11 @@
 """What the SQLite and PostgreSQL event stores share: one SQLAlchemy engine, the append path,
 the reads, verification, holds and retention.
 
-A backend (`recorder.store.sqlite`, `recorder.store.postgres`) subclasses `SqlEventStore` with its
-engine, its bulk insert and its way of checking a long chain, and overrides the few steps where the
-databases differ; `open_store` picks the class. Driver errors are converted to `recorder.errors` in
-one place (`_translated`), so callers see one clear message whatever the backend.
+A backend (`blackbox.recorder.store.sqlite`, `blackbox.recorder.store.postgres`) subclasses
+`SqlEventStore` with its engine, its bulk insert and its way of checking a long chain, and overrides
+the few steps where the databases differ; `open_store` picks the class. Driver errors are converted
+to `blackbox.recorder.errors` in one place (`_translated`), so callers see one clear message
+whatever the backend.
 """
 
 from __future__ import annotations
@@ -18,14 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-from sqlalchemy import delete, func, insert, select
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.engine.url import URL
-from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
-
-from recorder import chain
-from recorder import events as record_docs
-from recorder.errors import (
+from blackbox.recorder.errors import (
     AmbiguousSession,
     AppendRefused,
     BadStoreURL,
@@ -38,10 +32,12 @@ from recorder.errors import (
     StoreReadOnly,
     StoreUnavailable,
 )
-from recorder.jsonrpc import derived_columns
-from recorder.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
-from recorder.store import audit, migrate, normalise_url, removals, session_rows
-from recorder.store.projection import (
+from blackbox.recorder.log import chain
+from blackbox.recorder.log import events as record_docs
+from blackbox.recorder.log.jsonrpc import derived_columns
+from blackbox.recorder.log.model import DERIVED, Kind, NewEvent, SessionInfo, StoredEvent
+from blackbox.recorder.store import audit, migrate, normalise_url, removals, session_rows
+from blackbox.recorder.store.projection import (
     INSERT_COLUMNS,
     derive,
     events_row,
@@ -49,7 +45,11 @@ from recorder.store.projection import (
     replayed,
     session_info,
 )
-from recorder.store.schema import events, holds, sessions
+from blackbox.recorder.store.schema import events, holds, sessions
+from sqlalchemy import delete, func, insert, select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 
 def describe_db_error(exc: BaseException, url: str) -> StoreError:
@@ -172,7 +172,7 @@ class SqlEventStore(ABC):
 
     @contextmanager
     def transaction(self, write: bool = False) -> Iterator[Connection]:
-        """A connection for the store's companion modules (`recorder.store.tree`): a write
+        """A connection for the store's companion modules (`blackbox.recorder.store.tree`): a write
         transaction committed on success when `write`, errors translated either way."""
         with self._translated(), self.engine.connect() as conn:
             if write:

@@ -2,7 +2,7 @@
 
 What SQLite needs of its own: connection pragmas tuned for the log, write transactions that take the
 write lock up front, an `executemany` insert, and a long chain verified by child processes reading
-the same file (`recorder.store.sqlite_chain`), since hashing in CPython is one core's work.
+the same file (`blackbox.recorder.store.sqlite_chain`), since hashing in CPython is one core's work.
 """
 
 from __future__ import annotations
@@ -15,14 +15,13 @@ from collections.abc import Iterable
 from contextlib import closing, suppress
 from pathlib import Path
 
+from blackbox.recorder.private import private_dir, private_file
+from blackbox.recorder.store import sqlite_chain
+from blackbox.recorder.store.projection import INSERT_COLUMNS
+from blackbox.recorder.store.sql import SqlEventStore
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
-
-from recorder.private import private_dir, private_file
-from recorder.store import sqlite_chain
-from recorder.store.projection import INSERT_COLUMNS
-from recorder.store.sql import SqlEventStore
 
 # How much write-ahead log a store lets pile up before SQLite checkpoints it, and keeps on disk.
 WAL_BYTES = 40 * 1024 * 1024
@@ -168,7 +167,7 @@ def _start_run_check(
     argv = [
         sys.executable,
         "-m",
-        "recorder.store.sqlite_chain",
+        "blackbox.recorder.store.sqlite_chain",
         database,
         session_id,
         *map(str, run),

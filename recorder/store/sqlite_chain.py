@@ -7,7 +7,7 @@ run itself while child processes running this module check the others, reading t
 (WAL readers never block one another). Only what is needed is imported, so a child starts in a
 few tens of milliseconds.
 
-    python -m recorder.store.sqlite_chain DATABASE SESSION FIRST LAST
+    python -m blackbox.recorder.store.sqlite_chain DATABASE SESSION FIRST LAST
 
 prints one JSON line: `{"count": N, "seal_seq": S}` (`S` null when the run holds no seal) when
 seq FIRST..LAST are all present and each links from the one before, `{"broken": true}` otherwise.
@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterator
 from urllib.parse import quote
 
-from recorder import chain
+from blackbox.recorder.log import chain
 
 RUN_COLUMNS = ", ".join(chain.ChainRecord._fields)
 RUN_READ = (

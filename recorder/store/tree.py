@@ -2,7 +2,7 @@
 the recomputation from the records themselves that verification trusts instead.
 
 Leaf i is the i-th record the sequencer took, its leaf input the record's 32-byte chain hash
-(recorder/merkle.py has the tree itself). No row is kept per leaf: the record's row holds its
+(recorder/log/merkle.py has the tree itself). No row is kept per leaf: the record's row holds its
 chain hash, and `tree_runs` says which record each leaf is, a row per run of consecutive log
 positions; only the leaf hashes of records retention removed are kept apart. The sequencer runs
 under a lock (SQLite: the write transaction; PostgreSQL: an advisory lock) and takes only
@@ -27,13 +27,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
-from sqlalchemy.engine import Connection
-
-from recorder import chain, merkle
-from recorder.errors import StoreError
-from recorder.model import Kind
-from recorder.store.schema import (
+from blackbox.recorder.errors import StoreError
+from blackbox.recorder.log import chain, merkle
+from blackbox.recorder.log.model import Kind
+from blackbox.recorder.store.schema import (
     checkpoints,
     events,
     tree_gaps,
@@ -42,6 +39,8 @@ from recorder.store.schema import (
     tree_runs,
     tree_state,
 )
+from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy.engine import Connection
 
 STRIDE = 4  # subtree hashes are stored at levels 4, 8, 12, ...
 # A position passed unseen this long ago is no longer waited for: no append stays open an hour.

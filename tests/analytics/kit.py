@@ -8,17 +8,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analytics.parquet import ParquetCopy, copy_dir
-from analytics.views import connect
-from recorder.model import NewEvent, new_session_id
-from recorder.store import EventStore
+from blackbox.analytics.parquet import ParquetCopy, copy_dir
+from blackbox.analytics.views import connect
+from blackbox.recorder.log.model import NewEvent, new_session_id
+from blackbox.recorder.store import EventStore
 
 MS = 1_000_000
 BASE_NS = 1_764_000_000_000_000_000  # 2025-11-24T16:00:00Z
 
 
 def fingerprint(arguments: Any) -> str:
-    """The decision producers' expression, written out independently of analytics.parquet."""
+    """The decision producers' expression, written out independently of
+    blackbox.analytics.parquet."""
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -10,13 +10,13 @@ import json
 import time
 
 import pytest
+from blackbox.recorder.log import chain
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import DAY_NS, record_session
+from blackbox.recorder.trust.checkpoint import Signer
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder import chain
-from recorder.checkpoint import Signer
-from recorder.store import open_store
-from recorder.synthetic import DAY_NS, record_session
+from blackbox.cli.main import main
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -166,10 +166,10 @@ def test_export_refuses_a_log_inconsistent_with_its_last_checkpoint(
 def test_retention_archive_proves_its_records_and_earlier_checkpoints_still_verify(
     store_url, blackbox_env, tmp_path
 ):
-    from analytics.retention import apply_retention
-    from analytics.verify_export import verify_export
-    from recorder import logproof
-    from recorder.checkpoint import parse_vkey
+    from blackbox.recorder.compliance.retention import apply_retention
+    from blackbox.recorder.compliance.verify_export import verify_export
+    from blackbox.recorder.trust import logproof
+    from blackbox.recorder.trust.checkpoint import parse_vkey
 
     store = open_store(store_url)
     now = time.time_ns()

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from blackbox.analytics import parquet
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
-from analytics import parquet
-from blackbox import output
-from blackbox.cli import main
-from recorder.store import open_store
+from blackbox.cli import output
+from blackbox.cli.main import main
 from tests.analytics.kit import Session
 
 

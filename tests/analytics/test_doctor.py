@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from blackbox.analytics.doctor import diagnose, doctor, render_text
+from blackbox.recorder.errors import SessionNotFound
+from blackbox.recorder.store import open_store
 
-from analytics.doctor import diagnose, doctor, render_text
-from recorder.errors import SessionNotFound
-from recorder.store import open_store
 from tests.analytics.kit import Session
 
 

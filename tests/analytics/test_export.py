@@ -11,14 +11,19 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
-from analytics.export import FORMATS, ExportError, Selection, export_bundle, read_rows
-from analytics.export import RECORD_COLUMNS as COLS
-from analytics.verify_export import verify_export
-from recorder.model import Kind
-from recorder.redact import Redactor
-from recorder.store import open_store
-from recorder.synthetic import DAY_NS, SECRETS, record_session
+from blackbox.recorder.compliance.export import (
+    FORMATS,
+    ExportError,
+    Selection,
+    export_bundle,
+    read_rows,
+)
+from blackbox.recorder.compliance.export import RECORD_COLUMNS as COLS
+from blackbox.recorder.compliance.verify_export import verify_export
+from blackbox.recorder.log.model import Kind
+from blackbox.recorder.privacy.redact import Redactor
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import DAY_NS, SECRETS, record_session
 
 
 @pytest.fixture
@@ -430,9 +435,9 @@ def test_a_record_stored_before_the_derived_views_were_fitted_exports_and_verifi
 ) -> None:
     """A SQLite store of an older version holds NUL in a derived text and an era of any length;
     its bundle verifies, as `blackbox verify` does in the store, and a real edit is still caught."""
-    from recorder import jsonrpc
-    from recorder.model import NewEvent
-    from recorder.store import sql
+    from blackbox.recorder.log import jsonrpc
+    from blackbox.recorder.log.model import NewEvent
+    from blackbox.recorder.store import sql
 
     store = open_store(sqlite_url)
     sid = record_session(store, time.time_ns() - DAY_NS, ended=False)

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import DAY_NS, SECRETS, record_session
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder.store import open_store
-from recorder.synthetic import DAY_NS, SECRETS, record_session
+from blackbox.cli.main import main
 
 
 @pytest.fixture

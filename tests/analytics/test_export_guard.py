@@ -13,12 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.compliance.export import ExportError, Selection, export_bundle
+from blackbox.recorder.compliance.verify_export import verify_export
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
-from analytics.export import ExportError, Selection, export_bundle
-from analytics.verify_export import verify_export
-from blackbox.cli import main
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.recorder.storekit import T0, session_events
 from tests.recorder.test_tamper import tamper
 

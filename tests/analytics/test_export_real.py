@@ -16,14 +16,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from blackbox.recorder.compliance.retention import apply_retention
+from blackbox.recorder.compliance.verify_export import verify_export
+from blackbox.recorder.log.model import Kind
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
-from analytics.retention import apply_retention
-from analytics.verify_export import verify_export
-from blackbox.cli import main
-from recorder.model import Kind
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.conftest import BLACKBOX, ROOT, backend_store_url
 from tests.polling import eventually
 

@@ -11,9 +11,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from analytics.html import render
-from analytics.reports import run_report
-from recorder.store import open_store
+from blackbox.analytics.html import render
+from blackbox.analytics.reports import run_report
+from blackbox.recorder.store import open_store
+
 from tests.analytics.kit import BASE_NS, Session
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import DAY_NS, record_session
 from click.testing import CliRunner
 
 from blackbox import config
-from blackbox.cli import main
-from recorder.store import open_store
-from recorder.synthetic import DAY_NS, record_session
+from blackbox.cli.main import main
 from tests.file_modes import UMASKS, not_private, umask, under_umask
 from tests.peers import BLACKBOX
 

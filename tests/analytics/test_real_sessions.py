@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from blackbox.analytics.doctor import diagnose
+from blackbox.analytics.reports import refreshed_connection, run_report
+from blackbox.recorder.store import open_store
 
-from analytics.doctor import diagnose
-from analytics.reports import refreshed_connection, run_report
-from recorder.store import open_store
 from tests import peers
 from tests.analytics.kit import rows
 from tests.polling import eventually

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from blackbox.analytics import calls, parquet
+from blackbox.analytics.calls import CallTracker
+from blackbox.recorder.store import open_store
 
-from analytics import calls, parquet
-from analytics.calls import CallTracker
-from recorder.store import open_store
 from tests.analytics.kit import BASE_NS, Session, fingerprint
 
 TRICKY = [

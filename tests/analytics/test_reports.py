@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from blackbox.analytics.reports import Filters, ReportError, run_report
+from blackbox.recorder.store import open_store
 
-from analytics.reports import Filters, ReportError, run_report
-from recorder.store import open_store
 from tests.analytics.kit import BASE_NS, MS, Session, fingerprint
 
 DAY = 86_400 * 10**9
@@ -243,7 +243,7 @@ def test_permissions_join_policy_and_host_decisions(sqlite_url: str, tmp_path: P
         ("files", "denied"),
         ("other", "allow"),
     ]
-    from analytics.reports import refreshed_connection
+    from blackbox.analytics.reports import refreshed_connection
 
     con, _ = refreshed_connection(store, tmp_path / "an")
     matched = dict(

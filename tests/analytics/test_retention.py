@@ -10,21 +10,20 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.exc import DBAPIError
-
-from analytics.export import ExportError
-from analytics.retention import (
+from blackbox.recorder.compliance.export import ExportError
+from blackbox.recorder.compliance.retention import (
     RetentionError,
     add_hold,
     apply_retention,
     list_holds,
     remove_hold,
 )
-from analytics.verify_export import verify_export
-from recorder.model import Kind
-from recorder.store import open_store
-from recorder.synthetic import DAY_NS, record_session
+from blackbox.recorder.compliance.verify_export import verify_export
+from blackbox.recorder.log.model import Kind
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import DAY_NS, record_session
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
 
 HOUR_NS = DAY_NS // 24
 
@@ -193,7 +192,7 @@ def test_a_session_whose_chain_is_broken_is_kept(sqlite_url: str, tmp_path: Path
 
 
 def test_a_session_active_again_is_not_sealed(sqlite_url: str) -> None:
-    from analytics.retention import seal_abandoned
+    from blackbox.recorder.compliance.retention import seal_abandoned
 
     store = open_store(sqlite_url)
     now = time.time_ns()

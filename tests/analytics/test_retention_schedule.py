@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.compliance.retention_schedule import ScheduleError, cron_when
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import DAY_NS, record_session
 from click.testing import CliRunner
 
-from analytics.retention_schedule import ScheduleError, cron_when
-from blackbox.cli import main
-from recorder.store import open_store
-from recorder.synthetic import DAY_NS, record_session
+from blackbox.cli.main import main
 from tests.conftest import BLACKBOX
 
 pytestmark = pytest.mark.timeout(180)

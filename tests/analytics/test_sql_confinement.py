@@ -17,12 +17,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from blackbox.analytics.parquet import copy_dir
+from blackbox.analytics.reports import refreshed_connection
+from blackbox.analytics.views import COLUMNS
+from blackbox.recorder.store import open_store
 
-from analytics.parquet import copy_dir
-from analytics.reports import refreshed_connection
-from analytics.views import COLUMNS
 from blackbox import config
-from recorder.store import open_store
 from tests.analytics.kit import Session
 from tests.conftest import BLACKBOX
 

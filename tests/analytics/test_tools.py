@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
 
-from recorder.store import open_store
 from tests import peers
 from tests.recorder.test_stdio_tap import wait_sealed
 from tests.recorder.test_tool_drift import run_session

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from blackbox.analytics import parquet
+from blackbox.analytics.parquet import ParquetCopy, copy_dir, store_key
+from blackbox.analytics.views import COLUMNS, connect
+from blackbox.recorder.log.model import NewEvent
+from blackbox.recorder.store import open_store
 
-from analytics import parquet
-from analytics.parquet import ParquetCopy, copy_dir, store_key
-from analytics.views import COLUMNS, connect
-from recorder.model import NewEvent
-from recorder.store import open_store
 from tests.analytics.kit import BASE_NS, MS, Session, copy_for, fingerprint, refreshed, rows
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from analytics.views import connect
-from recorder.store import open_store
+from blackbox.analytics.views import connect
+from blackbox.recorder.store import open_store
+
 from tests.analytics.kit import Session, copy_for
 
 

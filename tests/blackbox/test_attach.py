@@ -21,13 +21,15 @@ from pathlib import Path
 
 import anyio
 import pytest
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
-from blackbox import attach as lib
-from blackbox import jsonc, proxy_service
-from blackbox.cli import main
-from recorder.store import open_store
+from blackbox import proxy_service
+from blackbox.cli.main import main
+from blackbox.hosts import attach as lib
+from blackbox.hosts import jsonc
+from blackbox.hosts.host_config import parse_json_text
 from tests.conftest import BLACKBOX
 from tests.polling import eventually, wait_listening
 
@@ -52,9 +54,7 @@ def place(tmp_path: Path, host: str) -> Path:
 
 
 def parse(path: Path, host: str) -> dict:
-    return lib.parse_json_text(
-        path.read_text("utf-8"), jsonc=host in ("vscode", "cursor")
-    ).to_python()
+    return parse_json_text(path.read_text("utf-8"), jsonc=host in ("vscode", "cursor")).to_python()
 
 
 def run_cli(*args: str) -> tuple[int, str]:
@@ -605,7 +605,7 @@ def test_absurd_nesting_is_a_clear_error_not_a_crash(tmp_path: Path) -> None:
     config.write_text(original + "}}}")
     code, out = run_cli("attach", str(config))
     assert code == 2 and f"nested deeper than {jsonc.MAX_DEPTH} levels" in out
-    assert lib.parse_json_text("[" * 150 + "]" * 150, jsonc=False).kind == "array"
+    assert parse_json_text("[" * 150 + "]" * 150, jsonc=False).kind == "array"
 
 
 def test_duplicate_keys_wrap_the_entry_the_host_reads(tmp_path: Path) -> None:

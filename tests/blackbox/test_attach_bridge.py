@@ -14,10 +14,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from blackbox.recorder.store import open_store
 from mcp import Client, StdioServerParameters
 
-from blackbox import attach as lib
-from recorder.store import open_store
+from blackbox.hosts import attach as lib
+from blackbox.hosts.host_config import parse_json_text
 from tests.conftest import BLACKBOX
 from tests.peers import NODE_BIN
 from tests.polling import eventually, wait_listening
@@ -67,7 +68,7 @@ def test_an_attached_http_entry_answers_an_sdk_client_with_no_further_step(
         assert proc.returncode == 0, proc.stderr
         assert "bridged   everything" in proc.stdout
         assert "proxy --upstream" not in proc.stdout  # nothing to run by hand
-        entry = lib.parse_json_text(config.read_text(), jsonc=True).to_python()["servers"]
+        entry = parse_json_text(config.read_text(), jsonc=True).to_python()["servers"]
         entry = entry["everything"]
         assert entry["type"] == "stdio" and entry["args"][-1] == url
         assert "X-Team: blackbox" in entry["args"]

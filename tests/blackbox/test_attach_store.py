@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recorder.store import open_store
+from blackbox.recorder.store import open_store
+
 from tests.conftest import BLACKBOX
 from tests.polling import eventually
 

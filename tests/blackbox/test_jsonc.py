@@ -1,4 +1,5 @@
-"""The position-keeping JSON / JSONC parser and the span edits of blackbox/jsonc.py, on their own.
+"""The position-keeping JSON / JSONC parser and the span edits of blackbox/hosts/jsonc.py, on their
+own.
 
 The parser must agree with the json module on every strict document (and on every one-character
 corruption of one), and each node's span must be exactly its source text; the edits must change
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from blackbox import jsonc
-from blackbox.jsonc import Edit, JSONCError
+from blackbox.hosts import jsonc
+from blackbox.hosts.jsonc import Edit, JSONCError
 
 FIXTURES = Path(__file__).parent / "host_configs"
 STRICT_FIXTURES = ["claude_desktop/claude_desktop_config.json", "claude_code/.mcp.json"]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import click
 import pytest
 
-from blackbox.options import BadTime, Duration, moment_ns, span_seconds
+from blackbox.cli.options import BadTime, Duration, moment_ns, span_seconds
 
 
 def test_moment_from_an_age_or_a_date() -> None:
@@ -88,10 +88,10 @@ def test_a_bare_m_is_refused_with_a_one_line_hint() -> None:
 def test_every_time_option_refuses_a_bare_m(argv: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
-    from blackbox.cli import main
+    from blackbox.cli.main import main
 
     store = f"sqlite:///{tmp_path / 's.db'}"
-    from recorder.store import open_store
+    from blackbox.recorder.store import open_store
 
     open_store(store).close()
     extra = [] if argv[0] == "proxy" else ["--store", store]

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from recorder.store import open_store
 from tests.conftest import BLACKBOX, PG_URL, pg_schema
 
 pytestmark = pytest.mark.timeout(300)

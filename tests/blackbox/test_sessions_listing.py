@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import Direction, Kind, NewEvent
+from blackbox.recorder.query import listing
+from blackbox.recorder.store import open_store
 
-from recorder import events
-from recorder.model import Direction, Kind, NewEvent
-from recorder.store import listing, open_store
 from tests import peers
 from tests.polling import eventually
 

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
 
-from recorder.store import open_store
 from tests import peers
 from tests.polling import eventually
 

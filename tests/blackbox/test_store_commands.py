@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
 
-from recorder.store import open_store
 from tests.conftest import BLACKBOX
 from tests.recorder.storekit import T0, session_events
 
@@ -121,7 +121,7 @@ def test_sqlite_locked(tmp_path):
         proc = run("db", "upgrade", "--store", f"sqlite:///{path}?timeout=0.2")
         # upgrade only reads the revision when current; a write must wait for the lock
         assert proc.returncode == 0
-        from recorder.errors import StoreLocked
+        from blackbox.recorder.errors import StoreLocked
 
         store = open_store(f"sqlite:///{path}?timeout=0.2")
         with pytest.raises(StoreLocked, match="locked by another process"):
@@ -141,7 +141,7 @@ def test_sqlite_read_only(tmp_path):
     try:
         listed = run("sessions", "--store", f"sqlite:///{path}", "--format", "json")
         assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 1
-        from recorder.errors import StoreReadOnly
+        from blackbox.recorder.errors import StoreReadOnly
 
         with pytest.raises(StoreReadOnly, match="read-only"):
             open_store(f"sqlite:///{path}").append(session_events(start_ns=T0 + 5))
@@ -154,7 +154,7 @@ def test_disk_full(tmp_path):
     mount.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)], check=True)
     try:
-        from recorder.errors import StoreFull
+        from blackbox.recorder.errors import StoreFull
 
         store = open_store(f"sqlite:///{mount / 'full.db'}")
         with pytest.raises(StoreFull, match="disk is full"):

@@ -17,9 +17,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.query.follow import Follower
+from blackbox.recorder.store import open_store
 
-from recorder.follow import Follower
-from recorder.store import open_store
 from tests import peers
 from tests.polling import eventually
 

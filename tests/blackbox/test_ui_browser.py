@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from blackbox.recorder.store import open_store
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from blackbox.ui.server import serve_in_thread
-from recorder.store import open_store
 from tests import peers
 from tests.blackbox.test_tail import record, wait_sessions
 from tests.polling import eventually

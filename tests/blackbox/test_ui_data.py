@@ -11,10 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from blackbox.ui.data import record_detail
-from recorder.store import EventStore, open_store
-from recorder.store.browse import (
+from blackbox.recorder.query.browse import (
     SessionQuery,
     newest_checkpoint,
     parse_cursor,
@@ -22,6 +19,9 @@ from recorder.store.browse import (
     session_page,
     timeline_page,
 )
+from blackbox.recorder.store import EventStore, open_store
+
+from blackbox.ui.data import record_detail
 from tests.analytics.kit import BASE_NS, Session
 from tests.conftest import backend_store_url
 
@@ -91,8 +91,8 @@ def test_a_record_comes_back_byte_for_byte(store: EventStore) -> None:
 
 
 def test_the_newest_signed_checkpoint_is_shown(store: EventStore, tmp_path: Path) -> None:
-    from recorder.keys import init_key
-    from recorder.signing import issue
+    from blackbox.recorder.trust.keys import init_key
+    from blackbox.recorder.trust.signing import issue
 
     assert newest_checkpoint(store) is None  # none signed yet: nothing, no error
     signer = init_key(tmp_path / "key", origin="ui.test")

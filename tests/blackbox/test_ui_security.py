@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from blackbox.recorder.store import open_store
 from starlette.applications import Starlette
 
 from blackbox.ui.app import Context, routes
 from blackbox.ui.server import bind, serve_in_thread
-from recorder.store import open_store
 from tests import peers
 from tests.blackbox.test_tail import record, wait_sessions
 

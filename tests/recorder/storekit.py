@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from recorder.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 
 T0 = 1_790_000_000_000_000_000
 

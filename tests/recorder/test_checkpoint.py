@@ -8,8 +8,9 @@ import base64
 import hashlib
 
 import pytest
-
-from recorder.checkpoint import (
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.log.merkle import EMPTY_ROOT, leaf_hash, root
+from blackbox.recorder.trust.checkpoint import (
     EM_DASH,
     Checkpoint,
     CheckpointError,
@@ -24,8 +25,6 @@ from recorder.checkpoint import (
     sign_checkpoint,
     sign_note,
 )
-from recorder.errors import BlackboxError
-from recorder.merkle import EMPTY_ROOT, leaf_hash, root
 
 # --- published vectors ---
 

@@ -12,17 +12,17 @@ import stat
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.capture.journal import Journal
+from blackbox.recorder.capture.shipper import Shipper
+from blackbox.recorder.log import chain, merkle
+from blackbox.recorder.log.model import Kind
+from blackbox.recorder.store import open_store, tree
+from blackbox.recorder.trust.checkpoint import Signer, open_checkpoint, parse_vkey
+from blackbox.recorder.trust.signing import split_notes
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
-from blackbox.cli import main
-from recorder import chain, merkle
-from recorder.checkpoint import Signer, open_checkpoint, parse_vkey
-from recorder.journal import Journal
-from recorder.model import Kind
-from recorder.shipper import Shipper
-from recorder.signing import split_notes
-from recorder.store import open_store, tree
+from blackbox.cli.main import main
 from tests.recorder.storekit import T0, session_events
 from tests.recorder.test_tamper import tamper
 

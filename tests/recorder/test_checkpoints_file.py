@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recorder import signing
-from recorder.checkpoint import Checkpoint, Signer, open_checkpoint, sign_checkpoint
+from blackbox.recorder.trust import signing
+from blackbox.recorder.trust.checkpoint import Checkpoint, Signer, open_checkpoint, sign_checkpoint
 
 
 def test_the_last_checkpoint_is_read_from_the_tail_of_a_long_file(tmp_path: Path) -> None:

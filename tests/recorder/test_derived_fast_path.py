@@ -10,8 +10,7 @@ import json
 import random
 
 import pytest
-
-from recorder.jsonrpc import (
+from blackbox.recorder.log.jsonrpc import (
     DERIVED_FIELDS,
     ERA_MAX,
     INT64_MAX,

@@ -1,6 +1,6 @@
-"""recorder/events.py: the one schema of record documents. Every kind round-trips, every document
-written before the schema decodes through its upgrade steps, hostile bytes come back as a problem
-value (never an exception), and docs/log-format.md is what the code says."""
+"""recorder/log/events.py: the one schema of record documents. Every kind round-trips, every
+document written before the schema decodes through its upgrade steps, hostile bytes come back as a
+problem value (never an exception), and docs/log-format.md is what the code says."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-from recorder import events
-from recorder.events import DOCUMENTS, decode, encode
-from recorder.log_format import schema_markdown
+from blackbox.recorder.log import events
+from blackbox.recorder.log.events import DOCUMENTS, decode, encode
+from blackbox.recorder.log.format_page import schema_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 V0_STORE = ROOT / "tests" / "fixtures" / "store-v0.sqlite"
@@ -29,7 +28,9 @@ def v0_documents() -> list[tuple[str, bytes]]:
 
 def test_the_written_schema_is_the_code() -> None:
     written = (ROOT / "docs" / "log-format.md").read_text(encoding="utf-8")
-    assert written == schema_markdown(), "python -m recorder.events > docs/log-format.md"
+    assert written == schema_markdown(), (
+        "python -m blackbox.recorder.log.events > docs/log-format.md"
+    )
     for kind in DOCUMENTS:
         assert f"## `{kind}`" in written
 

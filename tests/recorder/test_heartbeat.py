@@ -11,12 +11,12 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from blackbox.recorder.capture.heartbeat import HeartbeatWatch, heartbeat_stats
+from blackbox.recorder.log import events
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder import events
-from recorder.heartbeat import HeartbeatWatch, heartbeat_stats
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.polling import eventually
 from tests.recorder.http_servers.fault_server import FaultServer
 from tests.recorder.http_servers.kit import RecordingProxy, doc

@@ -10,15 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.errors import StoreUnavailable
+from blackbox.recorder.gate.decisions import SPOOL_NAME, args_fingerprint, host_decisions
+from blackbox.recorder.gate.hooks import HookError, parse_event, run_hook
+from blackbox.recorder.gate.policy import Policy
+from blackbox.recorder.log.model import Kind
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder.decisions import SPOOL_NAME, args_fingerprint, host_decisions
-from recorder.errors import StoreUnavailable
-from recorder.hooks import HookError, parse_event, run_hook
-from recorder.model import Kind
-from recorder.policy import Policy
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.conftest import BLACKBOX
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code_hooks"

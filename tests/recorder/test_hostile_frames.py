@@ -25,11 +25,11 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
+from blackbox.recorder.store import EventStore, open_store
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
-from recorder.store import EventStore, open_store
 from tests import peers
 from tests.documents import document
 from tests.otlp import Receiver, attrs

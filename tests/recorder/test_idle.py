@@ -11,13 +11,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from blackbox.cli import main
-from blackbox.lifecycle_options import idle_after_seconds
-from recorder.store import open_store
+from blackbox.cli.lifecycle_options import idle_after_seconds
+from blackbox.cli.main import main
 from tests.polling import eventually
 from tests.recorder.http_servers.kit import RecordingProxy, doc, sdk_server
 from tests.recorder.lifecycle_kit import TapProcess, WarmServer

@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from recorder.journal import HEADER, Journal, JournalError, read_journal
+from blackbox.recorder.capture.journal import HEADER, Journal, JournalError, read_journal
 
 
 def test_append_assigns_gapless_seq_per_session_and_reads_back(tmp_path: Path) -> None:
@@ -94,7 +93,7 @@ def test_file_size_limit_fails_closed_and_leaves_no_torn_record(tmp_path: Path) 
     code = f"""
 import resource, signal, sys
 from pathlib import Path
-from recorder.journal import Journal, JournalError, read_journal
+from blackbox.recorder.capture.journal import Journal, JournalError, read_journal
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (5000, 5000))
 j = Journal.create(Path({str(tmp_path)!r}))

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.capture.journal import Journal, StoreMark, read_journal, read_store_mark
+from blackbox.recorder.capture.leftovers import ship_leftovers
+from blackbox.recorder.errors import StoreMissing
+from blackbox.recorder.store import open_store, public_url
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from recorder.errors import StoreMissing
-from recorder.journal import Journal, StoreMark, read_journal, read_store_mark
-from recorder.leftovers import ship_leftovers
-from recorder.store import open_store, public_url
 from tests import peers
 from tests.conftest import BLACKBOX, PG_URL
 from tests.polling import eventually
@@ -215,8 +215,8 @@ def test_unmarked_journals_wait_for_blackbox_ship(store_url: str, tmp_path: Path
     code = f"""
 import os
 from pathlib import Path
-from recorder.errors import StoreMissing
-from recorder.journal import Journal
+from blackbox.recorder.errors import StoreMissing
+from blackbox.recorder.capture.journal import Journal
 j = Journal.create(Path({str(directory)!r}))
 j.append("old", "session_started", "-", b'{{"name":"old"}}')
 j.append("old", "frame", "c2s", b'{{"jsonrpc":"2.0","id":1,"method":"ping"}}')

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from recorder.jsonrpc import Classification, classify
+from blackbox.recorder.log.jsonrpc import Classification, classify
 
 
 def test_request_with_tool_and_number_id():
@@ -79,9 +78,9 @@ def test_big_integers_and_odd_ids_do_not_raise():
 
 def test_classification_leads_with_the_logs_derived_columns():
     """The store writes a classification's leading fields straight into the derived columns."""
-    from recorder.jsonrpc import DERIVED_FIELDS
-    from recorder.model import DERIVED
-    from recorder.store.projection import INSERT_COLUMNS
+    from blackbox.recorder.log.jsonrpc import DERIVED_FIELDS
+    from blackbox.recorder.log.model import DERIVED
+    from blackbox.recorder.store.projection import INSERT_COLUMNS
 
     assert len(DERIVED) == DERIVED_FIELDS
     first = INSERT_COLUMNS.index("msg_type")

@@ -9,9 +9,8 @@ import random
 from pathlib import Path
 
 import pytest
-
-from recorder import merkle
-from recorder.merkle import (
+from blackbox.recorder.log import merkle
+from blackbox.recorder.log.merkle import (
     EMPTY_ROOT,
     Frontier,
     MemoryTree,

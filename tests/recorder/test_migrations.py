@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from blackbox.recorder.errors import SchemaTooNew
+from blackbox.recorder.store import migrate, open_store
+from blackbox.recorder.store.schema import metadata
 from sqlalchemy import create_engine, inspect, text
-
-from recorder.errors import SchemaTooNew
-from recorder.store import migrate, open_store
-from recorder.store.schema import metadata
 
 
 def engine_for(url: str):
@@ -51,7 +50,7 @@ def test_schema_newer_than_the_code_is_refused(store_url):
 def test_blackbox_db_upgrade_command(store_url):
     from click.testing import CliRunner
 
-    from blackbox.cli import main
+    from blackbox.cli.main import main
 
     result = CliRunner().invoke(main, ["db", "upgrade", "--store", store_url])
     assert result.exit_code == 0, result.output
@@ -61,7 +60,7 @@ def test_blackbox_db_upgrade_command(store_url):
 def test_revision_list_matches_the_versions_directory():
     from alembic.script import ScriptDirectory
 
-    import migrations
+    from blackbox import migrations
 
     script = ScriptDirectory.from_config(migrate.alembic_config())
     walked = [rev.revision for rev in script.walk_revisions()][::-1]
@@ -144,7 +143,7 @@ def test_a_store_at_0001_upgrades_and_its_unchecked_grants_go(store_url):
 
 def _tree_state(store) -> tuple[int, bytes, list[int], int]:
     """(size, root recomputed from the records, the leaves' log positions, leaves retained)."""
-    from recorder.store import tree
+    from blackbox.recorder.store import tree
 
     with store.transaction() as conn:
         recomputed = tree.recompute(conn)
@@ -160,10 +159,10 @@ def test_the_tree_leaves_round_trip_through_0004(store_url):
     down to 0004, where every leaf is a row again (a live record's leaf hash its chain hash's),
     and back up: the same leaves, in the same order, the same root, every checkpoint intact."""
     from alembic import command
+    from blackbox.recorder.store import tree
+    from blackbox.recorder.trust.checkpoint import Signer
+    from blackbox.recorder.trust.signing import issue
 
-    from recorder.checkpoint import Signer
-    from recorder.signing import issue
-    from recorder.store import tree
     from tests.recorder.storekit import T0, session_events
 
     store = open_store(store_url)

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from blackbox.recorder.otel.export import export
+from blackbox.recorder.otel.sdk import Target
+from blackbox.recorder.otel.spans import DURATION_BUCKETS
+from blackbox.recorder.otel.watermark import Watermark
+from blackbox.recorder.store import open_store
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, Implementation
 
-from recorder.otel.export import export
-from recorder.otel.sdk import Target
-from recorder.otel.spans import DURATION_BUCKETS
-from recorder.otel.watermark import Watermark
-from recorder.store import open_store
 from tests import peers
 from tests.otlp import Receiver, attrs
 from tests.recorder.http_servers.kit import RecordingProxy, sdk_server
@@ -255,7 +255,10 @@ def _follower_of(tap_pid: int) -> int | None:
             cmdline = (proc / "cmdline").read_bytes()
         except (OSError, ValueError):
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == tap_pid and b"recorder.otel.live" in cmdline:
+        if (
+            int(stat.rsplit(")", 1)[1].split()[1]) == tap_pid
+            and b"blackbox.recorder.otel.live" in cmdline
+        ):
             return int(proc.name)
     return None
 
@@ -391,7 +394,7 @@ def test_cli_export_twice_errors_in_one_line(
 
     from click.testing import CliRunner
 
-    from blackbox.cli import main
+    from blackbox.cli.main import main
 
     server = peers.params(
         peers.record_command(peers.EXAMPLE_SERVER, "cli", sqlite_url),
@@ -447,7 +450,7 @@ def test_attach_otel_and_the_otel_environment(sqlite_url: str, tmp_path, blackbo
 
     from click.testing import CliRunner
 
-    from blackbox.cli import main
+    from blackbox.cli.main import main
 
     config = tmp_path / "claude_desktop_config.json"
     server = {"command": peers.PYTHON, "args": peers.EXAMPLE_SERVER[1:]}

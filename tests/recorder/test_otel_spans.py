@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 
+from blackbox.recorder.otel import wire
+from blackbox.recorder.otel.sdk import _scope, encode, resource
+from blackbox.recorder.otel.spans import Options, SessionSpans, SpanData, spans_of
+from blackbox.recorder.privacy.redact import Redactor
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-from recorder.otel import wire
-from recorder.otel.sdk import _scope, encode, resource
-from recorder.otel.spans import Options, SessionSpans, SpanData, spans_of
-from recorder.redact import Redactor
 
 SID = "0193c2a0-1111-7000-8000-00000000abcd"
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from recorder.jsonrpc import id_fields
-from recorder.pairing import Pending, request_key, response_key
+from blackbox.recorder.log.jsonrpc import id_fields
+from blackbox.recorder.log.pairing import Pending, request_key, response_key
 
 
 def req(direction: str, raw_id: object) -> tuple:

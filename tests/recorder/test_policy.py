@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.gate.decisions import args_fingerprint
+from blackbox.recorder.gate.policy import DENIED_CODE, Policy, PolicyError
+from blackbox.recorder.gate.policy_rules import json_equal, normalize_path, parse_arg_path
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder.decisions import args_fingerprint
-from recorder.policy import DENIED_CODE, Policy, PolicyError
-from recorder.policy_rules import json_equal, normalize_path, parse_arg_path
+from blackbox.cli.main import main
 from tests.conftest import BLACKBOX
 
 POLICY = """\

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests import peers
 from tests.documents import document
 from tests.recorder.http_servers.fault_server import FaultServer
@@ -269,7 +269,7 @@ def test_policy_test_shows_the_ambiguous_calls_as_the_gate_decided(run: Run) -> 
 def test_the_http_proxy_denies_ambiguous_calls_too(tmp_path: Path) -> None:
     """The proxy consults the same gate on every POSTed body: the ambiguous calls above never
     leave it, and an unambiguous one does."""
-    from recorder.policy import Policy
+    from blackbox.recorder.gate.policy import Policy
 
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
     with FaultServer() as upstream:

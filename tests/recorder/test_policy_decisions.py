@@ -8,8 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from recorder.decisions import (
+from blackbox.recorder.gate.decisions import (
     SPOOL_NAME,
     CallRef,
     DecisionError,
@@ -23,9 +22,9 @@ from recorder.decisions import (
     split_host_tool,
     spool_records,
 )
-from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.policy import Policy, evaluate_session
-from recorder.store import open_store
+from blackbox.recorder.gate.policy import Policy, evaluate_session
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.store import open_store
 
 S = 1_000_000_000
 
@@ -116,7 +115,7 @@ def test_spool_keeps_order_and_time_and_drains_once(sqlite_url: str, tmp_path: P
 def test_spool_keeps_what_the_store_refused(tmp_path: Path) -> None:
     class DownStore:
         def list_sessions(self, **_kw):  # type: ignore[no-untyped-def]
-            from recorder.errors import StoreUnavailable
+            from blackbox.recorder.errors import StoreUnavailable
 
             raise StoreUnavailable("down")
 

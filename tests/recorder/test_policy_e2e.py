@@ -16,19 +16,19 @@ from pathlib import Path
 
 import anyio
 import pytest
-from click.testing import CliRunner
-from mcp import Client, StdioServerParameters
-
-from blackbox.cli import main
-from recorder.decisions import (
+from blackbox.recorder.gate.decisions import (
     args_fingerprint,
     correlate,
     host_decisions,
     policy_decisions,
     tool_calls,
 )
-from recorder.hooks import run_hook
-from recorder.store import open_store
+from blackbox.recorder.gate.hooks import run_hook
+from blackbox.recorder.store import open_store
+from click.testing import CliRunner
+from mcp import Client, StdioServerParameters
+
+from blackbox.cli.main import main
 from tests.conftest import BLACKBOX, backend_store_url
 from tests.polling import eventually
 

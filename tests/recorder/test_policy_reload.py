@@ -15,16 +15,16 @@ from pathlib import Path
 
 import anyio
 import pytest
+from blackbox.recorder.gate.policy_reload import LivePolicy, policy_history
+from blackbox.recorder.gate.policy_rules import PolicyError
+from blackbox.recorder.log import events
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from blackbox.cli import main
-from recorder import events
-from recorder.policy_reload import LivePolicy, policy_history
-from recorder.policy_rules import PolicyError
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.conftest import BLACKBOX
 from tests.polling import eventually, wait_listening
 from tests.recorder.http_servers.kit import RecordingProxy, doc, free_port, of_kind, sdk_server

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.conftest import BLACKBOX
 from tests.polling import eventually, wait_listening
 from tests.recorder.http_servers.fault_server import FaultServer

@@ -20,12 +20,12 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
+from blackbox.recorder.store import open_store
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
 
-from recorder.store import open_store
 from tests.recorder.http_servers.kit import (
     NODE22_BIN,
     NODE_BIN,

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from blackbox.recorder.capture.journal import JournalError
+from blackbox.recorder.capture.taps.http_headers import fingerprint
 
-from recorder.journal import JournalError
-from recorder.taps.http_headers import fingerprint
 from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer
 from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, free_port, of_kind
 
@@ -248,7 +248,7 @@ def test_remote_is_the_peer_not_a_forwarded_for_header(faulty: FaultServer, tmp_
 
 
 def test_policy_denies_without_forwarding(faulty: FaultServer, tmp_path: Path) -> None:
-    from recorder.policy import Policy
+    from blackbox.recorder.gate.policy import Policy
 
     policy = Policy.from_text(
         'default = "allow"\n[[rule]]\nid = "no-add"\ndecision = "deny"\ntool = "add"\n'

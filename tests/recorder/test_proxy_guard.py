@@ -12,14 +12,14 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
+from blackbox.recorder.capture.taps.http_exchange import ProxyError, ProxySettings
+from blackbox.recorder.capture.taps.http_headers import HostGuard, fingerprint, recorded_target
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from blackbox.cli import main
-from recorder.store import open_store
-from recorder.taps.http_exchange import ProxyError, ProxySettings
-from recorder.taps.http_headers import HostGuard, fingerprint, recorded_target
+from blackbox.cli.main import main
 from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer
 from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, of_kind, sdk_server
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
+from blackbox.recorder.store import open_store
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, Implementation
 
-from recorder.store import open_store
 from tests.recorder.http_servers.kit import (
     RecordingProxy,
     check_session_integrity,

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from blackbox.recorder.capture.journal import Journal, read_journal
+from blackbox.recorder.capture.taps.http import HttpProxyTap
+from blackbox.recorder.capture.taps.http_exchange import ProxySettings
+from blackbox.recorder.store import open_store
 
-from recorder.journal import Journal, read_journal
-from recorder.store import open_store
-from recorder.taps.http import HttpProxyTap
-from recorder.taps.http_exchange import ProxySettings
 from tests.documents import document
 from tests.polling import eventually
 from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer

@@ -6,13 +6,17 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from recorder.taps.http_exchange import ProxyError, ProxySettings
-from recorder.taps.http_headers import fingerprint, forwardable, is_secret, recorded
-from recorder.taps.http_relay import fault_stage
-from recorder.taps.http_server import is_loopback, parse_listen
-from recorder.taps.http_sessions import SessionRouter, client_label, trace_id
-from recorder.taps.http_sse import SseParser
+from blackbox.recorder.capture.taps.http_exchange import ProxyError, ProxySettings
+from blackbox.recorder.capture.taps.http_headers import (
+    fingerprint,
+    forwardable,
+    is_secret,
+    recorded,
+)
+from blackbox.recorder.capture.taps.http_relay import fault_stage
+from blackbox.recorder.capture.taps.http_server import is_loopback, parse_listen
+from blackbox.recorder.capture.taps.http_sessions import SessionRouter, client_label, trace_id
+from blackbox.recorder.capture.taps.http_sse import SseParser
 
 STREAM = (
     b": keep-alive comment\n\n"

@@ -8,9 +8,8 @@ import random
 from pathlib import Path
 
 import pytest
-
-from recorder.redact import RedactionRulesError, Redactor, load_or_create_key
-from recorder.synthetic import SECRETS, session_events
+from blackbox.recorder.privacy.redact import RedactionRulesError, Redactor, load_or_create_key
+from blackbox.recorder.store.synthetic import SECRETS, session_events
 
 KEY = b"test-key"
 

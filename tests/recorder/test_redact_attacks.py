@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from recorder.fingerprint import load_or_create_key, store_key_path
-from recorder.redact import RedactionRulesError, Redactor
-from recorder.taps.http_headers import recorded
+from blackbox.recorder.capture.taps.http_headers import recorded
+from blackbox.recorder.privacy.fingerprint import load_or_create_key, store_key_path
+from blackbox.recorder.privacy.redact import RedactionRulesError, Redactor
 
 KEY = b"test-key"
 N = 80_000  # the size of the review's attack line

@@ -11,16 +11,16 @@ removal the log records for ever, and `verify` lists it; everything else is refu
 from __future__ import annotations
 
 import pytest
+from blackbox.recorder.compliance.retention import apply_retention
+from blackbox.recorder.log import events as docs
+from blackbox.recorder.log.model import Kind, NewEvent, new_session_id
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
-from analytics.retention import apply_retention
-from blackbox.cli import main
-from recorder import events as docs
-from recorder.model import Kind, NewEvent, new_session_id
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.recorder.storekit import T0, session_events
 
 DAY_NS = 86_400 * 10**9

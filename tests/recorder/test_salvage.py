@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.capture import salvage
+from blackbox.recorder.capture.salvage import append_salvaging, keep_unstored, refused_files
+from blackbox.recorder.errors import StoreUnavailable
+from blackbox.recorder.log.model import Direction, Kind, NewEvent
+from blackbox.recorder.store import open_store, sql
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder import salvage
-from recorder.errors import StoreUnavailable
-from recorder.model import Direction, Kind, NewEvent
-from recorder.salvage import append_salvaging, keep_unstored, refused_files
-from recorder.store import open_store, sql
+from blackbox.cli.main import main
 from tests.documents import document
 from tests.recorder.storekit import T0, session_events
 
@@ -119,7 +119,7 @@ def test_ship_stores_around_a_refused_record_and_where_and_doctor_name_what_no_s
     code = f"""
 import os
 from pathlib import Path
-from recorder.journal import Journal, StoreMark
+from blackbox.recorder.capture.journal import Journal, StoreMark
 j = Journal.create(Path({str(home / "journal")!r}), 500, StoreMark.for_url({store_url!r}))
 j.append("dead", "session_started", "-", b'{{"name":"dead","transport":"stdio"}}')
 j.append("dead", "frame", "c2s", {POISON!r})

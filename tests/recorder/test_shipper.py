@@ -9,12 +9,12 @@ import sys
 import threading
 from pathlib import Path
 
-from recorder import events
-from recorder.errors import StoreUnavailable
-from recorder.journal import Journal
-from recorder.leftovers import ship_leftovers
-from recorder.shipper import Shipper
-from recorder.store import open_store
+from blackbox.recorder.capture.journal import Journal
+from blackbox.recorder.capture.leftovers import ship_leftovers
+from blackbox.recorder.capture.shipper import Shipper
+from blackbox.recorder.errors import StoreUnavailable
+from blackbox.recorder.log import events
+from blackbox.recorder.store import open_store
 
 
 def test_ships_everything_in_order_and_trims_segments(store_url: str, tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_ship_leftovers_ships_dead_journals_and_skips_live_ones(
     code = f"""
 import os
 from pathlib import Path
-from recorder.journal import Journal, StoreMark
+from blackbox.recorder.capture.journal import Journal, StoreMark
 j = Journal.create(Path({str(directory)!r}), 500, StoreMark.for_url({store_url!r}))
 j.append("dead", "session_started", "-", b'{{"name":"dead","transport":"stdio"}}')
 for i in range(40):
@@ -184,7 +184,7 @@ def test_worker_process_ships_and_is_replaced_when_it_dies(sqlite_url: str, tmp_
 def test_worker_process_observes_what_it_ships(sqlite_url: str, tmp_path: Path) -> None:
     """With a worker, the observer runs in the worker process: its events come back to this
     process's journal, and the outstanding requests are taken over at the end."""
-    from recorder.observer import FrameObserver
+    from blackbox.recorder.capture.observer import FrameObserver
 
     journal = Journal.create(tmp_path / "j", segment_bytes=2000)
     emitted: list[tuple[str, str, dict]] = []

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import EventStore, open_store
 
-from recorder.store import EventStore, open_store
 from tests import peers
 from tests.polling import eventually
 

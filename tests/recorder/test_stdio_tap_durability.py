@@ -15,7 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from recorder.store import open_store
+from blackbox.recorder.store import open_store
+
 from tests import peers
 from tests.polling import eventually
 from tests.recorder.test_stdio_tap_faults import INIT, INITIALIZED, call
@@ -107,7 +108,7 @@ def _dead_journal(directory: Path, store_url: str, tap_id: str) -> Path:
     code = f"""
 import os
 from pathlib import Path
-from recorder.journal import Journal, StoreMark
+from blackbox.recorder.capture.journal import Journal, StoreMark
 directory = Path({str(directory)!r})
 directory.mkdir(parents=True, exist_ok=True)
 j = Journal(directory, {tap_id!r}, store=StoreMark.for_url({store_url!r}))
@@ -260,7 +261,7 @@ def test_a_new_tap_ships_dead_journals_in_the_background(tmp_path: Path, sqlite_
     code = f"""
 import os
 from pathlib import Path
-from recorder.journal import Journal, StoreMark
+from blackbox.recorder.capture.journal import Journal, StoreMark
 j = Journal.create(Path({str(journal_dir)!r}), store=StoreMark.for_url({sqlite_url!r}))
 j.append("dead-session", "session_started", "-", b'{{"name":"dead"}}')
 j.append("dead-session", "frame", "c2s", b'{{"jsonrpc":"2.0","id":1,"method":"ping"}}')

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
 
-from recorder.store import open_store
 from tests import peers
 from tests.documents import document
 from tests.polling import eventually

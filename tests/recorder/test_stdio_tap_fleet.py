@@ -8,7 +8,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from recorder.store import open_store
+from blackbox.recorder.store import open_store
+
 from tests import peers
 from tests.recorder.test_stdio_tap import EXAMPLE_CALLS, wait_sealed
 

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import anyio
+from blackbox.recorder.store import open_store
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from recorder.store import open_store
 from tests import peers
 from tests.recorder.test_stdio_tap import wait_sealed
 

@@ -11,17 +11,18 @@ import sqlite3
 
 import psycopg
 import pytest
+from blackbox.recorder.errors import AmbiguousSession, AppendRefused, SessionNotFound, StoreError
+from blackbox.recorder.log.chain import genesis, link
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, StoredEvent, new_session_id
+from blackbox.recorder.query import listing
+from blackbox.recorder.store import open_store, tree
+from blackbox.recorder.store.postgres import PostgresEventStore
+from blackbox.recorder.store.sql import SqlEventStore
+from blackbox.recorder.store.sqlite import WAL_BYTES, SqliteEventStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from recorder.chain import genesis, link
-from recorder.errors import AmbiguousSession, AppendRefused, SessionNotFound, StoreError
-from recorder.model import Direction, Kind, NewEvent, StoredEvent, new_session_id
-from recorder.store import listing, open_store, tree
-from recorder.store.postgres import PostgresEventStore
-from recorder.store.sql import SqlEventStore
-from recorder.store.sqlite import WAL_BYTES, SqliteEventStore
 from tests import test_independent_verifier as spec
 from tests.recorder.storekit import T0, frame, session_events
 

@@ -8,12 +8,12 @@ import threading
 import time
 
 import pytest
+from blackbox.recorder.log import merkle
+from blackbox.recorder.log.model import new_session_id
+from blackbox.recorder.store import open_store, tree
+from blackbox.recorder.trust.checkpoint import Signer, open_checkpoint
+from blackbox.recorder.trust.signing import issue
 
-from recorder import merkle
-from recorder.checkpoint import Signer, open_checkpoint
-from recorder.model import new_session_id
-from recorder.signing import issue
-from recorder.store import open_store, tree
 from tests.recorder.storekit import T0, session_events
 
 

@@ -9,18 +9,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
-from blackbox.cli import main
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.recorder.storekit import session_events
 
 
 def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, int]]:
     """Verify even short sessions as `runs` runs (child processes on SQLite, connections on
     PostgreSQL), as a long session is; returns the list the SQLite child starts are noted in."""
-    from recorder.store import sql, sqlite
+    from blackbox.recorder.store import sql, sqlite
 
     started: list[tuple[int, int]] = []
     start = sqlite._start_run_check
@@ -83,7 +83,7 @@ def test_intact_chain_is_confirmed_in_one_pass_on_each_backend(store_url, monkey
     session has an oversize frame (raw_size set), non-ASCII bytes and a seal."""
     from dataclasses import replace
 
-    from recorder import chain
+    from blackbox.recorder.log import chain
 
     store = open_store(store_url)
     events = session_events(calls=3)
@@ -138,7 +138,7 @@ def test_a_split_verify_checks_runs_in_child_processes(store_url, monkeypatch):
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_a_run_whose_child_cannot_start_is_checked_by_the_store(store_url, monkeypatch):
-    from recorder.store import sqlite
+    from blackbox.recorder.store import sqlite
 
     split_verify(monkeypatch, 3)
     monkeypatch.setattr(sqlite, "_start_run_check", lambda *_args: None)

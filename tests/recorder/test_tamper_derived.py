@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from blackbox.recorder.log.model import Kind, NewEvent
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
-from blackbox.cli import main
-from recorder.model import Kind, NewEvent
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests.recorder.storekit import T0, frame, session_events
 from tests.recorder.test_tamper import tamper
 
@@ -231,8 +231,8 @@ def test_a_hash_of_another_type_is_named_not_a_crash(sqlite_url):
 def test_a_nul_stored_before_derived_text_was_fitted_is_no_finding(sqlite_url, monkeypatch):
     """SQLite held NUL in a derived text column before the views were fitted to every store
     (`jsonrpc.fit_text`): such a record still verifies, and a real edit next to it is named."""
-    from recorder import jsonrpc
-    from recorder.store import sql
+    from blackbox.recorder.log import jsonrpc
+    from blackbox.recorder.store import sql
 
     events = session_events(calls=0, ended=False)
     sid = events[0].session_id
@@ -257,8 +257,8 @@ def test_a_long_era_stored_before_eras_were_fitted_is_no_finding(sqlite_url, mon
     """SQLite held any era before the views were fitted to the 16 characters of PostgreSQL's
     column (`jsonrpc.fit_era`): such a record still verifies, and a real edit next to it is
     named."""
-    from recorder import jsonrpc
-    from recorder.store import sql
+    from blackbox.recorder.log import jsonrpc
+    from blackbox.recorder.store import sql
 
     events = session_events(calls=0, ended=False)
     sid = events[0].session_id

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import anyio
+from blackbox.recorder.store import EventStore, open_store
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 
-from recorder.store import EventStore, open_store
 from tests import peers
 from tests.recorder.test_stdio_tap import wait_sealed
 

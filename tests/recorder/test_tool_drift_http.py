@@ -11,9 +11,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from blackbox.recorder.store import open_store
 from mcp import Client
 
-from recorder.store import open_store
 from tests.conftest import BLACKBOX
 from tests.polling import eventually, wait_listening
 from tests.recorder.http_servers.kit import free_port, server_process
@@ -119,7 +119,7 @@ def test_the_proxy_records_a_change_between_sessions(
     assert store.session(watcher).sealed and store.session(watcher).name == "tool watch: drift-http"
     assert store.verify() == []
     # The doctor of the observed session names the change the watcher recorded elsewhere.
-    from analytics.doctor import diagnose
+    from blackbox.analytics.doctor import diagnose
 
     codes = [f.code for f in diagnose(store, observed).findings]
     assert "tool_changed" in codes

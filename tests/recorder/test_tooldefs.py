@@ -1,4 +1,4 @@
-"""recorder/tooldefs.py: canonical hashes (key order never counts), readable diffs, and the
+"""recorder/gate/tooldefs.py: canonical hashes (key order never counts), readable diffs, and the
 suspicious-definition heuristics with a user's rule file."""
 
 from __future__ import annotations
@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from recorder import tooldefs
-from recorder.model import NewEvent
-from recorder.tool_watch import ToolWatch
+from blackbox.recorder.gate import tooldefs
+from blackbox.recorder.gate.tool_watch import ToolWatch
+from blackbox.recorder.log.model import NewEvent
 
 TOOL = {
     "name": "weather",
@@ -94,7 +93,7 @@ def _frame(sid: str, seq: int, direction: str, msg: dict) -> NewEvent:
 
 
 def test_the_watcher_sees_no_change_when_only_key_order_differs() -> None:
-    from recorder import events
+    from blackbox.recorder.log import events
 
     emitted: list = []
     watch = ToolWatch(lambda sid, doc: emitted.append(doc), None, tooldefs.DEFAULT_RULES)
@@ -120,7 +119,7 @@ def test_the_watcher_sees_no_change_when_only_key_order_differs() -> None:
 
 
 def test_prompts_and_resource_templates_drift_too_and_a_page_judges_no_disappearance() -> None:
-    from recorder import events
+    from blackbox.recorder.log import events
 
     emitted: list = []
     watch = ToolWatch(lambda sid, doc: emitted.append(doc), None, tooldefs.DEFAULT_RULES)
@@ -161,8 +160,8 @@ def test_prompts_and_resource_templates_drift_too_and_a_page_judges_no_disappear
 
 
 def test_a_reloaded_policy_keeps_the_sessions_pinning_state() -> None:
-    from recorder import pinning
-    from recorder.policy import Policy
+    from blackbox.recorder.gate import pinning
+    from blackbox.recorder.gate.policy import Policy
 
     old = Policy.from_text('[pin]\nservers = ["a"]\n')
     pinning.attach(old, None, None, "a")
@@ -178,8 +177,8 @@ def test_a_reloaded_policy_keeps_the_sessions_pinning_state() -> None:
 
 
 def test_a_live_policy_reload_keeps_the_pinner(tmp_path: Path) -> None:
-    from recorder import pinning
-    from recorder.policy_reload import LivePolicy
+    from blackbox.recorder.gate import pinning
+    from blackbox.recorder.gate.policy_reload import LivePolicy
 
     path = tmp_path / "policy.toml"
     path.write_text('[pin]\nservers = ["a"]\n')

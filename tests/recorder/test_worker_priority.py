@@ -8,7 +8,7 @@ import os
 import threading
 from pathlib import Path
 
-from recorder import ship_worker
+from blackbox.recorder.capture import ship_worker
 
 
 class _Store:
@@ -23,7 +23,7 @@ def test_leftovers_open_the_store_at_the_workers_own_priority(tmp_path: Path, mo
         seen.append(os.sched_getscheduler(0))  # this thread's class while it opens
         return _Store()
 
-    monkeypatch.setattr("recorder.store.open_store", open_store)
+    monkeypatch.setattr("blackbox.recorder.store.open_store", open_store)
     after: list[int] = []
 
     def leftovers() -> None:

@@ -9,8 +9,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from recorder.model import Direction, Kind, NewEvent, new_session_id
-from recorder.store import EventStore
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.store import EventStore
+
 from tests.polling import eventually
 
 HERE = Path(__file__).resolve().parent

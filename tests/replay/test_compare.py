@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from replay.compare import (
+from blackbox.replay.compare import (
     ABSENT,
     DEFAULT_MASKS,
     BadPath,

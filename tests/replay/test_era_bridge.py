@@ -10,14 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.store import open_store
+from blackbox.replay.era_bridge import bridge_records
+from blackbox.replay.replayer import ReplayOptions, replay_session
+from blackbox.replay.report import render_text
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder.model import Direction, Kind
-from recorder.store import open_store
-from replay.era_bridge import bridge_records
-from replay.replayer import ReplayOptions, replay_session
-from replay.report import render_text
+from blackbox.cli.main import main
 from tests import peers
 from tests.replay.kit import SERVERS, record_session
 

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.store import EventStore, open_store
+from blackbox.replay.recording import load_recording
+from blackbox.replay.replayer import ReplayOptions, replay_session
+from blackbox.replay.report import render_text
 from sqlalchemy import create_engine, text
 
-from recorder.model import Direction, Kind
-from recorder.store import EventStore, open_store
-from replay.recording import load_recording
-from replay.replayer import ReplayOptions, replay_session
-from replay.report import render_text
 from tests import peers
 from tests.polling import eventually, wait_listening
 from tests.replay.kit import SERVERS, free_port, record_session
@@ -89,7 +89,7 @@ def cli(args: list[str], url: str) -> tuple[int, str]:
     """Run a blackbox command in-process (the CLI's import cost once, not per call)."""
     from click.testing import CliRunner
 
-    from blackbox.cli import main
+    from blackbox.cli.main import main
 
     result = CliRunner().invoke(main, [*args, "--store", url])
     return result.exit_code, result.stdout
@@ -197,7 +197,7 @@ def test_http_target_both_eras(pg_store, sessions) -> None:  # type: ignore[no-u
 
 
 def test_injected_cut_stops_the_replay_and_is_reported(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
-    from replay.inject import parse_injection
+    from blackbox.replay.inject import parse_injection
 
     _url, store = pg_store
     options = ReplayOptions(injections=[parse_injection("cut@3")], response_timeout_s=3)
@@ -209,7 +209,7 @@ def test_injected_cut_stops_the_replay_and_is_reported(pg_store, sessions) -> No
 
 
 def test_injected_drop_corrupt_and_delay(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
-    from replay.inject import parse_injection
+    from blackbox.replay.inject import parse_injection
 
     _url, store = pg_store
     steps = {s.label: s.number for s in load_recording(store, sessions["modern"]).steps}

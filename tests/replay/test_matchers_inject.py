@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from replay.inject import parse_injection
-from replay.matchers import matches, nearest
-from replay.recording import ReplayError
+from blackbox.replay.inject import parse_injection
+from blackbox.replay.matchers import matches, nearest
+from blackbox.replay.recording import ReplayError
 
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
 

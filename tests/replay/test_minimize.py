@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from blackbox.recorder.log import events
+from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.store import open_store
+from blackbox.replay.minimize import closure, ddmin, dependencies
+from blackbox.replay.recording import load_recording
+from blackbox.replay.replayer import ReplayOptions, replay_session
+from blackbox.replay.report import render_text
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder import events
-from recorder.model import Direction, Kind
-from recorder.store import open_store
-from replay.minimize import closure, ddmin, dependencies
-from replay.recording import load_recording
-from replay.replayer import ReplayOptions, replay_session
-from replay.report import render_text
+from blackbox.cli.main import main
 from tests import peers
 from tests.replay.kit import SERVERS, c2s, record_session, s2c, store_session
 

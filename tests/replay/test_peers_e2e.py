@@ -8,10 +8,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from recorder.model import Direction, Kind
-from recorder.store import open_store
-from replay.replayer import ReplayOptions, replay_session
-from replay.report import render_text
+from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.store import open_store
+from blackbox.replay.replayer import ReplayOptions, replay_session
+from blackbox.replay.report import render_text
+
 from tests import peers
 from tests.replay.kit import c2s, record_session, s2c, store_session, wait_recorded
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.compliance.export import export_bundle
+from blackbox.recorder.store import open_store
+from blackbox.replay.suite import save_suite
 
-from analytics.export import export_bundle
-from recorder.store import open_store
-from replay.suite import save_suite
 from tests import peers
 from tests.replay.kit import SERVERS, record_session
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from blackbox.recorder.store import open_store
+from blackbox.replay.mock_server import MockServer, ServerExit
+from blackbox.replay.recording import load_recording
 
-from recorder.store import open_store
-from replay.mock_server import MockServer, ServerExit
-from replay.recording import load_recording
 from tests.replay.kit import c2s, s2c, store_session
 
 
@@ -113,10 +113,10 @@ def test_evaluate_explains_a_miss_and_spares_fault_explained_steps(sqlite_url: s
     """Unit test of the verdicts on a hand-made run (no server): a response that came back under
     another id type is named as the nearest candidate; a response where the recording crashed is
     'fault not reproduced', not a divergence."""
-    from replay.compare import Masks
-    from replay.evaluate import evaluate
-    from replay.recording import frame_from_raw
-    from replay.results import Run
+    from blackbox.replay.compare import Masks
+    from blackbox.replay.evaluate import evaluate
+    from blackbox.replay.recording import frame_from_raw
+    from blackbox.replay.results import Run
 
     store = open_store(sqlite_url)
     rec = load_recording(store, crash_session(store))
@@ -142,7 +142,7 @@ def test_evaluate_explains_a_miss_and_spares_fault_explained_steps(sqlite_url: s
 def test_cli_could_not_run_is_one_line_and_exit_2(sqlite_url: str) -> None:
     from click.testing import CliRunner
 
-    from blackbox.cli import main
+    from blackbox.cli.main import main
 
     store = open_store(sqlite_url)
     sid = crash_session(store)
@@ -179,8 +179,8 @@ def test_cli_could_not_run_is_one_line_and_exit_2(sqlite_url: str) -> None:
 
 
 def test_missing_server_request_names_the_nearest_one_the_replay_got() -> None:
-    from replay.evaluate import _nearest_replayed
-    from replay.recording import frame_from_raw
+    from blackbox.replay.evaluate import _nearest_replayed
+    from blackbox.replay.recording import frame_from_raw
 
     def sampling(i: int, tokens: int) -> bytes:
         params = {"maxTokens": tokens, "messages": [{"role": "user", "content": "a"}]}

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
+from blackbox.replay.recording import load_recording
+from blackbox.replay.safety import UnsafeReplay, check_replay_safety, decide, tool_annotations
 
-from recorder.store import open_store
-from replay.recording import load_recording
-from replay.safety import UnsafeReplay, check_replay_safety, decide, tool_annotations
 from tests import peers
 from tests.polling import eventually
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import junitparser
 import pytest
+from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
-from blackbox.cli import main
-from recorder.store import open_store
+from blackbox.cli.main import main
 from tests import peers
 from tests.replay.kit import SERVERS, record_session
 
@@ -151,7 +151,8 @@ def test_saved_suite_of_third_party_servers_replays_equivalent(
 
 
 def test_saved_suites_on_both_backends(store_url: str) -> None:
-    from replay.suite import list_suites, load_suite, save_suite, select_sessions
+    from blackbox.replay.suite import list_suites, load_suite, save_suite, select_sessions
+
     from tests.replay.kit import c2s, s2c, store_session
 
     store = open_store(store_url)

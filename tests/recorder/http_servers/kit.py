@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from recorder.journal import Journal, read_journal
-from recorder.model import NewEvent
-from recorder.store import open_store
-from recorder.taps.http import HttpProxyTap
-from recorder.taps.http_exchange import ProxySettings
-from recorder.taps.http_server import ProxyServer
+from blackbox.recorder.capture.journal import Journal, read_journal
+from blackbox.recorder.capture.taps.http import HttpProxyTap
+from blackbox.recorder.capture.taps.http_exchange import ProxySettings
+from blackbox.recorder.capture.taps.http_server import ProxyServer
+from blackbox.recorder.log.model import NewEvent
+from blackbox.recorder.store import open_store
+
 from tests.documents import document
 from tests.polling import wait_listening
 

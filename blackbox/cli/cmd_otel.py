@@ -1,0 +1,176 @@
+"""Commands of the OpenTelemetry area: `blackbox otel export`, and the `--otel` options the tap
+commands share (`otel_options`, `start_live`)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from blackbox import config
+from blackbox.cli.options import moment_ns, open_configured_store, store_option
+
+WATERMARK_FILE = "otel-watermark.sqlite"
+
+
+def _watermark_path() -> Path:
+    return config.data_dir() / WATERMARK_FILE
+
+
+endpoint_option = click.option(
+    "--endpoint",
+    metavar="URL",
+    default=None,
+    help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318).",
+)
+protocol_option = click.option(
+    "--protocol",
+    type=click.Choice(["http/protobuf", "grpc"]),
+    default=None,
+    help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).",
+)
+
+
+def otel_options(func):  # type: ignore[no-untyped-def]
+    """`--otel` with its endpoint and protocol, for the tap commands."""
+    func = click.option(
+        "--otel-protocol", type=click.Choice(["http/protobuf", "grpc"]), default=None,
+        help="OTLP protocol for --otel.",
+    )(func)  # fmt: skip
+    func = click.option(
+        "--otel-endpoint", metavar="URL", default=None,
+        help="OTLP endpoint for --otel (default: the OTEL_* variables).",
+    )(func)  # fmt: skip
+    return click.option(
+        "--otel",
+        is_flag=True,
+        help="Also send calls as OpenTelemetry spans as they complete (from a background "
+        "process; a dead collector never delays a frame; `blackbox otel export` sends the rest).",
+    )(func)
+
+
+NO_SDK = "OpenTelemetry export needs the otel extra: pip install 'mcp-blackbox[otel]'"
+
+
+def _has_sdk() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("opentelemetry.sdk") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _require_sdk() -> None:
+    if not _has_sdk():
+        raise click.ClickException(NO_SDK)
+
+
+def start_live(store_url: str, endpoint: str | None, protocol: str | None):  # type: ignore[no-untyped-def]
+    """Start the live follower for this process's sessions; returns a handle to close (None
+    when the SDK is missing: recording goes on, and says once why nothing is sent)."""
+    from blackbox.recorder.otel.live import start
+
+    def notice(message: str) -> None:
+        sys.stderr.write(f"blackbox: {message}\n")
+
+    if not _has_sdk():
+        notice(f"--otel ignored: {NO_SDK}")
+        return None
+
+    return start(store_url, _watermark_path(), endpoint, protocol, on_notice=notice)
+
+
+@click.group()
+def otel() -> None:
+    """Send recorded calls to an OpenTelemetry collector as spans and metrics (MCP semantic
+    conventions).
+
+    \b
+    Example:
+      blackbox otel export --since 7d --endpoint http://collector:4318
+    """
+
+
+@otel.command("export")
+@store_option
+@click.option("--since", metavar="WHEN", help="Only calls that ended since: 7d, 12h or a date.")
+@click.option("--session", "session_ref", metavar="ID", help="Only this session (prefix, last).")
+@endpoint_option
+@protocol_option
+@click.option("--all", "resend_all", is_flag=True, help="Resend what was sent before.")
+@click.option(
+    "--content",
+    is_flag=True,
+    help="Include tool arguments and results (redacted with the default rules): opt-in.",
+)
+@click.option(
+    "--redact",
+    "redact_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Redaction rules (TOML) for --content instead of the default ones.",
+)
+def export_command(
+    store_url: str | None,
+    since: str | None,
+    session_ref: str | None,
+    endpoint: str | None,
+    protocol: str | None,
+    resend_all: bool,
+    content: bool,
+    redact_file: Path | None,
+) -> None:
+    """Send the calls not sent yet as OTLP spans and duration histograms. A watermark in the
+    data directory makes a second run send nothing twice; --all resends.
+
+    Endpoint, headers, timeout, service name and resource attributes follow the standard
+    OTEL_EXPORTER_OTLP_* / OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES variables.
+
+    \b
+    Example:
+      blackbox otel export --since 7d
+      OTEL_EXPORTER_OTLP_HEADERS=x-api-key=... blackbox otel export --endpoint https://otlp.example
+    """
+    _require_sdk()
+    from blackbox.recorder.otel.export import export
+    from blackbox.recorder.otel.sdk import Target
+    from blackbox.recorder.otel.spans import Options
+    from blackbox.recorder.otel.watermark import Watermark
+    from blackbox.recorder.privacy.redact import Redactor
+
+    redactor = Redactor.load(redact_file) if redact_file is not None else None
+    # The exporters log each retry; the one line below says what matters.
+    logging.getLogger("opentelemetry").setLevel(logging.CRITICAL)
+    since_ns = moment_ns(since) if since else None
+    store = open_configured_store(store_url)
+    try:
+        sid = store.resolve(session_ref) if session_ref else None
+        target = Target(endpoint, protocol)
+        target.chosen_protocol()
+        report = export(
+            store,
+            Watermark(_watermark_path(), store.url),
+            target,
+            since_ns=since_ns,
+            session_id=sid,
+            resend_all=resend_all,
+            options=Options(capture_content=content, redactor=redactor),
+        )
+    finally:
+        store.close()
+    rate = report.spans / report.seconds if report.seconds else 0.0
+    click.echo(
+        f"sent {report.spans} spans from {report.sessions} session(s) in {report.seconds:.2f}s"
+        f" ({rate:,.0f}/s); {report.skipped} already sent"
+    )
+    if report.failure:
+        raise click.ClickException(
+            f"the collector stopped taking spans ({report.failure}); what was not sent goes"
+            " with the next export"
+        )
+
+
+COMMANDS = [otel]

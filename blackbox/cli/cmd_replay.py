@@ -1,0 +1,204 @@
+"""Commands of the replay area: `blackbox replay` and `blackbox serve`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import click
+
+from blackbox.cli.cmd_suite import replay_suite_cli, suite_options, wants_suite
+from blackbox.cli.options import open_configured_store, store_option
+from blackbox.replay.inject import parse_injection
+from blackbox.replay.mock_server import serve_session
+from blackbox.replay.recording import Recording
+from blackbox.replay.replayer import ReplayOptions, replay_session
+from blackbox.replay.report import render_json, render_text
+from blackbox.replay.safety import check_replay_safety, decide
+
+
+@click.command()
+@click.argument("sessions", metavar="SESSION...", nargs=-1)
+@click.option("--against", metavar="CMD", help="Replay against this command (a new version).")
+@click.option("--url", metavar="URL", help="Replay against a Streamable HTTP endpoint.")
+@click.option(
+    "--timing",
+    type=click.Choice(["none", "original"]),
+    default="none",
+    show_default=True,
+    help="none: as fast as causal order allows; original: keep the recorded gaps.",
+)
+@click.option(
+    "--speed",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Scale recorded gaps (2 = twice as fast; implies --timing original).",
+)
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="JSONPATH",
+    help="Ignore differences at this path (repeatable), e.g. '$..datetime'.",
+)
+@click.option("--learn", is_flag=True, help="Run twice first and mask what differs between runs.")
+@click.option(
+    "--inject",
+    "inject",
+    multiple=True,
+    metavar="SPEC",
+    help="Inject a fault: delay@METHOD:MS, delay@STEP:MS, drop@STEP, corrupt@STEP, "
+    "close-stdin@STEP, cut@STEP (repeatable).",
+)
+@click.option(
+    "--expect-fault", is_flag=True, help="Fail (exit 1) unless recorded faults reproduce."
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for a response before calling it missing.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "github"]),
+    default="table",
+    show_default=True,
+    help="Report format (github: Actions annotations, for suites).",
+)
+@click.option(
+    "--allow-writes", is_flag=True, help="Send calls that may change something without asking."
+)
+@click.option(
+    "--read-only", is_flag=True, help="Skip calls that may change something (see docs/replay.md)."
+)
+@suite_options
+@store_option
+def replay(
+    sessions: tuple[str, ...],
+    against: str | None,
+    url: str | None,
+    timing: str,
+    speed: float,
+    ignore: tuple[str, ...],
+    learn: bool,
+    inject: tuple[str, ...],
+    expect_fault: bool,
+    timeout_s: float,
+    fmt: str,
+    allow_writes: bool,
+    read_only: bool,
+    store_url: str | None,
+    **suite: object,
+) -> None:
+    """Re-drive a recorded session against a server and explain every divergence.
+
+    Sends the client's frames as recorded, in causal order, answers the server's own requests
+    from the recording, compares each response semantically (volatile ids masked) and says
+    whether recorded faults reproduce. The replay is stored as a new session (replay_of).
+    Exit status: 0 equivalent, 1 diverged (or a fault not reproduced under --expect-fault),
+    2 could not run.
+
+    Calls to tools the recorded tools/list did not mark read-only may change something on
+    the server (a file written again): they are listed first, then a terminal is asked;
+    elsewhere the replay needs --allow-writes, or --read-only to skip them.
+
+    SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last'.
+    Several sessions (or --name, --since, --suite) replay as a suite, --jobs at a time: one
+    line per session and a summary, exit 1 if any diverged, --junit FILE for CI.
+
+    \b
+    Example:
+      blackbox replay last --read-only
+      blackbox replay 01a2 --against "python server_v2.py" --ignore '$..datetime'
+      blackbox replay 01a2 --learn --format json
+      blackbox replay 01a2 --expect-fault --inject cut@5
+      blackbox replay --name 'smoke-*' --since 7d --jobs 4 --junit replay.xml
+      blackbox replay 01a2 --era 2026-07-28
+    """
+    options = ReplayOptions(
+        timing=timing,
+        speed=speed,
+        ignore=list(ignore),
+        learn=learn,
+        injections=[parse_injection(spec) for spec in inject],
+        expect_fault=expect_fault,
+        response_timeout_s=timeout_s,
+        era=suite.pop("era", None),  # type: ignore[arg-type]
+    )
+    if wants_suite(sessions, fmt, suite):
+        replay_suite_cli(
+            sessions,
+            against=against,
+            url=url,
+            options=options,
+            fmt=fmt,
+            store_url=store_url,
+            # Sessions of a suite run in threads: nobody can be asked, so writes need a flag.
+            guard=safety_guard(allow_writes, read_only, interactive=False),
+            **suite,  # type: ignore[arg-type]
+        )
+    store = open_configured_store(store_url)
+    result = replay_session(
+        store,
+        sessions[0],
+        against=against,
+        url=url,
+        options=options,
+        progress=lambda msg: click.echo(msg, err=True),
+        guard=safety_guard(allow_writes, read_only),
+    )
+    click.echo(render_json(result) if fmt == "json" else render_text(result))
+    sys.exit(result.exit_code)
+
+
+def safety_guard(
+    allow_writes: bool, read_only: bool, interactive: bool = True
+) -> Callable[[Recording], frozenset[int]]:
+    """The check every replay command runs before sending anything: list the calls that may
+    change something (stderr), then allow, skip, ask a terminal (when `interactive` and there
+    is one), or refuse (exit 2)."""
+    if allow_writes and read_only:
+        raise click.UsageError("--allow-writes and --read-only contradict each other")
+
+    def guard(rec: Recording) -> frozenset[int]:
+        risky = check_replay_safety(rec)
+        if risky and not allow_writes:
+            click.echo(f"{len(risky)} call(s) may change something on the server:", err=True)
+            for call in risky:
+                click.echo(f"  {call.describe()}", err=True)
+        can_ask = interactive and sys.stdin.isatty() and sys.stderr.isatty()
+        ask = (lambda: click.confirm("send them?", default=False, err=True)) if can_ask else None
+        skip = decide(risky, allow_writes=allow_writes, read_only=read_only, confirm=ask)
+        if skip:
+            click.echo(f"skipping {len(skip)} call(s) (--read-only)", err=True)
+        return skip
+
+    return guard
+
+
+@click.command()
+@click.argument("session")
+@click.option("--strict-order", is_flag=True, help="Requests must come in the recorded order.")
+@store_option
+def serve(session: str, strict_order: bool, store_url: str | None) -> None:
+    """Play a recorded session back as a stdio MCP server (a mock of the real one).
+
+    Requests are matched to recorded ones on method and params (ids and _meta ignored) and
+    answered with the recorded response; an unmatched request gets a JSON-RPC error naming the
+    nearest recorded request and the difference. Usable as the --against of a replay.
+
+    \b
+    Example:
+      blackbox serve last
+      blackbox replay 01a2 --against "blackbox serve 01a2"
+    """
+    store = open_configured_store(store_url)
+    sys.exit(serve_session(store, session, sys.stdin.buffer, sys.stdout.buffer, strict_order))
+
+
+COMMANDS = [replay, serve]

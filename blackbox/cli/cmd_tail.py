@@ -1,0 +1,76 @@
+"""`blackbox tail`: watch records as they are stored (see `blackbox.cli.tail`)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from blackbox import config
+from blackbox.cli.options import open_configured_store, store_option
+from blackbox.cli.tail import TailFilter, run_tail
+
+
+@click.command()
+@click.argument("session", required=False)
+@click.option("--all", "all_sessions", is_flag=True, help="Every session (the default).")
+@click.option("-f", "--follow", "follow_on", is_flag=True, help="Keep printing new records.")
+@click.option(
+    "-n",
+    "--lines",
+    "history",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Records of history to print first.",
+)
+@click.option("--method", default=None, help="Only this JSON-RPC method (tools/call, ...).")
+@click.option("--tool", default=None, help="Only calls of this tool.")
+@click.option("--errors", is_flag=True, help="Only error responses, isError results and faults.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "jsonl"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
+@store_option
+def tail(
+    session: str | None,
+    all_sessions: bool,
+    follow_on: bool,
+    history: int,
+    method: str | None,
+    tool: str | None,
+    errors: bool,
+    fmt: str,
+    store_url: str | None,
+) -> None:
+    """Print the newest records, a request and its response on one line with the latency.
+
+    SESSION is a full id, a unique prefix of one, or 'last'; without it (or with --all) every
+    session is shown, including those that start while following. With -f, records of running
+    taps show within a second of crossing the wire (their journals are read too). Colour only
+    on a terminal.
+
+    \b
+    Example:
+      blackbox tail -f
+      blackbox tail last -n 100 --errors
+      blackbox tail -f --tool get_current_time --format jsonl | jq .latency_ms
+    """
+    if session and all_sessions:
+        raise click.UsageError("give a SESSION or --all, not both")
+    store = open_configured_store(store_url)
+    session_id = store.resolve(session) if session else None
+    filt = TailFilter(method=method, tool=tool, errors=errors)
+    try:
+        run_tail(store, config.journal_dir(), session_id, follow_on, history, filt, fmt, click.echo)
+    except KeyboardInterrupt:
+        return
+    except BrokenPipeError:  # `blackbox tail -f | head`: the reader left, so do we, quietly
+        sys.stderr.close()
+
+
+COMMANDS = [tail]

@@ -1,0 +1,1 @@
+"""Hosts: reading and rewriting the MCP hosts' own config files for `blackbox attach`."""

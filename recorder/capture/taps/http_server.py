@@ -1,0 +1,307 @@
+"""Serving the HTTP proxy tap: the listening socket, uvicorn, and `blackbox proxy`'s run.
+
+Why it exists: how the proxy is served (socket options, uvicorn's configuration and signals, the
+shipper beside it, the final ship at exit) changes for reasons of its own and has nothing to say
+about what an exchange records; `blackbox.recorder.capture.taps.http` is the ASGI app, this module
+runs it. `ProxyServer` serves it in a thread (tests, benchmarks, embedding), `run_proxy` in the
+foreground.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gc
+import logging
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from blackbox.recorder.capture.journal import Journal, JournalError, StoreMark
+from blackbox.recorder.capture.leftovers import ship_leftovers_quietly
+from blackbox.recorder.capture.shipper import Shipper
+from blackbox.recorder.capture.taps.http import HttpProxyTap
+from blackbox.recorder.capture.taps.http_exchange import (
+    Notice,
+    ProxyError,
+    ProxySettings,
+    ProxyStats,
+)
+from blackbox.recorder.capture.taps.http_relay import StreamAborted
+from blackbox.recorder.store import EventStore
+
+DEFAULT_LISTEN = "127.0.0.1:8750"
+
+
+class _QuietAbort(logging.Filter):
+    """uvicorn logs every exception that leaves an app; a deliberate abort is not an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, StreamAborted)
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[v6]:PORT`, or a bare port meaning loopback) as (host, port)."""
+    text = listen.strip()
+    if text.isdigit():
+        return "127.0.0.1", int(text)
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        raise ProxyError(f"bad --listen {listen!r}: give HOST:PORT, e.g. 127.0.0.1:8750")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    number = int(port)
+    if number > 65535:
+        raise ProxyError(f"bad --listen {listen!r}: port {number} is out of range")
+    return host, number
+
+
+def is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+    # and without it Nagle + delayed ACK add ~40 ms to every reply written in two parts.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "is already in use" if exc.errno == errno.EADDRINUSE else f"fails: {exc.strerror}"
+        raise ProxyError(f"cannot listen on {host}:{port}: the address {why}") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+_quiet_installed = False
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that a SIGINT or SIGTERM only stops it gracefully: uvicorn
+    re-raises the signal afterwards, which would kill the process before the journal is shipped
+    (SIGTERM) or surface as an abort (SIGINT)."""
+
+    stop_signals: list[int]
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[no-untyped-def]
+        self.stop_signals = []
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self.stop_signals = list(self._captured_signals)
+                self._captured_signals.clear()
+
+
+def _uvicorn_server(app: HttpProxyTap) -> _Server:
+    global _quiet_installed
+    if not _quiet_installed:
+        logging.getLogger("uvicorn.error").addFilter(_QuietAbort())
+        _quiet_installed = True
+    config = uvicorn.Config(
+        app,
+        http="h11",
+        loop="asyncio",
+        ws="none",
+        lifespan="on",
+        log_config=None,
+        access_log=False,
+        # Transparency: the upstream's Server and Date headers go through, not uvicorn's.
+        server_header=False,
+        date_header=False,
+        # The client's address is what the proxy records (and routes sessions by): never one
+        # taken from an X-Forwarded-For header a local client could set.
+        proxy_headers=False,
+        timeout_graceful_shutdown=2,
+        timeout_keep_alive=30,
+    )
+    return _Server(config)
+
+
+class ProxyServer:
+    """A proxy tap served on a socket in a background thread (tests, benchmarks, embedding)."""
+
+    def __init__(self, tap: HttpProxyTap, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.tap = tap
+        self._sock = _bind(host, port)
+        self.host, self.port = self._sock.getsockname()[:2]
+        self._server = _uvicorn_server(tap)
+        self._thread = threading.Thread(target=self._run, name="blackbox-proxy", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The URL a client uses instead of the upstream's."""
+        return self.base_url + self.tap.settings.path
+
+    def _run(self) -> None:
+        self._server.run(sockets=[self._sock])
+
+    def start(self, timeout: float = 10.0) -> ProxyServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ProxyError("the proxy did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+        self._sock.close()
+
+    def __enter__(self) -> ProxyServer:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class ProxyConfig:
+    """Everything `run_proxy` needs; the CLI fills it from flags and `blackbox.config`."""
+
+    settings: ProxySettings
+    listen: str
+    journal_dir: Path
+    store_factory: Callable[[], EventStore]
+    on_notice: Notice
+    policy: Any = None
+    on_ready: Callable[[str], None] | None = None
+    ship_leftovers: bool = True
+    final_ship_seconds: float = 2.5
+    # Ship in fewer, larger batches than the stdio tap: less CPU per record. Measured with
+    # bench/proxy_overhead.py, shipping every 0.25 s cost 1.4-1.5x the bare proxy's CPU per call
+    # sequentially, every 1 s 1.1-1.25x; records reach the store about a second after the client
+    # got them (they are in the journal before).
+    ship_poll_seconds: float = 1.0
+    # With a store URL the shipper runs in a child process
+    # (blackbox.recorder.capture.taps.http_ship), off the event loop's GIL; without one, in a thread
+    # here using store_factory.
+    store_url: str | None = None
+
+
+@dataclass(frozen=True)
+class ProxyReport:
+    """How a proxy run went."""
+
+    url: str
+    stats: ProxyStats
+    shipped: bool
+
+
+def _ship_process(config: ProxyConfig, journal: Journal) -> subprocess.Popen | None:
+    argv = [
+        sys.executable,
+        "-m",
+        "blackbox.recorder.capture.taps.http_ship",
+        str(journal.directory),
+        journal.tap_id,
+        str(config.store_url),
+        str(config.final_ship_seconds),
+        str(config.ship_poll_seconds),
+    ]
+    if config.ship_leftovers:
+        argv.append("leftovers")
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    except OSError as exc:
+        config.on_notice(f"cannot start the shipper process ({exc}); shipping in this one")
+        return None
+
+
+def _stop_ship_process(proc: subprocess.Popen, final_seconds: float) -> bool:
+    """Tell the shipper process the journal is complete; True when it stored everything."""
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.write(b"closed\n")
+        proc.stdin.close()
+    try:
+        return proc.wait(final_seconds + 15) == 0
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+        return False
+
+
+def run_proxy(config: ProxyConfig) -> ProxyReport:
+    """Serve the proxy until SIGINT or SIGTERM; then end the open sessions and ship the journal.
+
+    Records are journaled locally first and shipped to the store by a background thread, so a
+    slow or unreachable store never stalls traffic; what is not shipped at exit stays in the
+    journal for the next tap or `blackbox ship`.
+    """
+    host, port = parse_listen(config.listen)
+    sock = _bind(host, port)
+    try:
+        # The journal names its store: if it is left behind, only that store gets it.
+        mark = StoreMark.for_url(config.store_url) if config.store_url is not None else None
+        journal = Journal.create(config.journal_dir, store=mark)
+    except JournalError as exc:
+        sock.close()
+        raise ProxyError(f"{exc}; not starting a proxy that cannot record") from None
+    ship_proc = _ship_process(config, journal) if config.store_url is not None else None
+    shipper: Shipper | None = None
+    if ship_proc is None:
+        store_factory = config.store_factory
+        shipper = Shipper(
+            journal, store_factory, config.on_notice, poll_seconds=config.ship_poll_seconds
+        )
+        shipper.start()
+        if config.ship_leftovers:
+            threading.Thread(
+                target=ship_leftovers_quietly,
+                args=(config.journal_dir, store_factory),
+                daemon=True,
+            ).start()
+    if config.policy is not None:
+        from blackbox.recorder.gate import pinning
+
+        pinning.attach(config.policy, config.store_factory, journal, config.settings.server_name)
+    tap = HttpProxyTap(config.settings, journal, config.policy, config.on_notice)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    url = f"http://{shown}:{bound_port}{config.settings.path}"
+    server = _uvicorn_server(tap)
+    if config.on_ready is not None:
+        config.on_ready(url)
+    # What exists now (modules, the app, the pool) lives as long as the proxy: moved out of the
+    # collector's reach, a full collection walks only what calls allocate, and its pauses stay
+    # out of the tail latency.
+    gc.freeze()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        if tap.router.open_sessions():  # uvicorn did not get to run the lifespan shutdown
+            tap.end_all("proxy_stopped", "interrupted")
+        journal.close()
+        if ship_proc is not None:
+            shipped = _stop_ship_process(ship_proc, config.final_ship_seconds)
+        else:
+            assert shipper is not None
+            shipped = shipper.stop(config.final_ship_seconds)
+        if not shipped:
+            config.on_notice(
+                "the store did not take every record in time; they are kept in the journal "
+                f"{config.journal_dir} and will be shipped by the next tap or `blackbox ship`"
+            )
+    return ProxyReport(url, tap.stats, shipped)

@@ -1,0 +1,161 @@
+"""An export bundle's proof that its records are the log's: the signed checkpoint that covers them
+(checkpoint.txt) and an RFC 9162 inclusion proof per record (proofs.jsonl).
+
+The chain and the manifest prove a bundle is consistent with itself; whoever can rewrite the
+database, or the bundle, can recompute both. A checkpoint signed with a key kept outside the store,
+and a proof that each record's chain hash is a leaf of the tree it signs, tie every record to the
+log as it was when the checkpoint was signed: `verify-export --key VKEY` checks both offline. A
+redacted record's leaf is its original chain hash, which the bundle keeps, so it proves the same.
+
+proofs.jsonl holds one line per record, in the records file's order: `{"session_id", "seq",
+"leaf_index", "proof": [base64 hashes, leaf side first]}`; `leaf_index` is null for a record
+newer than the checkpoint.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from blackbox.recorder.log import merkle
+from blackbox.recorder.private import private_file
+from blackbox.recorder.store import EventStore, tree
+from blackbox.recorder.trust.checkpoint import Checkpoint, Verifier, open_checkpoint
+from blackbox.recorder.trust.signing import note_checkpoint, split_notes
+
+CHECKPOINT_FILE = "checkpoint.txt"
+PROOFS_FILE = "proofs.jsonl"
+
+
+def _sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write(
+    store: EventStore, out_dir: Path, note: str, session_ids: Iterable[str]
+) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
+    """Write checkpoint.txt and proofs.jsonl for the sessions' records (in export order); returns
+    the manifest's `tree` entry and the two files' manifest entries."""
+    notes = split_notes(note)
+    checkpoint = note_checkpoint(notes[-1]) if notes else None
+    if checkpoint is None:
+        raise ValueError("not a signed checkpoint")
+    size = checkpoint.size
+    proven = uncovered = 0
+    # Both files 0600 like the rest of the bundle (recorder/private.py).
+    proofs = private_file(out_dir / PROOFS_FILE)
+    with store.transaction() as conn, open(proofs, "w", encoding="utf-8") as out:
+        cached = tree.BlockCache(conn)
+        for sid in session_ids:
+            leaves = {leaf.seq: leaf for leaf in tree.session_leaves(conn, sid)}
+            for rec in store.read_session(sid):
+                leaf = leaves.get(rec.seq)
+                line: dict[str, object] = {"session_id": sid, "seq": rec.seq, "leaf_index": None}
+                if leaf is not None and leaf.index < size:
+                    proof = merkle.inclusion_proof(leaf.index, size, cached)
+                    line["leaf_index"] = leaf.index
+                    line["proof"] = [base64.b64encode(h).decode("ascii") for h in proof]
+                    proven += 1
+                else:
+                    line["proof"] = []
+                    uncovered += 1
+                out.write(json.dumps(line, separators=(",", ":")) + "\n")
+    private_file(out_dir / CHECKPOINT_FILE).write_text(notes[-1], encoding="utf-8")
+    rows = proven + uncovered
+    files = {
+        CHECKPOINT_FILE: {
+            "role": "checkpoint",
+            "rows": 1,
+            "bytes": (out_dir / CHECKPOINT_FILE).stat().st_size,
+            "sha256": _sha256_file(out_dir / CHECKPOINT_FILE),
+        },
+        PROOFS_FILE: {
+            "role": "proofs",
+            "rows": rows,
+            "bytes": (out_dir / PROOFS_FILE).stat().st_size,
+            "sha256": _sha256_file(out_dir / PROOFS_FILE),
+        },
+    }
+    entry = {
+        "checkpoint": CHECKPOINT_FILE,
+        "proofs": PROOFS_FILE,
+        "origin": checkpoint.origin,
+        "tree_size": size,
+        "records_proven": proven,
+        "records_not_covered": uncovered,
+        "leaf": "SHA-256(0x00 || the record's 32-byte chain hash)",
+        "node": "SHA-256(0x01 || left || right) (RFC 9162 section 2.1)",
+    }
+    return entry, files
+
+
+def check(
+    path: Path,
+    manifest: dict,
+    records: Iterator[dict],
+    verifier: Verifier | None,
+) -> list[tuple[str, str, str | None, int | None]]:
+    """Check the bundle's checkpoint (its signature, with `verifier`) and every record's
+    inclusion proof against it. Returns findings as (problem, detail, session, seq)."""
+    entry = manifest.get("tree")
+    if not isinstance(entry, dict):
+        if verifier is not None:
+            return [("no_checkpoint", "the bundle carries no signed checkpoint", None, None)]
+        return []
+    try:
+        note = (path / CHECKPOINT_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [("checkpoint_unreadable", str(exc), None, None)]
+    checkpoint: Checkpoint | None
+    if verifier is not None:
+        checkpoint, problem = open_checkpoint(note, [verifier])
+        if checkpoint is None:
+            return [("checkpoint_refused", str(problem), None, None)]
+    else:
+        checkpoint = note_checkpoint(note)
+        if checkpoint is None:
+            return [("checkpoint_invalid", "checkpoint.txt is not a checkpoint", None, None)]
+    found: list[tuple[str, str, str | None, int | None]] = []
+    size, root = checkpoint.size, checkpoint.root_hash
+    try:
+        proofs = (path / PROOFS_FILE).open(encoding="utf-8")
+    except OSError as exc:
+        return [("proofs_unreadable", str(exc), None, None)]
+    with proofs:
+        for rec in records:
+            sid, seq = rec.get("session_id"), rec.get("seq")
+            line = proofs.readline()
+            try:
+                doc = json.loads(line)
+                index = doc["leaf_index"]
+                proof = [base64.b64decode(h, validate=True) for h in doc["proof"]]
+                chain_hash = bytes.fromhex(str(rec.get("hash")))
+            except (ValueError, KeyError, TypeError, binascii.Error):
+                found.append(("proof_invalid", "no readable proof for this record", sid, seq))
+                continue
+            if (doc.get("session_id"), doc.get("seq")) != (sid, seq):
+                found.append(("proof_invalid", "the proof is for another record", sid, seq))
+                continue
+            if index is None:
+                if verifier is not None:
+                    found.append(
+                        ("not_covered", f"newer than the checkpoint of {size} records", sid, seq)
+                    )
+                continue
+            if not merkle.verify_inclusion(merkle.leaf_hash(chain_hash), index, size, proof, root):
+                found.append(
+                    (
+                        "not_included",
+                        f"its chain hash is not leaf {index} of the tree the checkpoint signs: "
+                        "the record was changed or is not the log's",
+                        sid,
+                        seq,
+                    )
+                )
+        if proofs.readline():
+            found.append(("proof_invalid", "proofs.jsonl has more lines than records", None, None))
+    return found

@@ -1,0 +1,281 @@
+"""Paged reads of the store for the live views (`blackbox ui`): one page, never a whole log.
+
+Why it exists: the pages must open fast whatever the store holds (10,000 sessions, a session of
+100,000 frames), so nothing here reads more than one page: the session list is a keyset page over
+the sessions projection (newest first) with calls, errors and faults counted for that page only,
+and a timeline is a range of seqs over the (session_id, seq) index, its requests paired to their
+responses by id within a bounded window. The overview shows the newest signed checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from blackbox.recorder.log.model import DERIVED
+from blackbox.recorder.log.pairing import request_key, response_key
+from blackbox.recorder.store import EventStore
+from blackbox.recorder.store.schema import events, sessions
+from sqlalchemy import and_, case, func, or_, select
+
+PAGE = 100
+TIMELINE_PAGE = 200
+EXCERPT = 160
+ANSWER_WINDOW = 5000
+
+
+def _engine(store: EventStore):  # type: ignore[no-untyped-def]
+    return store.engine  # type: ignore[attr-defined]
+
+
+def _info_name(doc: str | None) -> str | None:
+    if not doc:
+        return None
+    try:
+        value = json.loads(doc)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        version = value.get("version")
+        return value["name"] + (f" {version}" if isinstance(version, str) and version else "")
+    return None
+
+
+@dataclass(frozen=True)
+class SessionQuery:
+    """Filter and page of the session list: `q` searches name, command and id; `outcome` keeps
+    one outcome ('open' for sessions still recording); `before` is the page's keyset cursor."""
+
+    q: str | None = None
+    outcome: str | None = None
+    before: tuple[int, str] | None = None
+    limit: int = PAGE
+
+
+def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
+    """One page of sessions, newest first, from the projection alone (`session_counts` adds the
+    calls, errors and faults: counting reads every record of a session, 0.8 s for one of 100,000
+    frames, so the list shows first and the counts follow)."""
+    s = sessions.c
+    started = func.coalesce(s.started_ns, 0)
+    stmt = select(sessions).order_by(started.desc(), s.session_id.desc())
+    if query.q:
+        like = "%" + query.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        stmt = stmt.where(
+            or_(
+                s.name.like(like, escape="\\"),
+                s.command.like(like, escape="\\"),
+                s.session_id.like(like, escape="\\"),
+            )
+        )
+    if query.outcome == "open":
+        stmt = stmt.where(s.sealed_count.is_(None))
+    elif query.outcome:
+        stmt = stmt.where(s.outcome == query.outcome)
+    if query.before is not None:
+        at, sid = query.before
+        stmt = stmt.where(or_(started < at, and_(started == at, s.session_id < sid)))
+    stmt = stmt.limit(query.limit + 1)
+    with _engine(store).connect() as conn:
+        rows = list(conn.execute(stmt))
+        more = len(rows) > query.limit
+        rows = rows[: query.limit]
+    out = []
+    for r in rows:
+        duration = None
+        if r.started_ns is not None and r.ended_ns is not None:
+            duration = round((r.ended_ns - r.started_ns) / 1e9, 3)
+        out.append(
+            {
+                "id": r.session_id,
+                "name": r.name,
+                "transport": r.transport,
+                "era": r.era,
+                "client": _info_name(r.client_info),
+                "server": _info_name(r.server_info) or r.command,
+                "command": r.command,
+                "started_ns": r.started_ns,
+                "duration_s": duration,
+                "frames": r.frames,
+                "outcome": r.outcome or ("open" if r.sealed_count is None else None),
+                "replay_of": r.replay_of,
+                "sealed": r.sealed_count is not None,
+            }
+        )
+    cursor = None
+    if more and rows:
+        cursor = f"{rows[-1].started_ns or 0}:{rows[-1].session_id}"
+    return {"sessions": out, "next": cursor}
+
+
+def parse_cursor(text_value: str | None) -> tuple[int, str] | None:
+    if not text_value or ":" not in text_value:
+        return None
+    at, _, sid = text_value.partition(":")
+    try:
+        return int(at), sid
+    except ValueError:
+        return None
+
+
+def session_counts(store: EventStore, ids: list[str]) -> dict[str, tuple[int, int, int]]:
+    """(calls, errors, faults) of each listed session: client requests, error responses and
+    isError results, fault records."""
+    if not ids:
+        return {}
+    with _engine(store).connect() as conn:
+        return _counts(conn, ids)
+
+
+def _counts(conn, ids: list[str]) -> dict[str, tuple[int, int, int]]:  # type: ignore[no-untyped-def]
+    e = events.c
+    stmt = (
+        select(
+            e.session_id,
+            func.sum(case((and_(e.msg_type == "request", e.direction == "c2s"), 1), else_=0)),
+            func.sum(case((or_(e.msg_type == "error", e.is_error.is_(True)), 1), else_=0)),
+            func.sum(case((e.kind == "fault", 1), else_=0)),
+        )
+        .where(e.session_id.in_(ids))
+        .group_by(e.session_id)
+    )
+    return {
+        row[0]: (int(row[1] or 0), int(row[2] or 0), int(row[3] or 0)) for row in conn.execute(stmt)
+    }
+
+
+def _excerpt(raw: bytes) -> str:
+    body = raw[: EXCERPT * 4].decode("utf-8", errors="replace")
+    body = " ".join(body.split())
+    return body if len(body) <= EXCERPT else body[: EXCERPT - 1] + "…"
+
+
+_ROW = (
+    events.c.seq,
+    events.c.wall_ns,
+    events.c.mono_ns,
+    events.c.kind,
+    events.c.direction,
+    func.substr(events.c.raw, 1, EXCERPT * 4).label("head"),
+    func.coalesce(events.c.raw_size, func.length(events.c.raw)).label("size"),
+    *(getattr(events.c, name) for name in DERIVED),
+)
+
+
+def timeline_page(
+    store: EventStore, session_id: str, after_seq: int = 0, limit: int = TIMELINE_PAGE
+) -> dict[str, Any]:
+    """Records `after_seq`+1 ... of a session (at most `limit`), raw bytes cut to an excerpt,
+    each request with the seq and latency of its response when there is one."""
+    e = events.c
+    with _engine(store).connect() as conn:
+        first = conn.execute(
+            select(e.mono_ns).where(e.session_id == session_id).order_by(e.seq).limit(1)
+        ).scalar()
+        rows = list(
+            conn.execute(
+                select(*_ROW)
+                .where(e.session_id == session_id, e.seq > after_seq)
+                .order_by(e.seq)
+                .limit(limit)
+            )
+        )
+        requests = [r for r in rows if r.kind == "frame" and r.msg_type == "request"]
+        answers = _answers(conn, session_id, requests)
+        last_seq = conn.execute(
+            select(sessions.c.last_seq).where(sessions.c.session_id == session_id)
+        ).scalar()
+    base = first or 0
+    out = []
+    for r in rows:
+        row = {
+            "seq": r.seq,
+            "t_ms": round((r.mono_ns - base) / 1e6, 3),
+            "wall_ns": r.wall_ns,
+            "kind": r.kind,
+            "direction": r.direction,
+            "type": r.msg_type,
+            "method": r.method,
+            "id": r.rpc_id,
+            "tool": r.tool,
+            "error": bool(r.is_error) or r.msg_type == "error" or r.kind == "fault",
+            "size": r.size,
+            "excerpt": _excerpt(bytes(r.head)),
+        }
+        answer = answers.get(r.seq)
+        if answer is not None:
+            row["response_seq"], mono, bad = answer
+            row["latency_ms"] = round((mono - r.mono_ns) / 1e6, 3)
+            row["error"] = bad
+        out.append(row)
+    return {"records": out, "last_seq": last_seq or 0}
+
+
+def _answers(conn, session_id: str, requests: list) -> dict[int, tuple[int, int, bool]]:  # type: ignore[no-untyped-def]
+    """request seq -> (response seq, response mono_ns, failed) for these requests."""
+    if not requests:
+        return {}
+    e = events.c
+    ids = sorted({r.rpc_id for r in requests if r.rpc_id is not None})
+    found = conn.execute(
+        select(e.seq, e.mono_ns, e.direction, e.rpc_id, e.rpc_id_type, e.msg_type, e.is_error)
+        .where(
+            e.session_id == session_id,
+            e.seq > requests[0].seq,
+            # A response this far past the page's last request is not looked for: the page
+            # stays one bounded index range however long the session.
+            e.seq <= requests[-1].seq + ANSWER_WINDOW,
+            e.msg_type.in_(("response", "error")),
+            e.rpc_id.in_(ids),
+        )
+        .order_by(e.seq)
+    )
+    waiting: dict[tuple, list] = {}
+    for r in requests:
+        waiting.setdefault(request_key(r.direction, r.rpc_id, r.rpc_id_type), []).append(r)
+    out: dict[int, tuple[int, int, bool]] = {}
+    for resp in found:
+        queue = waiting.get(response_key(resp.direction, resp.rpc_id, resp.rpc_id_type))
+        if queue and queue[0].seq < resp.seq:
+            req = queue.pop(0)
+            out[req.seq] = (resp.seq, resp.mono_ns, resp.msg_type == "error" or bool(resp.is_error))
+    return out
+
+
+def answer_seq(store: EventStore, session_id: str, rpc_id: str, direction: str) -> int | None:
+    """The seq of the first response (or error) sent in `direction` with this id in a session:
+    where a replay's answer to a recorded request is (a replay sends the recorded ids)."""
+    e = events.c
+    with _engine(store).connect() as conn:
+        return conn.execute(
+            select(e.seq)
+            .where(
+                e.session_id == session_id,
+                e.direction == direction,
+                e.rpc_id == rpc_id,
+                e.msg_type.in_(("response", "error")),
+            )
+            .order_by(e.seq)
+            .limit(1)
+        ).scalar()
+
+
+def newest_checkpoint(store: EventStore) -> dict[str, Any] | None:
+    """The newest signed checkpoint the store keeps (recorder/store/tree.py), None before the
+    first: its tree size, root hash, when it was signed and the signed note itself."""
+    from blackbox.recorder.store import tree
+
+    with _engine(store).connect() as conn:
+        newest = tree.stored_checkpoints(conn, last=True)
+    if not newest:
+        return None
+    cp = newest[0]
+    signed = datetime.fromtimestamp(cp.created_ns / 1e9, tz=UTC) if cp.created_ns else None
+    return {
+        "size": cp.size,
+        "root_hash": cp.root_hash.hex(),
+        "signed": signed.isoformat(timespec="seconds") if signed else None,
+        "note": cp.note,
+    }

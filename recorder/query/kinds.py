@@ -1,0 +1,30 @@
+"""Counting records of one kind in given sessions, for listings that flag sessions (such as
+`blackbox sessions`' `tools_changed`): one query over the sessions' own records through the
+(session_id, seq) index, never a scan of the whole log by kind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from blackbox.recorder.store.schema import events
+from sqlalchemy import func, select
+
+
+def kind_counts(store: object, session_ids: Sequence[str], kind: str) -> dict[str, int]:
+    """How many records of `kind` each of these sessions holds (sessions without any are
+    absent); {} for a store without SQL access or on any error (a listing never fails for
+    want of a flag)."""
+    engine = getattr(store, "engine", None)
+    if engine is None or not session_ids:
+        return {}
+    query = (
+        select(events.c.session_id, func.count())
+        .where(events.c.session_id.in_(list(session_ids)))
+        .where(events.c.kind == kind)
+        .group_by(events.c.session_id)
+    )
+    try:
+        with engine.connect() as conn:
+            return {sid: int(n) for sid, n in conn.execute(query)}
+    except Exception:
+        return {}
