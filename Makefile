@@ -8,7 +8,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 BENCH_STAMP := $(VENV)/.installed-bench
 NODE_STAMP := node_modules/.installed
 
-.PHONY: demo test lint format bench setup services clean
+.PHONY: demo test lint typecheck format bench setup services clean
 
 $(PY_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ lint: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# mypy over the package as installed (tools/typecheck.py says why it lays the package out first).
+typecheck: $(PY_STAMP)
+	$(PY) tools/typecheck.py
+
 format: $(PY_STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
@@ -60,7 +64,7 @@ format: $(PY_STAMP)
 # Three workers on two cores: most tests wait on servers and subprocesses, not on the CPU
 # (measured: 279 s against 565 s in one process). Each worker has its own PostgreSQL database,
 # temp directories and ports picked free.
-test: setup services lint
+test: setup services lint typecheck
 	$(PY) -m pytest -n 3
 
 bench: setup $(BENCH_STAMP)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from operator import attrgetter, itemgetter
+from typing import cast
 
 import orjson
 import pyarrow as pa
@@ -193,7 +194,7 @@ class CallTracker:
         if self.by_index:
             raise ValueError("a by_index tracker keeps pairs as indices: use take_closed_table")
         closed, self.closed = self.closed, []
-        return closed  # type: ignore[return-value]  # without by_index, only call rows
+        return cast("list[list]", closed)  # without by_index, only call rows
 
     def take_closed_table(self, events: pa.Table) -> pa.Table:
         """The calls closed since the last take as a `calls` table, rows in the order they
@@ -232,14 +233,14 @@ class CallTracker:
     def _call(self, table: Pending[list | tuple], key: Key) -> list | None:
         """The open call with `key` as a call row (made one if it was light), or None."""
         call = table.get(key)
-        if type(call) is tuple:
+        if isinstance(call, tuple):
             call = _asked(*call[1:])
             table.replace(key, call)
         return call
 
     def _finish(self, call: list | tuple) -> None:
         """Close a call taken out of its table (answered, displaced, or its session ended)."""
-        if type(call) is tuple:
+        if isinstance(call, tuple):
             call = _asked(*call[1:])
         call[C_OUTCOME] = base_outcome(call)
         call[C_CLOSED] = True
@@ -278,7 +279,7 @@ class CallTracker:
                     call = table.close(key)
                     if call is None:
                         continue  # an orphan response: nothing open asked for it
-                    if type(call) is tuple:  # light: nothing but this response touched it
+                    if type(call) is not list:  # light: nothing but this response touched it
                         closed.append((call[0], i) if by_index else _answered(call[1], ev, call[2]))
                         continue
                     is_error = _answer_plainly(call, ev)
@@ -340,9 +341,8 @@ class CallTracker:
         elif kind == "session_ended":
             outcome = doc.outcome if isinstance(doc, events.SessionEnded) else "ended"
             ended = self.sessions.pop(ev[R_SESSION_ID], None)
-            for call in ended.outstanding() if ended is not None else ():
-                if type(call) is tuple:
-                    call = _asked(*call[1:])
+            for left in ended.outstanding() if ended is not None else ():
+                call = _asked(*left[1:]) if isinstance(left, tuple) else left
                 if outcome not in CLEAN_OUTCOMES and call[C_FAULT] is None:
                     call[C_FAULT] = ev[R_SEQ]
                 self._finish(call)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from blackbox.analytics.calls import CallTracker, as_dict
@@ -100,8 +101,8 @@ class Diagnosis:
         }
 
 
-def _span(seqs: list[int]) -> str:
-    seqs = sorted(s for s in seqs if s is not None)
+def _span(given: Iterable[int | None]) -> str:
+    seqs = sorted(s for s in given if s is not None)
     if not seqs:
         return ""
     if len(seqs) == 1:
@@ -178,8 +179,8 @@ class _Walk:
             self.list_requests[(ev.direction, ev.rpc_id)] = first
         elif ev.msg_type == "response":
             other = "s2c" if ev.direction == "c2s" else "c2s"
-            first = self.list_requests.pop((other, ev.rpc_id), None)
-            if first is None:
+            asked_first = self.list_requests.pop((other, ev.rpc_id), None)
+            if asked_first is None:
                 return
             value, _ = parse(ev.raw)
             result = value.get("result") if isinstance(value, dict) else None
@@ -189,7 +190,7 @@ class _Walk:
                 for t in (tools if isinstance(tools, list) else [])
                 if isinstance(t, dict) and isinstance(t.get("name"), str)
             }
-            self.tool_lists.append((ev.seq, names, first))
+            self.tool_lists.append((ev.seq, names, asked_first))
 
     def finish(self) -> None:
         self.calls.extend(as_dict(c) for c in self.tracker.pending())

@@ -246,6 +246,7 @@ class ParquetCopy:
             if reason is not None:
                 self._reset()
                 state = {"schema_version": SCHEMA_VERSION, "position": 0, "pending": None}
+            assert state is not None  # no state gave a reason ("new"): a fresh one was just made
             self._init_layout()
             self._cleanup(state["position"], state.get("pending"))
             with _no_gc():

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 from blackbox.analytics.parquet import Progress
@@ -55,7 +56,9 @@ class RunningQuery:
     ) -> None:
         check_read_only(sql)
         self._con = con
-        self._queue: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=QUEUED_BATCHES)
+        # (kind, value), the value's type set by its kind: "columns" list[str], "rows"
+        # list[tuple], "error" the exception, "end" None.
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=QUEUED_BATCHES)
         self._stopped = threading.Event()
         self._timeout_s = timeout_s
         self._deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -69,7 +72,7 @@ class RunningQuery:
             self.close()
             raise
         assert kind == "columns"
-        self.columns = value  # type: ignore[assignment]
+        self.columns = value
 
     # -- the query's thread -------------------------------------------------------------------
 
@@ -96,7 +99,7 @@ class RunningQuery:
 
     # -- the caller's side --------------------------------------------------------------------
 
-    def _next(self) -> tuple[str, object]:
+    def _next(self) -> tuple[str, Any]:
         while True:
             if self._deadline is not None and time.monotonic() >= self._deadline:
                 self.close()
@@ -111,7 +114,7 @@ class RunningQuery:
                 self.close()
                 if isinstance(value, duckdb.Error):
                     raise query_error(value) from None
-                raise value  # type: ignore[misc]
+                raise value
             return kind, value
 
     def __iter__(self) -> Iterator[list[tuple]]:
@@ -120,7 +123,7 @@ class RunningQuery:
             if kind == "end":
                 self._done = True
                 break
-            yield value  # type: ignore[misc]
+            yield value
         self.close()
 
     def cancel(self) -> None:

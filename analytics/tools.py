@@ -115,7 +115,8 @@ _CALLS = """
 
 
 def _where(filters: ToolFilters) -> tuple[str, list]:
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[object] = []
     if filters.server is not None:
         clauses.append("json_extract_string(doc, '$.server') = ?")
         params.append(filters.server)

@@ -17,9 +17,13 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from blackbox.recorder.log.jsonrpc import META_PROTOCOL_VERSION
 from blackbox.replay.recording import ReplayError
+
+if TYPE_CHECKING:
+    import httpx2
 
 # A frame longer than this is a server bug; reading it whole would exhaust memory.
 MAX_LINE = 64 * 1024 * 1024
@@ -231,7 +235,7 @@ class HttpDriver:
         self.inbound: asyncio.Queue[Inbound] = asyncio.Queue()
         self.session_id: str | None = None
         self.protocol_version: str | None = None
-        self._client = None
+        self._client: httpx2.AsyncClient | None = None
         self._posts: set[asyncio.Task] = set()
         self._get_stream: asyncio.Task | None = None
         self._closed = False
@@ -261,8 +265,12 @@ class HttpDriver:
             message = None
         version = self.protocol_version
         if isinstance(message, dict) and isinstance(message.get("method"), str):
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
-            meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+            params = message.get("params")
+            if not isinstance(params, dict):
+                params = {}
+            meta = params.get("_meta")
+            if not isinstance(meta, dict):
+                meta = {}
             if isinstance(meta.get(META_PROTOCOL_VERSION), str):
                 version = meta[META_PROTOCOL_VERSION]
                 headers["mcp-method"] = message["method"]
@@ -334,7 +342,7 @@ class HttpDriver:
         except httpx2.HTTPError:
             pass  # the GET stream is optional: a server may refuse it (405) or drop it
 
-    async def _read_sse(self, resp) -> None:  # type: ignore[no-untyped-def]
+    async def _read_sse(self, resp: httpx2.Response) -> None:
         data: list[str] = []
         async for line in resp.aiter_lines():
             if line == "":

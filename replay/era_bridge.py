@@ -136,8 +136,8 @@ def to_modern(records: Sequence[StoredEvent]) -> list[StoredEvent]:
             if method == "initialize":
                 message = {**message, "method": "server/discover"}
                 params = {}
-            old = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
-            params["_meta"] = {**old, **meta}
+            old = params.get("_meta")
+            params["_meta"] = {**(old if isinstance(old, dict) else {}), **meta}
             message = {**message, "params": params}
             ev = _with(ev, message)
         out.append(ev)
@@ -148,7 +148,7 @@ def to_legacy(records: Sequence[StoredEvent], era: str) -> list[StoredEvent]:
     """2026-07-28 frames (or legacy ones of another version) re-spoken in a legacy era."""
     info, caps = _declared(records)
     init_params = {"protocolVersion": era, "capabilities": caps, "clientInfo": info}
-    out: list[StoredEvent] = []
+    out: list[StoredEvent | _Pending] = []
     has_handshake = any(
         _is_client_request(ev, m) and m is not None and m.get("method") in HANDSHAKE_METHODS
         for ev in records
@@ -177,7 +177,7 @@ def to_legacy(records: Sequence[StoredEvent], era: str) -> list[StoredEvent]:
             out.append(_with(ev, {**message, "method": "initialize", "params": init_params}))
             note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
             response = _response_of(records, message.get("id"))
-            out.append(_Pending(ev, note, response))  # type: ignore[arg-type]
+            out.append(_Pending(ev, note, response))
             continue
         meta = params.get("_meta")
         if isinstance(meta, dict):
@@ -210,7 +210,7 @@ def _response_of(records: Sequence[StoredEvent], rid: object) -> int | None:
     return None
 
 
-def _place_pending(items: list) -> list[StoredEvent]:
+def _place_pending(items: Sequence[StoredEvent | _Pending]) -> list[StoredEvent]:
     out: list[StoredEvent] = []
     waiting: list[_Pending] = []
     for item in items:

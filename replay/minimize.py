@@ -403,9 +403,10 @@ def _store_derived(
             }
             raw = events.encode(events.from_dict(ev.kind, doc))
         elif ev.kind == Kind.FAULT:
-            doc = events.decode_dict(ev.kind, raw)
-            if doc is not None and doc.get("seq") is not None:
-                raw = events.encode(events.from_dict(ev.kind, doc | {"seq": remap(doc["seq"])}))
+            fault = events.decode_dict(ev.kind, raw)
+            if fault is not None and fault.get("seq") is not None:
+                fault = fault | {"seq": remap(fault["seq"])}
+                raw = events.encode(events.from_dict(ev.kind, fault))
         out.append(
             NewEvent(sid, new_seq[ev.seq], ev.wall_ns, ev.mono_ns, ev.kind, ev.direction, raw)
         )

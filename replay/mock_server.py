@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from blackbox.recorder.log.jsonrpc import parse
 from blackbox.recorder.store import EventStore
-from blackbox.replay.matchers import matches, nearest
+from blackbox.replay.matchers import Nearest, matches, nearest
 from blackbox.replay.recording import Recording, load_recording
 
 NOT_RECORDED = -32601  # no request with this method was recorded
@@ -139,7 +139,9 @@ def _compact(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _error(rpc_id: object, code: int, text: str, near=None, seq: int | None = None) -> bytes:  # type: ignore[no-untyped-def]
+def _error(
+    rpc_id: object, code: int, text: str, near: Nearest | None = None, seq: int | None = None
+) -> bytes:
     error: dict = {"code": code, "message": text}
     if near is not None:
         error["data"] = {

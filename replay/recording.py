@@ -41,7 +41,7 @@ class Frame:
     message: object
     kind: str
     method: str | None
-    id_key: tuple[str, str] | None
+    id_key: tuple[str | None, str] | None
     tool: str | None
     is_error: bool | None
     error_code: int | None
@@ -306,25 +306,25 @@ def detect_faults(
         if name in seen_transport or name == "exit_with_outstanding":
             continue  # the exit itself is reported once, from session_ended
         seen_transport.add(name)
-        step = step_at_seq(steps, doc.get("seq") if doc.get("seq") is not None else seq)
+        at = step_at_seq(steps, doc.get("seq") if doc.get("seq") is not None else seq)
         faults.append(
             RecordedFault(
                 name,
-                step.number if step else 0,
-                step.label if step else "start",
+                at.number if at else 0,
+                at.label if at else "start",
                 str(doc.get("detail") or name),
             )
         )
     if ended is not None and (
         ended.get("outcome") in EXIT_OUTCOMES or ended.get("reason") == "server_exited"
     ):
-        step = step_at_seq(steps, ended.get("_seq"))
+        at = step_at_seq(steps, ended.get("_seq"))
         code, signal = ended.get("exit_code"), ended.get("signal")
         faults.append(
             RecordedFault(
                 "server_exit",
-                step.number if step else 0,
-                step.label if step else "start",
+                at.number if at else 0,
+                at.label if at else "start",
                 exit_description(code, signal),
                 exit_code=code,
                 signal=signal,
@@ -332,6 +332,6 @@ def detect_faults(
         )
         # Requests left unanswered by a dying server are part of the exit, not faults of their own.
         faults = [
-            f for f in faults if not (f.fault == "no_response" and step and f.step >= step.number)
+            f for f in faults if not (f.fault == "no_response" and at and f.step >= at.number)
         ]
     return faults

@@ -126,7 +126,7 @@ class _Driving:
         self.opt = options
         self.sid = session_id
         self.run = Run()
-        self.pending: dict[tuple[str, str], int] = {}  # replayed request id -> step
+        self.pending: dict[tuple[str | None, str], int] = {}  # replayed request id -> step
         self.arrived: dict[int, asyncio.Event] = {}
         self.gone = False
         self.input_closed = False

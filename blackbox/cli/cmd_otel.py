@@ -6,11 +6,15 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from blackbox import config
-from blackbox.cli.options import moment_ns, open_configured_store, store_option
+from blackbox.cli.options import F, moment_ns, open_configured_store, store_option
+
+if TYPE_CHECKING:
+    from blackbox.recorder.otel.live import LiveHandle
 
 WATERMARK_FILE = "otel-watermark.sqlite"
 
@@ -33,7 +37,7 @@ protocol_option = click.option(
 )
 
 
-def otel_options(func):  # type: ignore[no-untyped-def]
+def otel_options(func: F) -> F:
     """`--otel` with its endpoint and protocol, for the tap commands."""
     func = click.option(
         "--otel-protocol", type=click.Choice(["http/protobuf", "grpc"]), default=None,
@@ -68,7 +72,7 @@ def _require_sdk() -> None:
         raise click.ClickException(NO_SDK)
 
 
-def start_live(store_url: str, endpoint: str | None, protocol: str | None):  # type: ignore[no-untyped-def]
+def start_live(store_url: str, endpoint: str | None, protocol: str | None) -> LiveHandle | None:
     """Start the live follower for this process's sessions; returns a handle to close (None
     when the SDK is missing: recording goes on, and says once why nothing is sent)."""
     from blackbox.recorder.otel.live import start

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -93,7 +94,7 @@ def replay(
     allow_writes: bool,
     read_only: bool,
     store_url: str | None,
-    **suite: object,
+    **suite: Any,  # suite_options' values, each of its own type
 ) -> None:
     """Re-drive a recorded session against a server and explain every divergence.
 
@@ -128,7 +129,7 @@ def replay(
         injections=[parse_injection(spec) for spec in inject],
         expect_fault=expect_fault,
         response_timeout_s=timeout_s,
-        era=suite.pop("era", None),  # type: ignore[arg-type]
+        era=suite.pop("era", None),
     )
     if wants_suite(sessions, fmt, suite):
         replay_suite_cli(
@@ -140,7 +141,7 @@ def replay(
             store_url=store_url,
             # Sessions of a suite run in threads: nobody can be asked, so writes need a flag.
             guard=safety_guard(allow_writes, read_only, interactive=False),
-            **suite,  # type: ignore[arg-type]
+            **suite,
         )
     store = open_configured_store(store_url)
     result = replay_session(

@@ -134,7 +134,9 @@ def show(
         records = [ev for ev in store.read_session(sid) if frame_seq is None or ev.seq == frame_seq]
         if not records:
             raise BlackboxError(f"session {sid} has no record with seq {frame_seq}")
-        out = click.get_binary_stream("stdout")
+        # The bytes exactly as stored: the binary stream under stdout, never through its text
+        # encoding (click's get_binary_stream, which did this, is deprecated since click 8.5).
+        out = sys.stdout.buffer
         for ev in records:
             out.write(ev.raw if raw else whole_record(ev))
         out.flush()
@@ -220,7 +222,7 @@ def verify(
     checked = 1 if target else len(store.list_sessions())
     removed = [] if target else store.removals()
     if fmt == "json":
-        doc = {"intact": not findings, "sessions_checked": checked}
+        doc: dict[str, object] = {"intact": not findings, "sessions_checked": checked}
         doc["findings"] = [f.as_dict() for f in findings]
         doc["removed_by_retention"] = [r._asdict() for r in removed]
         if trust is not None:

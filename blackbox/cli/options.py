@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -53,7 +55,11 @@ policy_option = click.option(
 )
 
 
-def format_option(choices: tuple[str, ...] = FORMATS, default: str = "table"):  # type: ignore[no-untyped-def]
+# A command function (or a command) an option decorator is applied to.
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def format_option(choices: tuple[str, ...] = FORMATS, default: str = "table") -> Callable[[F], F]:
     return click.option(
         "--format",
         "fmt",
@@ -158,7 +164,9 @@ class Duration(click.ParamType):
 
     name = "duration"
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):  # type: ignore[no-untyped-def]
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         if isinstance(value, int | float):
             return float(value)
         try:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from blackbox.recorder.query.browse import (
     PAGE,
@@ -65,7 +66,21 @@ def record_detail(store: EventStore, session_id: str, seq: int) -> dict[str, Any
     return None
 
 
-def overview(con) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+class _Result(Protocol):
+    @property
+    def description(self) -> Sequence[Sequence[Any]]: ...
+
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+
+
+class AnalyticsConnection(Protocol):
+    """What the overview uses of the analytics connection (DuckDB's, which only analytics/
+    imports)."""
+
+    def execute(self, sql: str, /) -> _Result: ...
+
+
+def overview(con: AnalyticsConnection) -> dict[str, Any]:
     """The overview's charts from the analytics views: sessions per hour, calls and error rate
     per hour, latency p50/p95/p99 of the busiest tools (over the last 14 days recorded)."""
 

@@ -13,11 +13,15 @@ import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from blackbox.recorder.errors import BlackboxError
 from blackbox.recorder.store import EventStore
 from blackbox.ui.app import LIVE_POLL_S, Context, create_app
 from blackbox.ui.security import is_loopback, new_token
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 class BadListen(BlackboxError):
@@ -61,7 +65,7 @@ class Served:
     stop: Callable[[], None]
 
 
-def _server(ctx: Context, host: str, port: int):  # type: ignore[no-untyped-def]
+def _server(ctx: Context, host: str, port: int) -> uvicorn.Server:
     import uvicorn
 
     config = uvicorn.Config(

@@ -112,7 +112,7 @@ def downgrade() -> None:
         for start in range(0, leaves, BATCH):
             count = min(BATCH, leaves - start)
             low = first_position + start
-            hashes = dict(
+            hashes: dict[int, bytes | memoryview] = dict(
                 conn.execute(
                     sa.text("SELECT position, hash FROM events WHERE position BETWEEN :a AND :b"),
                     {"a": low, "b": low + count - 1},

@@ -33,7 +33,8 @@ DEFAULT_MISSES = 3
 PING = "ping"
 
 # (session, document): the session as the caller names it (an id, or the proxy's session object).
-Emit = Callable[[Any, events.Document], None]
+# What it returns (the proxy's append gives the seq) is ignored.
+Emit = Callable[[Any, events.Document], object]
 
 
 def configured_misses() -> int:

@@ -153,17 +153,17 @@ def idle_summary(store: EventStore) -> dict[str, dict[str, int]]:
     for sid, kind, wall_ns, raw in records_of_kinds(store, kinds):
         row = out.setdefault(sid, {"idle_periods": 0, "idle_ns": 0})
         if kind == events.SessionIdle.KIND:
-            doc = events.decode_as(events.SessionIdle, raw)
+            idle = events.decode_as(events.SessionIdle, raw)
             row["idle_periods"] += 1
-            since = doc.last_frame_ns if doc is not None and doc.last_frame_ns else wall_ns
+            since = idle.last_frame_ns if idle is not None and idle.last_frame_ns else wall_ns
             open_since[sid] = since
         else:
-            doc = events.decode_as(events.SessionResumed, raw)
-            since = open_since.pop(sid, None)
-            if since is not None:
-                row["idle_ns"] += max(0, wall_ns - since)
-            elif doc is not None and doc.idle_ns:
-                row["idle_ns"] += doc.idle_ns
+            resumed = events.decode_as(events.SessionResumed, raw)
+            opened = open_since.pop(sid, None)
+            if opened is not None:
+                row["idle_ns"] += max(0, wall_ns - opened)
+            elif resumed is not None and resumed.idle_ns:
+                row["idle_ns"] += resumed.idle_ns
     for sid, since in open_since.items():
         ended = store.session(sid).ended_ns or time.time_ns()
         out[sid]["idle_ns"] += max(0, ended - since)

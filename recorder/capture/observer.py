@@ -117,7 +117,8 @@ class FrameObserver:
         if isinstance(method, str):
             if has_id:
                 rpc_id, id_type = id_fields(msg.get("id"))
-                params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+                raw_params = msg.get("params")
+                params = raw_params if isinstance(raw_params, dict) else {}
                 tool = params.get("name") if method == "tools/call" else None
                 request = {
                     "id": rpc_id,
@@ -135,15 +136,15 @@ class FrameObserver:
         if not has_id:
             return
         rpc_id, id_type = id_fields(msg.get("id"))
-        request = self._pending.close(response_key(direction, rpc_id, id_type))
-        if request is not None:
+        asked = self._pending.close(response_key(direction, rpc_id, id_type))
+        if asked is not None:
             asker = "s2c" if direction == Direction.CLIENT_TO_SERVER else "c2s"
-            if request["method"] == PING:
+            if asked["method"] == PING:
                 self.heartbeats.answered(ev.session_id, asker, rpc_id, ev.seq, ev.wall_ns)
             else:
-                self.heartbeats.overtaken(ev.session_id, asker, request["seq"], ev.seq, ev.wall_ns)
+                self.heartbeats.overtaken(ev.session_id, asker, asked["seq"], ev.seq, ev.wall_ns)
         # Only the server's answer to a client's request can tell the era.
-        if request is None or self.era is not None or direction != Direction.SERVER_TO_CLIENT:
+        if asked is None or self.era is not None or direction != Direction.SERVER_TO_CLIENT:
             return
         result = msg.get("result")
         if not isinstance(result, dict):
@@ -161,7 +162,8 @@ class FrameObserver:
         ident: tuple[str | None, str | None],
         params: dict[str, Any],
     ) -> None:
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        raw_meta = params.get("_meta")
+        meta = raw_meta if isinstance(raw_meta, dict) else {}
         version = meta.get(META_PROTOCOL_VERSION)
         if method == "initialize":
             self._initialize = {

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 from blackbox.recorder.capture.journal import Journal, JournalReader, parse_segment_name
 from blackbox.recorder.capture.observer import FrameObserver
@@ -46,6 +46,29 @@ OBSERVE_REST_SECONDS = 2.0
 Observer = Callable[[Sequence[NewEvent]], None]
 
 
+class ShippedJournal(Protocol):
+    """What `Shipper` uses of a journal: a tap's own `Journal`, or the `JournalTail` through which
+    the HTTP proxy's shipper process reads another process's journal. Worker mode also needs
+    `Journal.extents`, and is only used with the tap's own `Journal`."""
+
+    @property
+    def directory(self) -> Path: ...
+
+    @property
+    def appended(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def segments(self) -> list[Path]: ...
+
+    def mark(self) -> tuple[int, int]: ...
+
+    def release(self, path: Path) -> None: ...
+
+    def discard(self) -> None: ...
+
+
 class Shipper:
     """A background thread shipping one live journal into the store.
 
@@ -56,7 +79,7 @@ class Shipper:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: ShippedJournal,
         store_factory: Callable[[], EventStore],
         on_notice: Callable[[str], None],
         observer: Observer | None = None,
@@ -284,6 +307,10 @@ class Shipper:
         leftovers, self.leftovers_dir = self.leftovers_dir, None
         return StoreWorker(self.worker_url, WORKER_NICE, self.observer, leftovers)
 
+    def _extents(self) -> list[tuple[int, Path, int]]:
+        # Worker mode is set up by the stdio tap only, which ships its own `Journal`.
+        return cast(Journal, self.journal).extents()
+
     def _run_remote(self) -> None:
         """The thread in worker mode: hand journal ranges to the worker and wait for its answer.
 
@@ -295,7 +322,7 @@ class Shipper:
         backoff = 0.1
         try:
             while True:
-                extents = self.journal.extents()
+                extents = self._extents()
                 pos = self._remote_pos
                 if pos is None:
                     if not extents:
@@ -350,7 +377,7 @@ class Shipper:
             return
         start = self._remote_pos
         ranges = []
-        for number, path, size in self.journal.extents():
+        for number, path, size in self._extents():
             offset = start[2] if start is not None and number == start[0] else 0
             if start is not None and number < start[0]:
                 continue

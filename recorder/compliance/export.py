@@ -259,9 +259,10 @@ def record_row(ev: StoredEvent, redactor: Redactor | None = None) -> dict:
     }
 
 
-def decision_row(session_id: str, seq: int, wall_ns: int, raw: bytes) -> dict:
+def decision_row(session_id: str, seq: object, wall_ns: object, raw: bytes) -> dict:
     """One `decision` record as a row of the decisions file (from its document; a document that
-    does not decode gives a row of nulls)."""
+    does not decode gives a row of nulls). `seq` and `wall_ns` are copied as given: the verifier
+    rebuilds rows from what a bundle's records file holds, whatever that is."""
     doc = events.decode_as(events.Decision, raw)
     row: dict[str, object] = {"session_id": session_id, "seq": seq, "wall_ns": wall_ns}
     for name, typ in DECISION_COLUMNS[3:]:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from typing import TypeGuard
 
 from blackbox.recorder.compliance import bundle_proof
 from blackbox.recorder.compliance.export import (
@@ -357,7 +358,7 @@ def _events(
         yield event, row.get("redacted") is True
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

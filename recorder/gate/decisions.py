@@ -386,7 +386,8 @@ def _tool_calls_of(ev: StoredEvent, server: str | None) -> list[tuple[CallRef, K
     for item in items:
         if item.get("method") != "tools/call":
             continue
-        params = item.get("params") if isinstance(item.get("params"), dict) else {}
+        raw_params = item.get("params")
+        params = raw_params if isinstance(raw_params, dict) else {}
         name = params.get("name")
         rpc_id, rpc_id_type = id_fields(item["id"]) if "id" in item else (None, None)
         call = CallRef(

@@ -168,7 +168,9 @@ def _history(store: EventStore, name: str) -> dict[str, _Use]:
         if ev.kind != Kind.DECISION:
             continue
         doc = events.decode_dict(Kind.DECISION, ev.raw)
-        key = doc.get("tool_use_id") if doc is not None else None
+        if doc is None:
+            continue
+        key = doc.get("tool_use_id")
         if not key:
             continue
         use = uses.setdefault(key, _Use())
@@ -259,7 +261,7 @@ def decide(
     name = event.event
     if name in TURN_END_EVENTS:
         docs = []
-        for key, use in uses.items():
+        for use_id, use in uses.items():
             if use.final is not None or use.proposed is None:
                 continue
             who = "user" if use.asked else "settings"
@@ -284,7 +286,7 @@ def decide(
                         extra={
                             "host": HOST,
                             "hook_event": name,
-                            "tool_use_id": key,
+                            "tool_use_id": use_id,
                             "host_tool": proposed.get("host_tool"),
                             "permission_mode": event.permission_mode,
                             "inferred": True,
@@ -347,14 +349,14 @@ def decide(
             )
         ], b""
     # PermissionDenied: the auto-mode classifier said no.
-    reason = event.payload.get("reason")
+    said = event.payload.get("reason")
     return [
         _doc(
             event,
             decision="deny",
             final="deny",
             decided_by="classifier",
-            reason=reason if isinstance(reason, str) else "denied by the auto-mode classifier",
+            reason=said if isinstance(said, str) else "denied by the auto-mode classifier",
             tool_use_id=key,
         )
     ], b""

@@ -77,11 +77,11 @@ class Outcome:
 
 
 class _Request(NamedTuple):
-    """One gated request of a frame: `index` in its batch (None outside a batch), the message
+    """One gated request of a frame: `batch_index` (None outside a batch), the message
     as parsed (the last of duplicate keys), the gated method it names, and the path to its
     first duplicated key when it has one (the key last). A tuple: one is made per gated frame."""
 
-    index: int | None
+    batch_index: int | None  # not `index`: that would shadow tuple.index
     message: dict
     method: str
     duplicate: tuple[str | int, ...] | None
@@ -293,7 +293,10 @@ class Policy:
                 found.append(_Request(index if batch else None, item, method, duplicate))
         return found
 
-    def _decide(self, server: str | None, request: _Request):  # type: ignore[no-untyped-def]
+    def _decide(
+        self, server: str | None, request: _Request
+    ) -> tuple[Outcome, str | None, object, str, str | None]:
+        """(outcome, tool, arguments, final decision, reason) for one request."""
         method = request.method
         params = request.message.get("params")
         params = params if isinstance(params, dict) else {}
@@ -304,12 +307,12 @@ class Policy:
             tool, args = None, params
         if request.duplicate is not None:
             *where, key = request.duplicate
-            reason = f"ambiguous JSON: duplicate key {json.dumps(key, ensure_ascii=False)}"
+            ambiguity = f"ambiguous JSON: duplicate key {json.dumps(key, ensure_ascii=False)}"
             if where:
-                reason += f" in {_path_text(where)}"
-            reason += " (JSON parsers disagree on which one counts)"
-            outcome = Outcome("deny", AMBIGUOUS_RULE, "rule", reason)
-            return outcome, tool, args, "deny", reason
+                ambiguity += f" in {_path_text(where)}"
+            ambiguity += " (JSON parsers disagree on which one counts)"
+            outcome = Outcome("deny", AMBIGUOUS_RULE, "rule", ambiguity)
+            return outcome, tool, args, "deny", ambiguity
         pinned = self.pinner.check(server, tool) if self.pinner is not None else None
         if pinned is not None and method == TOOLS_CALL:
             return Outcome("deny", pinned[0], "pin", pinned[1]), tool, args, "deny", pinned[1]
@@ -333,8 +336,8 @@ class Policy:
         message = request.message
         rpc_id = id_fields(message["id"])[0] if "id" in message else None
         extra: dict = {"policy_sha256": self.sha256}
-        if request.index is not None:
-            extra["batch_index"] = request.index
+        if request.batch_index is not None:
+            extra["batch_index"] = request.batch_index
         return events.encode(
             events.Decision(
                 decision=outcome.decision,
@@ -374,12 +377,12 @@ class Policy:
         # meaning, and answering some requests from the tap and some from the server would need
         # the tap to merge replies. Every request in the batch gets an error naming the rule.
         first_rule = denied[0][1].rule
-        docs = []
+        denied_docs = []
         for req, o, tool, args, final, reason in decided:
             if final == "allow":
                 reason = f"batch denied: another request in it was denied by rule {first_rule}"
-            docs.append(self._doc(server, req, o, tool, args, "deny", reason))
-        by_index = {req.index: (o, reason) for req, o, _t, _a, _f, reason in denied}
+            denied_docs.append(self._doc(server, req, o, tool, args, "deny", reason))
+        by_index = {req.batch_index: (o, reason) for req, o, _t, _a, _f, reason in denied}
         replies = []
         for i, item in enumerate(items):
             if not isinstance(item, dict) or "id" not in item or "method" not in item:
@@ -397,7 +400,7 @@ class Policy:
                     )
                 )
         reply = _dumps(replies) if replies else None
-        return GateVerdict(False, tuple(docs), reply)
+        return GateVerdict(False, tuple(denied_docs), reply)
 
     def _refuse_unparseable(self, server: str | None) -> GateVerdict:
         reason = "the frame mentions a gated method but is not valid JSON"

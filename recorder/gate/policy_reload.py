@@ -45,6 +45,7 @@ Sink = Callable[[events.PolicyLoaded], None]
 
 
 def _who() -> dict[str, Any]:
+    user: str | None
     try:
         user = getpass.getuser()
     except (KeyError, OSError):

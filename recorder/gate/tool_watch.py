@@ -25,6 +25,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,14 +156,15 @@ class ToolWatch:
         self._list_changed.discard(sid)
         for key in [k for k in self._last_listing if k[0] == sid]:
             del self._last_listing[key]
-        for key in [k for k in self._pending if k[0] == sid]:
-            del self._pending[key]
+        for pending in [k for k in self._pending if k[0] == sid]:
+            del self._pending[pending]
 
     def _message(self, ev: NewEvent, msg: dict[str, Any]) -> None:
         method = msg.get("method")
         if ev.direction == Direction.CLIENT_TO_SERVER:
             if isinstance(method, str) and method in tooldefs.LISTS and "id" in msg:
-                params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+                raw_params = msg.get("params")
+                params = raw_params if isinstance(raw_params, dict) else {}
                 paged = params.get("cursor") is not None
                 rpc_id, id_type = id_fields(msg["id"])
                 self._pending[(ev.session_id, rpc_id, id_type)] = (method, ev.seq, paged)
@@ -208,7 +210,7 @@ class ToolWatch:
                     items=[{"kind": k, "name": n, "hash": h} for k, n, h in listed],
                     complete=complete,
                     seq=ev.seq,
-                    findings=found,  # type: ignore[arg-type]
+                    findings=found,
                     extra={"kinds": list(kinds)},
                 ),
             )
@@ -228,7 +230,7 @@ class ToolWatch:
                     old_hash=old.hash if old is not None else None,
                     new_hash=new_hash,
                     diff=_diff(old, defs.get((kind, name)), change),
-                    findings=found.get(name, []) if new_hash is not None else [],  # type: ignore[arg-type]
+                    findings=found.get(name, []) if new_hash is not None else [],
                     seq=ev.seq,
                     previous_session=old.session if old is not None else None,
                     extra=extra,
@@ -339,7 +341,7 @@ class ToolWatch:
 def last_listing(
     store: EventStore,
     key: tuple[str | None, str | None],
-    exclude: set[str | None] = frozenset(),  # type: ignore[assignment]
+    exclude: AbstractSet[str | None] = frozenset(),
     limit: int = BASELINE_SESSIONS,
 ) -> list[tuple[str, str, str, dict[str, Any] | None, str]]:
     """The last recorded definition of each item kind a server (name, command) listed: (kind,

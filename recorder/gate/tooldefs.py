@@ -149,8 +149,9 @@ def diff(old: Mapping[str, object] | None, new: Mapping[str, object] | None) -> 
 
 def _flat(value: Mapping[str, object] | None) -> dict[str, str]:
     out: dict[str, str] = {}
-    for key in sorted(value or {}):
-        _flatten(value[key], key, out)  # type: ignore[index]
+    items: Mapping[str, object] = value or {}
+    for key in sorted(items):
+        _flatten(items[key], key, out)
     return out
 
 
@@ -233,7 +234,8 @@ def load_rules(path: Path | None = None) -> tuple[Rule, ...]:
             re.compile(pattern)
         except re.error as exc:
             raise RuleError(f"{path}: rule {raw['id']!r}: bad pattern: {exc}") from None
-        message = raw.get("message") if isinstance(raw.get("message"), str) else raw["id"]
+        raw_message = raw.get("message")
+        message = raw_message if isinstance(raw_message, str) else raw["id"]
         rules[raw["id"]] = Rule(raw["id"], pattern, message, field)
     return tuple(rules.values())
 
@@ -262,11 +264,13 @@ def findings(
     Built-in checks besides `rules`: invisible characters, bidirectional controls, a very long
     description, and another listed tool's name in the description (`other_tools`)."""
     d = definition(kind, item)
-    description = d.get("description") if isinstance(d.get("description"), str) else ""
+    raw_description = d.get("description")
+    description = raw_description if isinstance(raw_description, str) else ""
     schema_text = "\n".join(
         s for k, v in d.items() if k not in ("description", "title") for s in _strings(v)
     )
-    title = d.get("title") if isinstance(d.get("title"), str) else ""
+    raw_title = d.get("title")
+    title = raw_title if isinstance(raw_title, str) else ""
     every = "\n".join(x for x in (name, title, description, schema_text) if x)
     found: list[dict[str, str]] = []
     invisible = sorted({ch for ch in every if ch in _INVISIBLE or _is_tag(ch)})

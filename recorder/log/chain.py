@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Kind, NewEvent, StoredEvent
@@ -91,7 +91,7 @@ class Finding:
         }
 
 
-def intact_summary(session_id: str, rows: Iterable[Sequence]) -> SealSummary | None:  # type: ignore[type-arg]
+def intact_summary(session_id: str, rows: Iterable[Sequence]) -> SealSummary | None:
     """The seal summary of a session whose seq runs 1, 2, 3... without a gap and whose every
     record links from the one before it; None as soon as either fails.
 
@@ -108,7 +108,7 @@ def intact_summary(session_id: str, rows: Iterable[Sequence]) -> SealSummary | N
 
 def intact_run(
     session_id: str,
-    rows: Iterable[Sequence],  # type: ignore[type-arg]
+    rows: Iterable[Sequence],
     first_seq: int,
     prev: bytes,
 ) -> tuple[int, ChainRecord | None] | None:
@@ -173,7 +173,7 @@ def gapless_summary(seal: ChainRecord | None, count: int) -> SealSummary:
     return SealSummary(seal, seal.seq - 1, seal.seq + 1 if after else None, after, count, last)
 
 
-def summarise(rows: Sequence[Sequence]) -> SealSummary:  # type: ignore[type-arg]
+def summarise(rows: Sequence[Sequence]) -> SealSummary:
     """The seal summary of a session's records, given in seq order (ChainRecord field order)."""
     seal_at = next((i for i, row in enumerate(rows) if row[4] == Kind.SESSION_SEALED), None)
     if seal_at is None:
@@ -194,7 +194,7 @@ def summarise(rows: Sequence[Sequence]) -> SealSummary:  # type: ignore[type-arg
 
 def verify_session(
     session_id: str,
-    events: Iterable[StoredEvent | ChainRecord | Sequence],  # type: ignore[type-arg]
+    events: Iterable[StoredEvent | ChainRecord | Sequence],
     sealed_count: int | None = None,
 ) -> list[Finding]:
     """Check one session's records (in stored seq order) against their chain.
@@ -285,7 +285,7 @@ def verify_session(
     return findings
 
 
-def _as_chain_record(row: StoredEvent | ChainRecord | Sequence) -> ChainRecord:  # type: ignore[type-arg]
+def _as_chain_record(row: StoredEvent | ChainRecord | Sequence) -> ChainRecord:
     if isinstance(row, ChainRecord):
         return _as_stored_types(row)
     if isinstance(row, StoredEvent):
@@ -332,9 +332,9 @@ def as_bytes(value: object) -> bytes:
     return str(value).encode("utf-8", "surrogateescape")
 
 
-def _as_int64(value: object) -> int:
+def _as_int64(value: Any) -> int:  # any value: one int() refuses reads as zero
     try:
-        number = int(value)  # type: ignore[call-overload]
+        number = int(value)
     except (TypeError, ValueError, OverflowError):
         return 0
     return number if -(2**63) <= number < 2**63 else 0

@@ -16,7 +16,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import orjson
 from blackbox.recorder.log.jsonrpc import encode_json
@@ -48,6 +48,11 @@ class Document:
     KIND: ClassVar[str]
     VERSION: ClassVar[int] = 1
 
+    if TYPE_CHECKING:
+        # Every kind declares `extra` as its last field (`extra_field()`); the base has no fields.
+        @property
+        def extra(self) -> Mapping[str, JSON]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
@@ -72,8 +77,8 @@ def _runtime_types(hint: object) -> tuple[type, ...]:
     if hint is float:
         return (float, int)
     if origin is not None:
-        return (dict,) if origin in (dict, Mapping) else (origin,)  # type: ignore[return-value]
-    return (hint,)  # type: ignore[return-value]
+        return (dict,) if origin in (dict, Mapping) else (origin,)
+    return (cast(type, hint),)  # neither Any, a union nor generic: a class
 
 
 _TYPE_WORDS = {
@@ -117,7 +122,16 @@ def _build_specs(cls: type[Document]) -> tuple[FieldSpec, ...]:
     return tuple(out)
 
 
-@functools.cache
+_PerClass = TypeVar("_PerClass", bound=Callable[[type[Document]], object])
+
+
+def _per_class(fn: _PerClass) -> _PerClass:
+    """`functools.cache`, typed as the function it wraps: mypy does not count a class as Hashable,
+    which the cache wrapper asks of its arguments (python/mypy#11470)."""
+    return cast(_PerClass, functools.cache(fn))
+
+
+@_per_class
 def specs_of(cls: type[Document]) -> tuple[FieldSpec, ...]:
     """The fields of a document class, in schema order (computed once per class)."""
     return _build_specs(cls)
@@ -129,17 +143,21 @@ def _default_makers(cls: type[Document]) -> dict[str, Callable[[], JSON]]:
         if f.default_factory is not dataclasses.MISSING:
             makers[f.name] = f.default_factory
         else:
-            makers[f.name] = lambda value=f.default: value
+
+            def maker(value: JSON = f.default) -> JSON:
+                return value
+
+            makers[f.name] = maker
     return makers
 
 
-@functools.cache
+@_per_class
 def _defaults_of(cls: type[Document]) -> dict[str, Callable[[], JSON]]:
     # Each field's default, as a maker (a fresh list or dict each time), for `encode_fields`.
     return _default_makers(cls)
 
 
-@functools.cache
+@_per_class
 def _layout_of(cls: type[Document]) -> tuple[tuple[str, bool], ...]:
     # The encoder's layout per class: (name, left out when None), in schema order.
     return tuple((s.name, s.optional) for s in specs_of(cls))
@@ -182,7 +200,7 @@ def as_dict(doc: Document) -> dict[str, JSON]:
         if optional and value is None:
             continue
         out[name] = value
-    for key, value in doc.extra.items():  # type: ignore[attr-defined]
+    for key, value in doc.extra.items():
         out.setdefault(key, value)
     return out
 

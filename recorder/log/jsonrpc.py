@@ -47,8 +47,8 @@ def fit_text(value: str | None) -> str | None:
 def fit_era(value: object) -> str | None:
     """A protocol version as the era column holds it: text of 1 to ERA_MAX characters (an empty
     version names no era: the append, which takes a session's first era, skips it)."""
-    if value.__class__ is str and 0 < len(value) <= ERA_MAX:  # type: ignore[arg-type]
-        return fit_text(value)  # type: ignore[arg-type]
+    if value.__class__ is str and 0 < len(value) <= ERA_MAX:
+        return fit_text(value)
     return None
 
 
@@ -59,7 +59,7 @@ def fit_stored(column: str, value: object) -> object:
     if column == "era":
         return fit_era(value)
     if value.__class__ is str:
-        return fit_text(value)  # type: ignore[arg-type]
+        return fit_text(value)
     return value
 
 
@@ -74,8 +74,8 @@ def stored_agrees(column: str, stored: object, derived: object) -> bool:
 
 def fit_code(value: object) -> int | None:
     """A JSON-RPC error code as the error_code column holds it: a signed 64-bit integer."""
-    if value.__class__ is int and INT64_MIN <= value <= INT64_MAX:  # type: ignore[operator]
-        return value  # type: ignore[return-value]
+    if value.__class__ is int and INT64_MIN <= value <= INT64_MAX:
+        return value
     return None
 
 
@@ -88,10 +88,10 @@ def degradation(**texts: object) -> str | None:
             if column == "error_code" and value.__class__ is int and fit_code(value) is None:
                 notes.append("error_code:out_of_range")
             continue
-        if column == "era" and len(value) > ERA_MAX:  # type: ignore[arg-type]
+        if column == "era" and len(value) > ERA_MAX:
             notes.append("era:too_long")
             continue
-        why = unstorable(value)  # type: ignore[arg-type]
+        why = unstorable(value)
         if why is not None:
             notes.append(f"{column}:{why}")
     return ",".join(notes) or None
@@ -150,12 +150,12 @@ def _nested_deeper(value: object, limit: int = FALLBACK_DEPTH) -> bool:
     while stack:
         item, depth = stack.pop()
         if item.__class__ is dict:
-            item = list(item.values())  # type: ignore[attr-defined]
+            item = list(item.values())
         elif item.__class__ is not list:
             continue
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in item)  # type: ignore[attr-defined]
+        stack.extend((child, depth + 1) for child in item)
     return False
 
 
@@ -237,11 +237,13 @@ def classify_message(message: object) -> Classification:
     """Classify one parsed JSON-RPC message (not a batch); its derived columns fitted."""
     if message.__class__ is not dict:
         return Classification("invalid", problem="not_jsonrpc")
-    get = message.get  # type: ignore[attr-defined]
+    get = message.get
     method = get("method")
     if method is not None and not isinstance(method, str):
         method = None
     has_id = "id" in message
+    rpc_id: str | None
+    rpc_id_type: str | None
     if has_id:
         raw_id = get("id")
         # The two id types clients use, without the general conversion's isinstance chain.
@@ -259,7 +261,7 @@ def classify_message(message: object) -> Classification:
             params = get("params")
             if params.__class__ is dict and isinstance(params.get("name"), str):
                 tool = params["name"]
-        version = _version_of(message, method)  # type: ignore[arg-type]
+        version = _version_of(message, method)
         return Classification(
             "request" if has_id else "notification",
             fit_text(method),
@@ -285,7 +287,7 @@ def classify_message(message: object) -> Classification:
     if "result" in message:
         result = get("result")
         is_error = result.__class__ is dict and result.get("isError") is True
-        version = _version_of(message, None) if result.__class__ is dict else None  # type: ignore[arg-type]
+        version = _version_of(message, None) if result.__class__ is dict else None
         return Classification(
             "response",
             None,
@@ -342,7 +344,7 @@ _NO_ID = object()
 DERIVED_FIELDS = 9  # Classification's leading fields: the log's derived columns
 
 
-def derived_columns(raw: bytes) -> tuple:  # type: ignore[type-arg]
+def derived_columns(raw: bytes) -> tuple:
     """`classify(raw)[:DERIVED_FIELDS]`, the derived columns of a frame, without building a
     classification for the shapes nearly every frame has: one request, notification or result
     object with an integer or string id and nothing to fit (`degraded` is None). Anything else
@@ -358,6 +360,8 @@ def derived_columns(raw: bytes) -> tuple:  # type: ignore[type-arg]
         return classify(raw)[:DERIVED_FIELDS]
     get = message.get
     raw_id = get("id", _NO_ID)
+    rpc_id: str | None
+    rpc_id_type: str | None
     if raw_id.__class__ is int:
         rpc_id, rpc_id_type = str(raw_id), "number"
     elif raw_id.__class__ is str and "\x00" not in raw_id:

@@ -50,11 +50,11 @@ def build_spans(
     builders: dict[str, SessionSpans] = {}
     ended: set[str] = set()
     if session_id is not None:
-        builder = SessionSpans(session_id, options)
+        only = SessionSpans(session_id, options)
         for ev in store.read_session(session_id):
-            builder.add(ev.position, ev.seq, ev.wall_ns, ev.kind, ev.direction, ev.raw)
-            if builder.done:
-                yield from builder.take()
+            only.add(ev.position, ev.seq, ev.wall_ns, ev.kind, ev.direction, ev.raw)
+            if only.done:
+                yield from only.take()
         return
     end = store.max_position() if end_position is None else end_position
     for batch in store.read_log_rows(after_position):

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # imported once the follower has waited; the SDK never in the
     from blackbox.recorder.otel.sdk import Sender
     from blackbox.recorder.otel.spans import SessionSpans, SpanData
     from blackbox.recorder.otel.watermark import Watermark
+    from blackbox.recorder.store import EventStore
 
 POLL_SECONDS = 0.5
 METRICS_SECONDS = 10.0
@@ -54,7 +56,7 @@ _POS, _SID, _SEQ, _WALL, _KIND, _DIR, _RAW = 0, 1, 2, 3, 5, 6, 7
 class LiveHandle:
     """The tap's side: a follower process to tell when the tap is done (`close` never waits)."""
 
-    process: subprocess.Popen | None  # type: ignore[type-arg]
+    process: subprocess.Popen[bytes] | None
 
     def close(self) -> None:
         if self.process is not None and self.process.stdin is not None:
@@ -64,7 +66,7 @@ class LiveHandle:
 
 def start(store_url: str, watermark_path: Path, endpoint: str | None = None,
           protocol: str | None = None, pid: int | None = None,
-          on_notice=None) -> LiveHandle:  # type: ignore[no-untyped-def]  # fmt: skip
+          on_notice: Callable[[str], None] | None = None) -> LiveHandle:  # fmt: skip
     """Start the follower for the sessions recorded by process `pid` (this one by default)."""
     argv = [sys.executable, "-m", "blackbox.recorder.otel.live", "--store", store_url,
             "--watermark", str(watermark_path), "--pid", str(pid or os.getpid()),
@@ -102,8 +104,8 @@ def _yield_cpu() -> None:
 class Follower:
     """Reads the log past a position, keeps a span builder per followed session, sends."""
 
-    def __init__(self, store, watermark: Watermark, sender: Sender, pid: int,
-                 since_ns: int | None = None) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    def __init__(self, store: EventStore, watermark: Watermark, sender: Sender, pid: int,
+                 since_ns: int | None = None) -> None:  # fmt: skip
         self.store = store
         self.watermark = watermark
         self.sender = sender
@@ -164,7 +166,7 @@ class Follower:
             self._send(ready)
         return read
 
-    def _follow(self, sid: str, row: tuple) -> SessionSpans | None:  # type: ignore[type-arg]
+    def _follow(self, sid: str, row: tuple) -> SessionSpans | None:
         from blackbox.recorder.log.jsonrpc import parse
         from blackbox.recorder.otel.spans import SessionSpans
 
@@ -240,7 +242,7 @@ def follow(store_url: str, watermark_path: Path, endpoint: str | None, protocol:
     return follower.sent
 
 
-def _open_when_there(store_url: str, closed: threading.Event):  # type: ignore[no-untyped-def]
+def _open_when_there(store_url: str, closed: threading.Event) -> EventStore | None:
     """The store, once the tap has created it (the follower never creates or migrates one: two
     processes migrating a fresh schema at once is what the tap's own lock exists to avoid)."""
     from blackbox.recorder.errors import StoreMissing

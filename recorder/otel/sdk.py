@@ -40,6 +40,7 @@ from opentelemetry.sdk.metrics.export import (
     Histogram,
     HistogramDataPoint,
     Metric,
+    MetricExporter,
     MetricExportResult,
     MetricsData,
     ResourceMetrics,
@@ -47,7 +48,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
@@ -88,7 +89,8 @@ def resource() -> Resource:
     """The SDK's resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME), named mcp-blackbox
     when the user named nothing."""
     res = Resource.create({})
-    if res.attributes.get("service.name", "").startswith("unknown_service"):
+    name = res.attributes.get("service.name", "")
+    if isinstance(name, str) and name.startswith("unknown_service"):
         res = res.merge(Resource({"service.name": SERVICE_NAME}))
     return res
 
@@ -100,7 +102,7 @@ def _signal_url(endpoint: str, signal: str) -> str:
     return endpoint.rstrip("/") + f"/v1/{signal}"
 
 
-def span_exporter(target: Target):  # type: ignore[no-untyped-def]
+def span_exporter(target: Target) -> SpanExporter:
     """The OTLP span exporter the target and environment ask for."""
     kwargs: dict = {}
     if target.timeout is not None:
@@ -116,7 +118,7 @@ def span_exporter(target: Target):  # type: ignore[no-untyped-def]
     return H(**kwargs)
 
 
-def metric_exporter(target: Target):  # type: ignore[no-untyped-def]
+def metric_exporter(target: Target) -> MetricExporter:
     """The OTLP metric exporter the target and environment ask for."""
     kwargs: dict = {}
     if target.timeout is not None:
@@ -180,7 +182,7 @@ _KV_CACHE_MAX = 50_000
 _UNIQUE = frozenset({"mcp_blackbox.position", "mcp_blackbox.seq", "jsonrpc.request.id"})
 
 
-def _attributes(attrs: dict) -> list[KeyValue]:  # type: ignore[type-arg]
+def _attributes(attrs: dict) -> list[KeyValue]:
     # Most attribute pairs repeat from span to span (method, tool, transport, version, session):
     # a cached KeyValue is copied by the protobuf runtime in C, far cheaper than building one.
     out = []
@@ -332,10 +334,10 @@ class Histograms:
     temporality fits a batch: each export sends the durations it recorded, once."""
 
     def __init__(self) -> None:
-        self._points: dict[tuple[str, tuple], list] = {}  # type: ignore[type-arg]
+        self._points: dict[tuple[str, tuple], list] = {}
         self._start = time.time_ns()
 
-    def add(self, name: str, seconds: float, attrs: dict) -> None:  # type: ignore[type-arg]
+    def add(self, name: str, seconds: float, attrs: dict) -> None:
         key = (name, tuple(sorted(attrs.items())))
         point = self._points.get(key)
         if point is None:

@@ -371,9 +371,9 @@ class SessionSpans:
             return
         if "id" in msg and ("result" in msg or "error" in msg):
             rpc_id, id_type = id_fields(msg["id"])
-            request = self.pending.close(response_key(direction, rpc_id, id_type))
-            if request is not None:
-                self._answered(request, msg, seq, wall_ns)
+            asked = self.pending.close(response_key(direction, rpc_id, id_type))
+            if asked is not None:
+                self._answered(asked, msg, seq, wall_ns)
 
     def _answered(self, request: _Request, msg: dict, seq: int, wall_ns: int) -> None:
         attrs = request.attrs

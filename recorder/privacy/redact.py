@@ -31,6 +31,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from blackbox.recorder.errors import BlackboxError
 from blackbox.recorder.log.jsonrpc import encode_json
@@ -564,12 +565,15 @@ def _refuse_catastrophic(name: str, text: str) -> None:
     `(\\w*\\s?)*`), which backtracks exponentially on a near-miss. Rules run on the tap's
     path and Python's engine cannot be interrupted, so such a rule is refused at load, not timed.
     (Possessive and atomic repeats do not backtrack and are allowed.)"""
-    from re import _parser as sre_parse  # the parse tree the compiler itself uses
+    if TYPE_CHECKING:
+        import sre_parse  # typeshed describes re._parser under its old public name
+    else:
+        from re import _parser as sre_parse  # the parse tree the compiler itself uses
 
     repeats = (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT)
 
-    def walk(items: object, inside: bool) -> bool:
-        for op, arg in items:  # type: ignore[attr-defined]
+    def walk(items: Any, inside: bool) -> bool:  # a SubPattern: (op, arg) pairs, arg untyped
+        for op, arg in items:
             if op in repeats:
                 lo, hi, body = arg
                 if inside and lo != hi:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from blackbox.recorder.log.model import DERIVED
 from blackbox.recorder.log.pairing import request_key, response_key
@@ -20,14 +20,19 @@ from blackbox.recorder.store import EventStore
 from blackbox.recorder.store.schema import events, sessions
 from sqlalchemy import and_, case, func, or_, select
 
+if TYPE_CHECKING:
+    from blackbox.recorder.store.sql import SqlEventStore
+    from sqlalchemy.engine import Connection, Engine, Row
+
 PAGE = 100
 TIMELINE_PAGE = 200
 EXCERPT = 160
 ANSWER_WINDOW = 5000
 
 
-def _engine(store: EventStore):  # type: ignore[no-untyped-def]
-    return store.engine  # type: ignore[attr-defined]
+def _engine(store: EventStore) -> Engine:
+    # Every backend is a SqlEventStore (recorder/store/sql.py); the protocol names no engine.
+    return cast("SqlEventStore", store).engine
 
 
 def _info_name(doc: str | None) -> str | None:
@@ -129,7 +134,7 @@ def session_counts(store: EventStore, ids: list[str]) -> dict[str, tuple[int, in
         return _counts(conn, ids)
 
 
-def _counts(conn, ids: list[str]) -> dict[str, tuple[int, int, int]]:  # type: ignore[no-untyped-def]
+def _counts(conn: Connection, ids: list[str]) -> dict[str, tuple[int, int, int]]:
     e = events.c
     stmt = (
         select(
@@ -213,7 +218,9 @@ def timeline_page(
     return {"records": out, "last_seq": last_seq or 0}
 
 
-def _answers(conn, session_id: str, requests: list) -> dict[int, tuple[int, int, bool]]:  # type: ignore[no-untyped-def]
+def _answers(
+    conn: Connection, session_id: str, requests: list[Row[Any]]
+) -> dict[int, tuple[int, int, bool]]:
     """request seq -> (response seq, response mono_ns, failed) for these requests."""
     if not requests:
         return {}

@@ -46,8 +46,8 @@ COUNTS: dict[str, Any] = {
 
 # Stored outcomes that say the session ended normally: a derived one may replace them.
 NORMAL_ENDINGS = (None, "ok", "server_exited")
-OUTCOMES = ("ok", "errors", "faults", "open", "crashed", "interrupted", "recovered")
-OUTCOMES += ("server_exited", "diverged")  # diverged: a replay that did not go as recorded
+OUTCOMES: tuple[str, ...] = ("ok", "errors", "faults", "open", "crashed", "interrupted")
+OUTCOMES += ("recovered", "server_exited", "diverged")  # diverged: a replay not as recorded
 
 HANDLE_MIN = 6
 _BATCH = 200

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from blackbox.recorder.log.model import StoredEvent
 from blackbox.recorder.log.pairing import Pending, request_key, response_key
@@ -42,7 +43,7 @@ def payload_fields(raw: bytes) -> dict[str, str]:
 
 def timeline_rows(records: Iterable[StoredEvent]) -> Iterator[dict]:
     """Rows of a session's records in seq order, responses paired with their requests."""
-    pending: Pending[dict] = Pending()
+    pending: Pending[dict[str, Any]] = Pending()
     first_mono: int | None = None
     for ev in records:
         if first_mono is None:
@@ -64,8 +65,8 @@ def timeline_rows(records: Iterable[StoredEvent]) -> Iterator[dict]:
             "excerpt": excerpt(ev.raw, EXCERPT),
         }
         if ev.kind == "frame" and ev.msg_type == "request":
-            request = {"seq": ev.seq, "mono": ev.mono_ns, "method": ev.method, "tool": ev.tool}
-            pending.open(request_key(ev.direction, ev.rpc_id, ev.rpc_id_type), request)
+            opened = {"seq": ev.seq, "mono": ev.mono_ns, "method": ev.method, "tool": ev.tool}
+            pending.open(request_key(ev.direction, ev.rpc_id, ev.rpc_id_type), opened)
         elif ev.kind == "frame" and ev.msg_type in ("response", "error"):
             request = pending.close(response_key(ev.direction, ev.rpc_id, ev.rpc_id_type))
             if request is not None:

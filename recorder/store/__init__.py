@@ -74,7 +74,7 @@ class EventStore(Protocol):
 
     def read_log_rows(
         self, after_position: int = 0, limit: int | None = None, batch_size: int = 5000
-    ) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+    ) -> Iterator[list[tuple]]:
         """`read_log` in batches of plain tuples in `StoredEvent` field order (`is_error` as the
         driver holds it: 0/1 on SQLite): bulk readers skip one object per record."""
         ...

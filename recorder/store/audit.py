@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from blackbox.recorder.log import chain
 from blackbox.recorder.log.jsonrpc import fit_stored, stored_agrees
 from blackbox.recorder.log.model import DERIVED, Kind
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import DBAPICursor
+
 ERA_INDEX = DERIVED.index("era")
 STARTED = str(Kind.SESSION_STARTED)
 
 
-def prefetched(cursor, size: int) -> Iterator[list]:  # type: ignore[no-untyped-def,type-arg]
+def prefetched(cursor: DBAPICursor, size: int) -> Iterator[Sequence[Any]]:
     """`cursor.fetchmany(size)` batches, the next fetched on a thread while the caller works on
     the current one: the database reads while Python re-derives (the driver waits without the
     GIL)."""
@@ -37,7 +41,7 @@ def stored_value(column: str, value: object) -> object:
 
 def derived_mismatch(
     session_id: str, seq: int, stored: Sequence, expected: Sequence
-) -> list[chain.Finding]:  # type: ignore[type-arg]
+) -> list[chain.Finding]:
     return [
         chain.Finding(
             session_id,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from blackbox.recorder.errors import SchemaTooNew
 from sqlalchemy import text
@@ -15,6 +16,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from blackbox import migrations
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 SCRIPT_LOCATION = str(Path(migrations.__file__).parent)
 # Any constant will do: it names the lock every migrating process takes on PostgreSQL.
@@ -72,7 +76,7 @@ def upgrade(connection: Connection) -> bool:
     return True
 
 
-def alembic_config(connection: Connection | None = None):  # type: ignore[no-untyped-def]
+def alembic_config(connection: Connection | None = None) -> Config:
     """An Alembic Config for the migrations directory, bound to `connection` when given."""
     from alembic.config import Config
 

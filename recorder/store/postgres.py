@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 from blackbox.recorder.log import chain
@@ -21,6 +22,9 @@ from blackbox.recorder.store.sql import SqlEventStore
 from sqlalchemy import BigInteger, Boolean, LargeBinary, create_engine, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import DBAPIConnection, DBAPICursor
 
 # Binary COPY: in text format every raw byte went over as two hex digits, formatted in Python,
 # and psycopg's row formatting was 40% of an append (py-spy over bench/ingest.py's loop).
@@ -53,16 +57,18 @@ class PostgresEventStore(SqlEventStore):
         conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
 
     def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
-        with conn.connection.dbapi_connection.cursor() as cursor, cursor.copy(_COPY) as copy:
+        # The psycopg dialect's DBAPI connection is psycopg's own (and one in use holds one).
+        driver = cast("psycopg.Connection[Any]", conn.connection.dbapi_connection)
+        with driver.cursor() as cursor, cursor.copy(_COPY) as copy:
             copy.set_types(_COPY_TYPES)
             for row in rows:
                 copy.write_row(row)
 
-    def _cursor(self, driver):  # type: ignore[no-untyped-def]
+    def _cursor(self, driver: DBAPIConnection) -> DBAPICursor:
         # A named (server-side) cursor streams; a plain one would fetch the whole result first.
         return driver.cursor(name="read_log_rows")
 
-    def _bytes_cursor(self, driver):  # type: ignore[no-untyped-def]
+    def _bytes_cursor(self, driver: DBAPIConnection) -> DBAPICursor:
         # Server-side, and in binary: bytea as text is hex, twice the bytes on the wire and a
         # decode per row (the derived-column check read raw bytes 2x slower that way).
         return driver.cursor(name="verify_records", binary=True)
@@ -75,6 +81,7 @@ class PostgresEventStore(SqlEventStore):
         return intact, None if not intact else self._first_seal_seq(session_id)
 
     def _run_intact(self, session_id: str, first: int, last: int) -> bool:
+        prev: bytes | None
         with self._translated(), self.engine.connect() as conn:
             if first == 1:
                 prev = chain.genesis(session_id)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
+from typing import TYPE_CHECKING, Any
 
 from blackbox.recorder.log import events
 from blackbox.recorder.log.jsonrpc import derived_columns, fit_era
 from blackbox.recorder.log.model import Kind, NewEvent, SessionInfo, StoredEvent
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Row
 
 # A record's columns as the store inserts them: `StoredEvent`'s fields but the log position, which
 # the database assigns.
@@ -69,7 +73,7 @@ def project(proj: dict, ev: NewEvent) -> None:
         proj["outcome"] = doc.outcome
 
 
-def session_info(row) -> SessionInfo:  # type: ignore[no-untyped-def]
+def session_info(row: Row[*tuple[Any, ...]]) -> SessionInfo:
     """A `sessions` row as the `SessionInfo` readers get."""
     return SessionInfo(
         session_id=row.session_id,
@@ -107,7 +111,9 @@ CHECKED_COLUMNS = (
 )
 
 
-def replayed(session_id: str, records: list[tuple], frames: int, first_frame_era) -> dict:  # type: ignore[no-untyped-def]
+def replayed(
+    session_id: str, records: list[tuple], frames: int, first_frame_era: str | None
+) -> dict:
     """The `sessions` columns the appends derived, recomputed from a session's records: `records`
     are its non-frame records as (seq, wall_ns, kind, raw) in seq order, `frames` how many frames
     it holds and `first_frame_era` the era of the first frame that names one. The seq, wall time

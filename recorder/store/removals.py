@@ -22,7 +22,7 @@ from blackbox.recorder.log import events as docs
 from blackbox.recorder.log.model import Kind, NewEvent, new_session_id
 from blackbox.recorder.store import tree
 from blackbox.recorder.store.schema import events, retention_removals, sessions
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import Join, delete, func, insert, select
 from sqlalchemy.engine import Connection
 
 RETENTION_SESSION = "retention"
@@ -95,7 +95,7 @@ def record_and_remove(
     return removed
 
 
-def _with_record():  # type: ignore[no-untyped-def]
+def _with_record() -> Join:
     return retention_removals.outerjoin(
         events, events.c.position == retention_removals.c.removed_by
     )

@@ -40,7 +40,7 @@ class Appended(NamedTuple):
     frames: int
     stored: int
     first_wall_ns: int
-    proj: dict  # type: ignore[type-arg]
+    proj: dict
 
 
 def write(conn: Connection, mark: str, appended: Appended) -> None:

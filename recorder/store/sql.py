@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any, cast
 
 from blackbox.recorder.errors import (
     AmbiguousSession,
@@ -46,8 +47,9 @@ from blackbox.recorder.store.projection import (
     session_info,
 )
 from blackbox.recorder.store.schema import events, holds, sessions
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import Select, delete, func, insert, select
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine.interfaces import DBAPIConnection, DBAPICursor
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import DBAPIError, NoSuchModuleError, SQLAlchemyError
 
@@ -147,11 +149,11 @@ class SqlEventStore(ABC):
         """Insert events rows (in INSERT_COLUMNS order) the fastest way the driver offers, taking
         them from `rows` as it goes (they are made as they are taken)."""
 
-    def _cursor(self, driver):  # type: ignore[no-untyped-def]
+    def _cursor(self, driver: DBAPIConnection) -> DBAPICursor:
         """A driver cursor that streams a large result as it is fetched."""
         return driver.cursor()
 
-    def _bytes_cursor(self, driver):  # type: ignore[no-untyped-def]
+    def _bytes_cursor(self, driver: DBAPIConnection) -> DBAPICursor:
         """A driver cursor that streams a result holding raw bytes, the cheapest way."""
         return self._cursor(driver)
 
@@ -163,11 +165,12 @@ class SqlEventStore(ABC):
 
     @contextmanager
     def _translated(self) -> Iterator[None]:
+        translated: tuple[type[Exception], ...] = (SQLAlchemyError, DBAPIError, OSError)
         try:
             yield
         except BlackboxError:
             raise
-        except (SQLAlchemyError, DBAPIError, OSError, *self.DRIVER_ERRORS) as exc:
+        except translated + self.DRIVER_ERRORS as exc:
             raise describe_db_error(exc, self.url) from exc
 
     @contextmanager
@@ -221,7 +224,7 @@ class SqlEventStore(ABC):
         evs: list[NewEvent],
         current: session_rows.Current | None,
         done: list[session_rows.Appended],
-    ) -> Iterator[tuple]:  # type: ignore[type-arg]
+    ) -> Iterator[tuple]:
         """`evs`' rows, chained from the session's stored head; once they are all made, what
         the session's row must say is added to `done` (a session with no new record adds none)."""
         last_seq = current.last_seq if current is not None else 0
@@ -389,7 +392,7 @@ class SqlEventStore(ABC):
 
     def read_log_rows(
         self, after_position: int = 0, limit: int | None = None, batch_size: int = 5000
-    ) -> Iterator[list[tuple]]:  # type: ignore[type-arg]
+    ) -> Iterator[list[tuple]]:
         """`read_log` as batches of plain driver tuples in `StoredEvent` field order, for bulk
         readers (the analytics refresh): SQLAlchemy row processing and one object per record
         cost more than the rest of a refresh. `is_error` comes as the driver holds it (0/1 on
@@ -409,11 +412,11 @@ class SqlEventStore(ABC):
             try:
                 cursor.execute(sql, params)
                 while batch := cursor.fetchmany(batch_size):
-                    yield batch
+                    yield cast("list[tuple]", batch)  # sqlite3's and psycopg's are lists
             finally:
                 cursor.close()
 
-    def _stream(self, query) -> Iterator[StoredEvent]:  # type: ignore[no-untyped-def]
+    def _stream(self, query: Select[*tuple[Any, ...]]) -> Iterator[StoredEvent]:
         with self._translated(), self.engine.connect() as conn:
             result = conn.execution_options(stream_results=True, yield_per=2000).execute(query)
             for row in result:
@@ -465,7 +468,7 @@ class SqlEventStore(ABC):
                     out[finding.session_id].append(finding)
         return out
 
-    def _verify_targets(self, targets: Sequence) -> dict[str, list[chain.Finding]]:  # type: ignore[type-arg]
+    def _verify_targets(self, targets: Sequence) -> dict[str, list[chain.Finding]]:
         """Each (session id, sealed count)'s findings: its chain and seal, derived columns and
         projection."""
         out: dict[str, list[chain.Finding]] = {}
@@ -509,6 +512,7 @@ class SqlEventStore(ABC):
         frames, first_era, first_wall, last = 0, None, None, None
         with self._translated(), self.engine.connect() as conn:
             driver = conn.connection.dbapi_connection
+            assert driver is not None  # a connection in use holds its driver's
             cursor = self._bytes_cursor(driver)
             try:
                 cursor.execute(sql, (session_id,))
@@ -575,12 +579,14 @@ class SqlEventStore(ABC):
         with self._translated(), self.engine.connect() as conn:
             return removals.position_findings(conn)
 
-    def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:  # type: ignore[type-arg]
+    def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:
         # Stream in chunks so a long session is checked in bounded memory, and the same buffers
         # are reused: the first read of a whole session into one list cost twice the later ones.
         sql = f"SELECT {_CHAIN_COLUMNS} FROM events WHERE session_id = {self.MARK} ORDER BY seq"
         with self._translated(), self.engine.connect() as conn:
-            cursor = conn.connection.dbapi_connection.cursor()
+            driver = conn.connection.dbapi_connection
+            assert driver is not None  # a connection in use holds its driver's
+            cursor = driver.cursor()
             try:
                 cursor.execute(sql, (session_id,))
                 while chunk := cursor.fetchmany(2000):

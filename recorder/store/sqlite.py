@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterable
 from contextlib import closing, suppress
 from pathlib import Path
+from typing import Literal, cast
 
 from blackbox.recorder.private import private_dir, private_file
 from blackbox.recorder.store import sqlite_chain
@@ -73,6 +74,7 @@ class SqliteEventStore(SqlEventStore):
     def _require_existing(self, parsed: URL) -> None:
         # Opening a SQLite file creates it, and the connection's pragmas write to an empty one:
         # a reader checks before anything is opened, and leaves the file exactly as it was.
+        assert parsed.database is not None  # `normalise_url` refuses a SQLite URL without one
         path = Path(parsed.database).expanduser()
         if not path.is_file():
             raise self._missing()
@@ -93,16 +95,18 @@ class SqliteEventStore(SqlEventStore):
             # Made 0600 before SQLite opens it: SQLite would make it 0644 less the umask, and it
             # gives the -wal and -shm files the main file's mode (recorder/private.py).
             # When the file cannot be made here, SQLite's open says why, as a store error.
+            assert parsed.database is not None  # `normalise_url` refuses a URL without one
             path = Path(parsed.database).expanduser()
             folder = private_dir(path.parent)
             with suppress(OSError):
                 private_file(folder / path.name)
         # sqlite3's own busy handler waits this long for a lock (`?timeout=N` overrides).
-        timeout = float(parsed.query.get("timeout", 10))
+        given = parsed.query.get("timeout", 10)
+        timeout = float(given)  # type: ignore[arg-type]  # a repeated one (a tuple) is refused
         engine = create_engine(parsed, connect_args={"timeout": timeout})
 
         @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
             # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
             dbapi_connection.isolation_level = None
             tune(dbapi_connection)
@@ -121,7 +125,7 @@ class SqliteEventStore(SqlEventStore):
     def _insert_events(self, conn: Connection, rows: Iterable[tuple]) -> None:
         # On the driver's own cursor (the transaction has begun: the sessions rows were read
         # through the connection), its errors translated by `_translated` (DRIVER_ERRORS).
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        cursor = _sqlite3(conn).cursor()
         try:
             cursor.executemany(_INSERT, rows)
         finally:
@@ -141,15 +145,15 @@ class SqliteEventStore(SqlEventStore):
         children = [_start_run_check(database, session_id, run) for run in runs[1:]]
         try:
             with self._translated(), self.engine.connect() as conn:
-                driver = conn.connection.dbapi_connection
-                mine = sqlite_chain.check_run(driver, session_id, *runs[0])  # type: ignore[arg-type]
+                driver = _sqlite3(conn)
+                mine = sqlite_chain.check_run(driver, session_id, *runs[0])
                 if mine is None:
                     return None
                 seals = [mine[1]]
                 for child, run in zip(children, runs[1:], strict=True):
                     answer = _run_check_answer(child)
                     if answer is False:
-                        answer = sqlite_chain.check_run(driver, session_id, *run)  # type: ignore[arg-type]
+                        answer = sqlite_chain.check_run(driver, session_id, *run)
                     if answer is None or answer[0] != run[1] - run[0] + 1:
                         return None
                     seals.append(answer[1])
@@ -161,9 +165,15 @@ class SqliteEventStore(SqlEventStore):
                     child.wait()
 
 
+def _sqlite3(conn: Connection) -> sqlite3.Connection:
+    """The driver connection under `conn`: the pysqlite dialect's is sqlite3's own (and a
+    connection in use holds one)."""
+    return cast(sqlite3.Connection, conn.connection.dbapi_connection)
+
+
 def _start_run_check(
     database: str, session_id: str, run: tuple[int, int]
-) -> subprocess.Popen | None:  # type: ignore[type-arg]
+) -> subprocess.Popen | None:
     argv = [
         sys.executable,
         "-m",
@@ -184,8 +194,8 @@ def _start_run_check(
 
 
 def _run_check_answer(
-    child: subprocess.Popen | None,  # type: ignore[type-arg]
-) -> tuple[int, int | None] | bool | None:
+    child: subprocess.Popen | None,
+) -> tuple[int, int | None] | Literal[False] | None:
     """A child's verdict on its run: (count, first seal seq), None when broken, or False when
     it gave none (it could not start, failed or wrote nonsense)."""
     if child is None:

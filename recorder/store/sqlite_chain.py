@@ -33,7 +33,7 @@ RUN_READ = (
 HASH_AT = "SELECT hash FROM events WHERE session_id = ? AND seq = ?"
 
 
-def run_rows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> Iterator[tuple]:  # type: ignore[type-arg]
+def run_rows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> Iterator[tuple]:
     """The records of seq FIRST..LAST, streamed in chunks (bounded memory)."""
     cursor = conn.cursor()
     try:

@@ -9,6 +9,7 @@ and the 2026-07-28 per-request `_meta`), with the session events a tap writes ar
 from __future__ import annotations
 
 import json
+from typing import TypedDict, Unpack
 
 from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
@@ -27,6 +28,16 @@ SECRETS = {
     "header_slack": "xoxb-123456789012-abcdefghijkl",
     "google_key": "AIzaSyA1234567890abcdefghijklmnopqrstuv",
 }
+
+
+class SessionShape(TypedDict, total=False):
+    """The keywords of `session_events` that `record_session` passes on."""
+
+    name: str
+    era: str
+    secrets: bool
+    ended: bool
+    calls: int
 
 
 def _j(doc: object) -> bytes:
@@ -252,8 +263,8 @@ def session_events(
     ]
 
 
-def record_session(store: EventStore, start_ns: int, **kwargs: object) -> str:
+def record_session(store: EventStore, start_ns: int, **kwargs: Unpack[SessionShape]) -> str:
     """Append one session (see `session_events`) and return its id."""
     sid = new_session_id(start_ns)
-    store.append(session_events(sid, start_ns, **kwargs))  # type: ignore[arg-type]
+    store.append(session_events(sid, start_ns, **kwargs))
     return sid

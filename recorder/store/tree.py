@@ -25,7 +25,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackbox.recorder.errors import StoreError
 from blackbox.recorder.log import chain, merkle
@@ -40,7 +40,11 @@ from blackbox.recorder.store.schema import (
     tree_state,
 )
 from sqlalchemy import and_, delete, func, insert, or_, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import DBAPIConnection, DBAPICursor
+    from sqlalchemy.sql import ColumnElement
 
 STRIDE = 4  # subtree hashes are stored at levels 4, 8, 12, ...
 # A position passed unseen this long ago is no longer waited for: no append stays open an hour.
@@ -151,12 +155,14 @@ def _add_runs(conn: Connection, size: int, positions: Sequence[int]) -> None:
         )
 
 
-def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: list) -> None:  # type: ignore[type-arg]
+def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: list) -> None:
     """Rows straight to the driver: COPY on PostgreSQL, `executemany` on SQLite (a Core insert
     of 10,000 leaves took 0.22 s of a 0.41 s checkpoint on PostgreSQL)."""
     names = ", ".join(columns)
     if conn.dialect.name == "postgresql":
-        cursor = conn.connection.dbapi_connection.cursor()
+        driver = conn.connection.dbapi_connection
+        assert driver is not None  # a connection in use holds its driver's
+        cursor = driver.cursor()
         try:
             with cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
                 for row in rows:
@@ -168,7 +174,7 @@ def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: l
     conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
 
-def _extend(stack: list[bytes], size: int, leaf_hashes: Sequence[bytes]) -> list[tuple]:  # type: ignore[type-arg]
+def _extend(stack: list[bytes], size: int, leaf_hashes: Sequence[bytes]) -> list[tuple]:
     """Append leaves to the frontier `stack` (in place), the merge of `merkle.Frontier.extend`;
     returns the stored-level nodes (level, idx, hash) each append completed."""
     sha, node, push, pop = hashlib.sha256, _NODE, stack.append, stack.pop
@@ -244,7 +250,7 @@ def head(conn: Connection) -> TreeHead:
     return TreeHead(size, _fold(stack))
 
 
-def _fetch_subtrees(conn: Connection, asked: Sequence[tuple[int, int]]) -> dict:  # type: ignore[type-arg]
+def _fetch_subtrees(conn: Connection, asked: Sequence[tuple[int, int]]) -> dict:
     """The hashes of the perfect subtrees `asked` ((start, end) pairs), each a fold of at most
     2**(STRIDE-1) stored hashes: two queries for the lot."""
     plan: dict[tuple[int, int], tuple[int, int, int]] = {}
@@ -284,7 +290,9 @@ def _fetch_subtrees(conn: Connection, asked: Sequence[tuple[int, int]]) -> dict:
     return out
 
 
-def _runs_over(conn: Connection, key, low: int, high: int) -> list:  # type: ignore[no-untyped-def,type-arg]
+def _runs_over(
+    conn: Connection, key: ColumnElement[Any], low: int, high: int
+) -> Sequence[Row[int, int, int]]:
     """(first_idx, first_position, leaves) of the runs that can hold `key` values `low` to `high`
     (`key`: the leaf index or the log position a run starts at), in that order: from the run
     holding `low` to the last one starting at or before `high`."""
@@ -505,7 +513,7 @@ _CHUNK = 50_000  # leaves read per query: a cursor's worth, and the kept leaf ha
 _NO_RECORD = (None,) * 9
 
 
-def _leaf_batches(conn: Connection, cursor) -> Iterator[list[tuple]]:  # type: ignore[no-untyped-def,type-arg]
+def _leaf_batches(conn: Connection, cursor: Callable[[], DBAPICursor]) -> Iterator[Sequence[tuple]]:
     """Every leaf of the stored tree in tree order, a list at a time, each as (idx, position,
     kept leaf hash, removed_by, then the record's session_id, seq, wall_ns, mono_ns, kind,
     direction, raw, raw_size and chain hash): the record's columns are None where it is gone
@@ -545,7 +553,7 @@ def _leaf_batches(conn: Connection, cursor) -> Iterator[list[tuple]]:  # type: i
                         expected += len(rows)
                         yield rows
                         continue
-                    spliced: list[tuple] = []  # type: ignore[type-arg]
+                    spliced: list[tuple] = []
                     for row in rows:
                         while expected < row[0]:
                             gone = kept.get(expected, (None, None))
@@ -563,7 +571,11 @@ def _leaf_batches(conn: Connection, cursor) -> Iterator[list[tuple]]:  # type: i
                 ]
 
 
-def recompute(conn: Connection, sizes: Sequence[int] = (), cursor=None) -> Recomputed:  # type: ignore[no-untyped-def]
+def recompute(
+    conn: Connection,
+    sizes: Sequence[int] = (),
+    cursor: Callable[[DBAPIConnection], DBAPICursor] | None = None,
+) -> Recomputed:
     """Recompute the tree from the records' bytes: every leaf is the record's chain hash
     recomputed from the session's genesis (never the stored hash, leaf, node or frontier), in
     the order the sequencer took them; the root at each of `sizes` and at the whole tree.
@@ -579,6 +591,7 @@ def recompute(conn: Connection, sizes: Sequence[int] = (), cursor=None) -> Recom
         ).scalars()
     )
     driver = conn.connection.dbapi_connection
+    assert driver is not None  # a connection in use holds its driver's
     stack: list[bytes] = []
     heads: dict[str, tuple[int, bytes]] = {}
     sha, leaf_prefix, node, pop, push = hashlib.sha256, _LEAF, _NODE, stack.pop, stack.append
@@ -648,7 +661,7 @@ def recompute(conn: Connection, sizes: Sequence[int] = (), cursor=None) -> Recom
     return out
 
 
-def _chain_hash(row: Sequence, heads: dict[str, tuple[int, bytes]], out: Recomputed) -> bytes:  # type: ignore[type-arg]
+def _chain_hash(row: Sequence, heads: dict[str, tuple[int, bytes]], out: Recomputed) -> bytes:
     """A record's chain hash recomputed from its bytes and its session's recomputed head."""
     _i, position, _l, _r, sid, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, stored = row
     raw = chain.as_bytes(raw)

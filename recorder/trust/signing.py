@@ -23,6 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from blackbox.recorder.log.model import Kind, NewEvent
 from blackbox.recorder.private import private_dir, private_file
@@ -93,7 +94,7 @@ def _last_note(data: bytes, whole: bool) -> Checkpoint | None:
     return note_checkpoint(notes[-1]) if notes else None
 
 
-def _tail(handle) -> tuple[bytes, bool]:  # type: ignore[no-untyped-def]
+def _tail(handle: BinaryIO) -> tuple[bytes, bool]:
     size = os.fstat(handle.fileno()).st_size
     handle.seek(max(0, size - _TAIL_BYTES))
     return handle.read(), size <= _TAIL_BYTES
@@ -109,7 +110,7 @@ def _last_in_file(path: Path) -> Checkpoint | None:
         raise CheckpointError(f"cannot read the checkpoints file {path}: {exc}") from None
 
 
-def _refusal(conn, previous: Checkpoint, where: str, head: tree.TreeHead) -> str | None:  # type: ignore[no-untyped-def]
+def _refusal(conn, previous: Checkpoint, where: str, head: tree.TreeHead) -> str | None:
     if previous.size > head.size:
         return (
             f"the log's tree holds {head.size} records, fewer than the {previous.size} of the "

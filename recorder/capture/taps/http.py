@@ -290,7 +290,7 @@ class HttpProxyTap(ResponseRelays):
 
     def _era(
         self, session: RecordingSession, era: object, client_info: object, server_info: object
-    ):  # type: ignore[no-untyped-def]
+    ) -> None:
         if session.era is not None or not isinstance(era, str):
             return
         session.era = era
@@ -431,7 +431,9 @@ class HttpProxyTap(ResponseRelays):
             ex.note = exc.detail
             self._parse(ex, b"")
             with contextlib.suppress(JournalError):  # already told to the operator, if so
-                self._fault(ex, "request_incomplete", "transport", exc.detail, **exc.evidence)
+                self._fault(
+                    ex, "request_incomplete", "transport", exc.detail, seq=None, **exc.evidence
+                )
         except JournalError as exc:
             self.stats.refused += 1
             if ex.response_started:

@@ -134,6 +134,36 @@ class ResponseRelays:
     _upstream_netloc: str
     _shown_upstream: str
 
+    if TYPE_CHECKING:  # provided by `HttpProxyTap`; declared here only for the type checker
+
+        def _upstream_transport(self) -> httpx2.AsyncBaseTransport: ...
+
+        def _record(
+            self, ex: Exchange, kind: str, direction: str, raw: bytes, **kw: Any
+        ) -> int: ...
+
+        def _fault(
+            self,
+            ex: Exchange,
+            name: str,
+            stage: str,
+            detail: str,
+            seq: int | None = None,
+            **evidence: object,
+        ) -> None: ...
+
+        async def _reply_error(self, send: Send, ex: Exchange, status: int, text: str) -> None: ...
+
+        def _after_headers(self, ex: Exchange, response: httpx2.Response) -> None: ...
+
+        def _server_message(self, ex: Exchange, data: bytes) -> int: ...
+
+        def _endpoint(
+            self, ex: Exchange, data: bytes, raw: bytes, entry: dict[str, object]
+        ) -> bytes: ...
+
+        def _note_sse(self, ex: Exchange, entry: dict[str, object]) -> None: ...
+
     # -- the request body ----------------------------------------------------------------------
 
     async def _read_body(self, receive: Receive, ex: Exchange, declared: int | None) -> bytes:

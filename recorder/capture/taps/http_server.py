@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,7 @@ class _Server(uvicorn.Server):
     stop_signals: list[int]
 
     @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[no-untyped-def]
+    def capture_signals(self) -> Generator[None, None, None]:
         self.stop_signals = []
         with super().capture_signals():
             try:

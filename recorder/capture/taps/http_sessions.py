@@ -132,10 +132,10 @@ class SessionRouter:
             session = self._new(RULE_SSE, f"sse:{session_id_tail(self._new_id())}", remote)
             return Routing(session, True)
         if legacy_id is not None:
-            session = self._by_legacy.get(legacy_id)
-            if session is not None:
-                session.last_active = now
-                return Routing(session, False)
+            known = self._by_legacy.get(legacy_id)
+            if known is not None:
+                known.last_active = now
+                return Routing(known, False)
             # A session begun before this proxy started (or already closed): record what follows.
             session = self._new(RULE_SESSION_ID, legacy_id, remote)
             self.bind(legacy_id, session)

@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     own = OwnSession(factory)
     watch = ToolWatch(own.emit, factory, own_session=own.session_id)
     shipper = Shipper(
-        tail,  # type: ignore[arg-type]
+        tail,
         factory,
         notice,
         observer=watch,

@@ -170,8 +170,9 @@ class _Tap:
             **cfg.extra_started,
         )
         self.journal.append(self.sid, Kind.SESSION_STARTED, Direction.NONE, events.encode(started))
-        if hasattr(cfg.policy, "watch"):  # a live policy records each version it puts in force
-            cfg.policy.watch(lambda doc: self._emit(self.sid, doc))  # type: ignore[union-attr]
+        # A live policy records each version it puts in force.
+        if cfg.policy is not None and hasattr(cfg.policy, "watch"):
+            cfg.policy.watch(lambda doc: self._emit(self.sid, doc))
         # Tool drift is watched here too, off the relay's path (in the store worker with a URL).
         tools = ToolWatch(self._emit, self._open_store) if cfg.store_url is None else None
         self.observer = FrameObserver(self._emit, cfg.quarantine_noise, tools)
@@ -684,8 +685,8 @@ class _Tap:
 
     def _close(self) -> TapResult:
         proc = self.proc
-        if hasattr(self.config.policy, "stop"):
-            self.config.policy.stop()  # type: ignore[union-attr]
+        if self.config.policy is not None and hasattr(self.config.policy, "stop"):
+            self.config.policy.stop()
         if self.idle is not None:
             self.idle.stop()
         self._release_host_stdout()
@@ -765,7 +766,7 @@ class _Tap:
                             "signal": sig_name,
                         },
                     )
-            ended = {
+            ended: dict[str, Any] = {
                 "reason": reason,
                 "outcome": outcome,
                 "exit_code": code if sig is None else None,
