@@ -241,6 +241,18 @@ def old_name_imports(root: Path) -> list[str]:
     ]
 
 
+def command_cross_imports(root: Path) -> list[str]:
+    """A command module (blackbox/cli/cmd_*.py) importing another: what two commands share lives
+    in a module of its own (options, output, otel_options, ...), so each command loads alone."""
+    return [
+        str(imp)
+        for imp in all_imports(root, ["blackbox"])
+        if imp.path.startswith("blackbox/cli/cmd_")
+        and imp.name.startswith("blackbox.cli.cmd_")
+        and not imp.name.startswith(f"blackbox.cli.{Path(imp.path).stem}")
+    ]
+
+
 def bench_violations(root: Path) -> list[str]:
     return [str(imp) for imp in all_imports(root, ["bench"]) if _under(imp.name, "tests")]
 
@@ -312,6 +324,11 @@ def test_recorder_imports_no_application_replay_analytics_or_display_code() -> N
 
 def test_nothing_imports_the_folders_by_their_own_names() -> None:
     found = old_name_imports(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_command_modules_do_not_import_each_other() -> None:
+    found = command_cross_imports(ROOT)
     assert not found, "\n".join(found)
 
 
@@ -486,6 +503,23 @@ def test_importing_a_folder_by_its_own_name_is_caught(tmp_path: Path) -> None:
         "recorder/store/migrate.py:1 imports migrations",
         "tests/test_x.py:1 imports recorder.log",
         "tests/test_x.py:1 imports recorder.log.chain",
+    ]
+
+
+def test_a_command_module_importing_another_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "blackbox/cli/cmd_replay.py": "from blackbox.cli.cmd_suite import suite_options\n"
+            "from blackbox.cli.options import store_option\n",
+            "blackbox/cli/cmd_suite.py": "from . import cmd_otel\n",
+            "blackbox/cli/main.py": "from blackbox.cli import cmd_store\n",  # the registry may
+        },
+    )
+    assert sorted(command_cross_imports(root)) == [
+        "blackbox/cli/cmd_replay.py:1 imports blackbox.cli.cmd_suite",
+        "blackbox/cli/cmd_replay.py:1 imports blackbox.cli.cmd_suite.suite_options",
+        "blackbox/cli/cmd_suite.py:1 imports blackbox.cli.cmd_otel",
     ]
 
 

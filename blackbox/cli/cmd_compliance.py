@@ -15,7 +15,6 @@ from pathlib import Path
 import click
 
 from blackbox import config
-from blackbox.cli.cmd_retention import retention_schedule, retention_status_cmd
 from blackbox.cli.options import (
     format_option,
     moment_ns,
@@ -24,6 +23,7 @@ from blackbox.cli.options import (
     store_option,
 )
 from blackbox.cli.output import Throttled, render
+from blackbox.cli.retention_commands import retention_schedule, retention_status_cmd
 from blackbox.recorder.compliance.export import FORMATS, ExportProgress, Selection, export_bundle
 from blackbox.recorder.compliance.retention import (
     DEFAULT_IDLE_NS,

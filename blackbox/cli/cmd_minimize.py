@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from blackbox.cli.cmd_replay import safety_guard
 from blackbox.cli.options import open_configured_store, store_option
+from blackbox.cli.replay_safety import safety_guard
 from blackbox.replay.minimize import minimize_session
 from blackbox.replay.replayer import ReplayOptions
 

@@ -4,87 +4,21 @@ commands share (`otel_options`, `start_live`)."""
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from blackbox import config
-from blackbox.cli.options import F, moment_ns, open_configured_store, store_option
+from blackbox.cli.options import moment_ns, open_configured_store, store_option
+from blackbox.cli.otel_options import (
+    endpoint_option,
+    protocol_option,
+    require_sdk,
+    watermark_path,
+)
 
 if TYPE_CHECKING:
-    from blackbox.recorder.otel.live import LiveHandle
-
-WATERMARK_FILE = "otel-watermark.sqlite"
-
-
-def _watermark_path() -> Path:
-    return config.data_dir() / WATERMARK_FILE
-
-
-endpoint_option = click.option(
-    "--endpoint",
-    metavar="URL",
-    default=None,
-    help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318).",
-)
-protocol_option = click.option(
-    "--protocol",
-    type=click.Choice(["http/protobuf", "grpc"]),
-    default=None,
-    help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).",
-)
-
-
-def otel_options(func: F) -> F:
-    """`--otel` with its endpoint and protocol, for the tap commands."""
-    func = click.option(
-        "--otel-protocol", type=click.Choice(["http/protobuf", "grpc"]), default=None,
-        help="OTLP protocol for --otel.",
-    )(func)  # fmt: skip
-    func = click.option(
-        "--otel-endpoint", metavar="URL", default=None,
-        help="OTLP endpoint for --otel (default: the OTEL_* variables).",
-    )(func)  # fmt: skip
-    return click.option(
-        "--otel",
-        is_flag=True,
-        help="Also send calls as OpenTelemetry spans as they complete (from a background "
-        "process; a dead collector never delays a frame; `blackbox otel export` sends the rest).",
-    )(func)
-
-
-NO_SDK = "OpenTelemetry export needs the otel extra: pip install 'mcp-blackbox[otel]'"
-
-
-def _has_sdk() -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("opentelemetry.sdk") is not None
-    except ModuleNotFoundError:
-        return False
-
-
-def _require_sdk() -> None:
-    if not _has_sdk():
-        raise click.ClickException(NO_SDK)
-
-
-def start_live(store_url: str, endpoint: str | None, protocol: str | None) -> LiveHandle | None:
-    """Start the live follower for this process's sessions; returns a handle to close (None
-    when the SDK is missing: recording goes on, and says once why nothing is sent)."""
-    from blackbox.recorder.otel.live import start
-
-    def notice(message: str) -> None:
-        sys.stderr.write(f"blackbox: {message}\n")
-
-    if not _has_sdk():
-        notice(f"--otel ignored: {NO_SDK}")
-        return None
-
-    return start(store_url, _watermark_path(), endpoint, protocol, on_notice=notice)
+    pass
 
 
 @click.group()
@@ -138,7 +72,7 @@ def export_command(
       blackbox otel export --since 7d
       OTEL_EXPORTER_OTLP_HEADERS=x-api-key=... blackbox otel export --endpoint https://otlp.example
     """
-    _require_sdk()
+    require_sdk()
     from blackbox.recorder.otel.export import export
     from blackbox.recorder.otel.sdk import Target
     from blackbox.recorder.otel.spans import Options
@@ -156,7 +90,7 @@ def export_command(
         target.chosen_protocol()
         report = export(
             store,
-            Watermark(_watermark_path(), store.url),
+            Watermark(watermark_path(), store.url),
             target,
             since_ns=since_ns,
             session_id=sid,

@@ -9,9 +9,9 @@ from urllib.parse import urlsplit
 import click
 
 from blackbox import config
-from blackbox.cli.cmd_otel import otel_options, start_live
 from blackbox.cli.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.cli.options import Duration, home_option, policy_option, store_option
+from blackbox.cli.otel_options import otel_options, start_live
 from blackbox.recorder.capture.taps.http_exchange import ProxySettings
 from blackbox.recorder.capture.taps.http_server import (
     DEFAULT_LISTEN,

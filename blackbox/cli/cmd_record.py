@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from blackbox import config
-from blackbox.cli.cmd_otel import otel_options, start_live
 from blackbox.cli.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.cli.options import home_option, policy_option, store_option
+from blackbox.cli.otel_options import otel_options, start_live
 from blackbox.recorder.capture.leftovers import ship_leftovers
 from blackbox.recorder.capture.taps.stdio import (
     DEFAULT_MAX_FRAME,

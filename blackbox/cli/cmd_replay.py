@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from blackbox.cli.cmd_suite import replay_suite_cli, suite_options, wants_suite
 from blackbox.cli.options import open_configured_store, store_option
+from blackbox.cli.replay_safety import safety_guard
+from blackbox.cli.suite_options import replay_suite_cli, suite_options, wants_suite
 from blackbox.replay.inject import parse_injection
 from blackbox.replay.mock_server import serve_session
-from blackbox.replay.recording import Recording
 from blackbox.replay.replayer import ReplayOptions, replay_session
 from blackbox.replay.report import render_json, render_text
-from blackbox.replay.safety import check_replay_safety, decide
 
 
 @click.command()
@@ -155,31 +153,6 @@ def replay(
     )
     click.echo(render_json(result) if fmt == "json" else render_text(result))
     sys.exit(result.exit_code)
-
-
-def safety_guard(
-    allow_writes: bool, read_only: bool, interactive: bool = True
-) -> Callable[[Recording], frozenset[int]]:
-    """The check every replay command runs before sending anything: list the calls that may
-    change something (stderr), then allow, skip, ask a terminal (when `interactive` and there
-    is one), or refuse (exit 2)."""
-    if allow_writes and read_only:
-        raise click.UsageError("--allow-writes and --read-only contradict each other")
-
-    def guard(rec: Recording) -> frozenset[int]:
-        risky = check_replay_safety(rec)
-        if risky and not allow_writes:
-            click.echo(f"{len(risky)} call(s) may change something on the server:", err=True)
-            for call in risky:
-                click.echo(f"  {call.describe()}", err=True)
-        can_ask = interactive and sys.stdin.isatty() and sys.stderr.isatty()
-        ask = (lambda: click.confirm("send them?", default=False, err=True)) if can_ask else None
-        skip = decide(risky, allow_writes=allow_writes, read_only=read_only, confirm=ask)
-        if skip:
-            click.echo(f"skipping {len(skip)} call(s) (--read-only)", err=True)
-        return skip
-
-    return guard
 
 
 @click.command()
