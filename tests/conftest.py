@@ -1,4 +1,4 @@
-"""Fixtures shared by the whole suite.
+"""Fixtures shared by the whole suite; the helpers tests import live in tests/fixtures/.
 
 PostgreSQL is not optional: the suite fails, never skips, when it cannot reach the server named by
 BLACKBOX_TEST_PG_URL (default: the local server, trust auth, database `test`). Each test gets its
@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-pytest_plugins = ["pytester"]  # tests/replay/test_pytest_plugin.py runs pytest in a project
+from tests.fixtures.environment import PG_URL, pg_schema
 
-ROOT = Path(__file__).resolve().parent.parent
-PG_URL = os.environ.get("BLACKBOX_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-NODE_BIN = ROOT / "node_modules" / ".bin"
-BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
+pytest_plugins = ["pytester"]  # tests/replay/test_pytest_plugin.py runs pytest in a project
 
 
 @pytest.fixture(scope="session")
@@ -41,33 +36,6 @@ def pg_database() -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
-
-
-@contextmanager
-def pg_schema(database_url: str) -> Iterator[str]:
-    """A store URL on PostgreSQL with a schema of its own, dropped on exit."""
-    schema = f"t_{secrets.token_hex(6)}"
-    engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield f"{database_url}?options=-csearch_path%3D{schema}"
-    finally:
-        with engine.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        engine.dispose()
-
-
-@contextmanager
-def backend_store_url(
-    request: pytest.FixtureRequest, backend: str, directory: Path
-) -> Iterator[str]:
-    """A fresh store URL on `backend` ("sqlite" or "postgresql"), for fixtures of any scope."""
-    if backend == "sqlite":
-        yield f"sqlite:///{directory / 'store.db'}"
-    else:
-        with pg_schema(request.getfixturevalue("pg_database")) as url:
-            yield url
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import BLACKBOX
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.environment import BLACKBOX, ROOT
 
 
 def test_the_demo_ends_with_how_to_get_blackbox_on_path(tmp_path: Path) -> None:

@@ -1,14 +1,13 @@
 """An independent verifier, written from docs/trust.md alone: the Python standard library and
 `cryptography`, nothing of this project (`test_the_verifier_imports_nothing_of_the_project`
-holds it to that). If the page and the code disagree, these tests fail.
+holds it to that). If the page and the code disagree, these tests fail. The verifier itself is
+tests/fixtures/independent_verifier.py, one function per check, so that the store's contract test
+can check with it too.
 
 The project only makes the evidence, in a child process: a store with sessions, a bundle
 written by `blackbox export`, and a checkpoint signed with `blackbox.recorder.trust.checkpoint` over
-a root from `blackbox.recorder.log.merkle`. Everything below the verifier line reads files and text,
-nothing else.
-
-One function per check, so that inclusion proofs (a bundle's checkpoint and a proof per record)
-are added as functions of their own.
+a root from `blackbox.recorder.log.merkle`. This module imports the verifier and the standard
+library only: everything here and in the verifier reads files and text, nothing else.
 """
 
 from __future__ import annotations
@@ -19,260 +18,22 @@ import hashlib
 import json
 import os
 import sqlite3
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-# == The verifier (docs/trust.md, "Specification") ============================================
-
-GENESIS_PREFIX = b"mcp-blackbox/chain/v1\x00"
-SEAL_KIND = "session_sealed"
-EM_DASH_PREFIX = "\u2014 "
-
-
-def genesis(session_id: str) -> bytes:
-    return hashlib.sha256(GENESIS_PREFIX + session_id.encode("utf-8")).digest()
-
-
-def canonical(record: dict) -> bytes:
-    """u16 lengths of session id, kind, direction; the three strings; i64 wall_ns, mono_ns,
-    raw_size (-1 for null); u64 len(raw); raw."""
-    sid = record["session_id"].encode("utf-8")
-    kind = record["kind"].encode("utf-8")
-    direction = record["direction"].encode("utf-8")
-    raw = record["raw"]
-    size = -1 if record["raw_size"] is None else record["raw_size"]
-    return (
-        struct.pack(">HHH", len(sid), len(kind), len(direction))
-        + sid
-        + kind
-        + direction
-        + struct.pack(">qqqQ", record["wall_ns"], record["mono_ns"], size, len(raw))
-        + raw
-    )
-
-
-def chain_hash(prev: bytes, record: dict) -> bytes:
-    return hashlib.sha256(prev + canonical(record)).digest()
-
-
-def read_records_jsonl(path: Path) -> list[dict]:
-    """The records file of a JSONL bundle: raw from base64, hash from hex."""
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            row["raw"] = base64.b64decode(row["raw"], validate=True)
-            row["hash"] = bytes.fromhex(row["hash"])
-            records.append(row)
-    return records
-
-
-def check_file_hashes(bundle: Path, manifest: dict) -> list[str]:
-    problems = []
-    for name, meta in manifest["files"].items():
-        actual = hashlib.sha256((bundle / name).read_bytes()).hexdigest()
-        if actual != meta["sha256"]:
-            problems.append(f"{name}: sha256 differs from the manifest")
-    return problems
-
-
-def check_chain(session_id: str, records: list[dict]) -> list[str]:
-    """Seq 1..N without a gap; each unredacted record hashes from the previous hash; a redacted
-    record's hash is taken as attested (the next record links from it)."""
-    problems = []
-    prev = genesis(session_id)
-    for expected_seq, record in enumerate(records, start=1):
-        if record["seq"] != expected_seq:
-            problems.append(f"{session_id}: seq {record['seq']} where {expected_seq} was due")
-            return problems
-        if not record["redacted"] and chain_hash(prev, record) != record["hash"]:
-            problems.append(f"{session_id}: seq {record['seq']} does not match its hash")
-        prev = record["hash"]
-    return problems
-
-
-def check_seal(session_id: str, records: list[dict], sealed_count: int | None) -> list[str]:
-    """The first seal is at seq count + 1, names the hash of record `count` and is last; a
-    session the manifest says was sealed has a seal."""
-    seals = [r for r in records if r["kind"] == SEAL_KIND]
-    if not seals:
-        return [f"{session_id}: sealed, but the seal is gone"] if sealed_count is not None else []
-    seal = seals[0]
-    doc = json.loads(seal["raw"])
-    count, head = doc["count"], doc["head"]
-    problems = []
-    if seal["seq"] != count + 1:
-        problems.append(f"{session_id}: sealed with {count} records, seal at seq {seal['seq']}")
-    elif records[count - 1]["hash"].hex() != head:
-        problems.append(f"{session_id}: the seal's head is not the hash of record {count}")
-    if records[-1] is not seal:
-        problems.append(f"{session_id}: records after the seal")
-    if sealed_count is not None and sealed_count != count:
-        problems.append(f"{session_id}: the manifest's sealed count is {sealed_count}")
-    return problems
-
-
-def check_against_manifest(session_id: str, records: list[dict], expect: dict) -> list[str]:
-    problems = []
-    if not records or records[-1]["hash"].hex() != expect["head"]:
-        problems.append(f"{session_id}: the head differs from the manifest's")
-    if len(records) != expect["records"]:
-        problems.append(
-            f"{session_id}: {len(records)} records, the manifest says {expect['records']}"
-        )
-    if sum(1 for r in records if r["redacted"]) != expect["redacted_records"]:
-        problems.append(f"{session_id}: redacted records differ from the manifest's count")
-    if expect.get("store_findings") or expect.get("chain_intact_at_export") is False:
-        problems.append(f"{session_id}: the exporter found it broken in the store")
-    return problems
-
-
-def check_bundle(bundle: Path) -> list[str]:
-    """Every check of docs/trust.md "How an auditor checks a bundle", steps 1 and 2."""
-    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["data_format"] == "jsonl", "this verifier reads JSONL bundles"
-    problems = check_file_hashes(bundle, manifest)
-    by_session: dict[str, list[dict]] = {}
-    for record in read_records_jsonl(bundle / "records.jsonl"):
-        by_session.setdefault(record["session_id"], []).append(record)
-    for sid in sorted(set(by_session) | set(manifest["sessions"])):
-        records = sorted(by_session.get(sid, []), key=lambda r: r["seq"])
-        expect = manifest["sessions"].get(sid)
-        if expect is None:
-            problems.append(f"{sid}: records of a session the manifest does not list")
-            continue
-        problems += check_chain(sid, records)
-        problems += check_seal(sid, records, expect["sealed_count"])
-        problems += check_against_manifest(sid, records, expect)
-    return problems
-
-
-def leaf_hash(leaf: bytes) -> bytes:
-    return hashlib.sha256(b"\x00" + leaf).digest()
-
-
-def node_hash(left: bytes, right: bytes) -> bytes:
-    return hashlib.sha256(b"\x01" + left + right).digest()
-
-
-def merkle_root(leaves: list[bytes]) -> bytes:
-    """MTH (RFC 9162 2.1.1): split at the largest power of two smaller than n."""
-    n = len(leaves)
-    if n == 0:
-        return hashlib.sha256(b"").digest()
-    if n == 1:
-        return leaf_hash(leaves[0])
-    k = 1 << ((n - 1).bit_length() - 1)
-    return node_hash(merkle_root(leaves[:k]), merkle_root(leaves[k:]))
-
-
-def parse_vkey(vkey: str) -> tuple[str, bytes, bytes]:
-    """`<name>+<8 hex key id>+<base64(0x01 || key)>` -> (name, key id, public key)."""
-    name, id_hex, material = vkey.split("+", 2)
-    raw = base64.b64decode(material, validate=True)
-    if len(raw) != 33 or raw[0] != 0x01:
-        raise ValueError("not an Ed25519 verifier key")
-    public_key = raw[1:]
-    key_id = hashlib.sha256(name.encode("utf-8") + b"\n\x01" + public_key).digest()[:4]
-    if key_id.hex() != id_hex:
-        raise ValueError("the key id does not match the name and key")
-    return name, key_id, public_key
-
-
-def open_checkpoint(note: str, vkey: str) -> tuple[str, int, bytes]:
-    """Verify a signed checkpoint with one trusted key; (origin, size, root) or ValueError."""
-    name, key_id, public_key = parse_vkey(vkey)
-    split = note.rfind("\n\n")
-    if split < 0:
-        raise ValueError("not a signed note")
-    text, block = note[: split + 1], note[split + 2 :]
-    verified = False
-    for line in block.rstrip("\n").split("\n"):
-        if not line.startswith(EM_DASH_PREFIX):
-            raise ValueError("a malformed signature line")
-        signer, _, encoded = line[len(EM_DASH_PREFIX) :].partition(" ")
-        blob = base64.b64decode(encoded, validate=True)
-        if signer != name or blob[:4] != key_id:
-            continue  # another key's signature: ignored
-        try:
-            Ed25519PublicKey.from_public_bytes(public_key).verify(blob[4:], text.encode("utf-8"))
-        except InvalidSignature:
-            raise ValueError("the signature does not verify") from None
-        verified = True
-    if not verified:
-        raise ValueError("not signed by the trusted key")
-    origin, size, root, *_extensions = text[:-1].split("\n")
-    if size != str(int(size)) or base64.b64encode(base64.b64decode(root)).decode() != root:
-        raise ValueError("a malformed checkpoint")
-    root_hash = base64.b64decode(root)
-    if len(root_hash) != 32:
-        raise ValueError("the root is not 32 bytes")
-    return origin, int(size), root_hash
-
-
-def check_checkpoint_root(note: str, vkey: str, bundle: Path) -> list[str]:
-    """The checkpoint verifies with the key, and its root is the MTH of the bundle's chain hashes
-    in log order (the bundle holds the whole log here)."""
-    try:
-        _origin, size, root = open_checkpoint(note, vkey)
-    except ValueError as exc:
-        return [f"checkpoint: {exc}"]
-    records = sorted(read_records_jsonl(bundle / "records.jsonl"), key=lambda r: r["position"])
-    if size != len(records):
-        return [f"checkpoint: size {size}, the log holds {len(records)} records"]
-    if merkle_root([r["hash"] for r in records]) != root:
-        return ["checkpoint: the root differs from the records' tree"]
-    return []
-
-
-def verify_inclusion(leaf: bytes, index: int, size: int, proof: list[bytes], root: bytes) -> bool:
-    """RFC 9162 2.1.3.2: fold the path from leaf `index` of a tree of `size` leaves."""
-    if not 0 <= index < size:
-        return False
-    fn, sn, r = index, size - 1, leaf_hash(leaf)
-    for p in proof:
-        if sn == 0:
-            return False
-        if fn & 1 or fn == sn:
-            r = node_hash(p, r)
-            while fn and not fn & 1:
-                fn >>= 1
-                sn >>= 1
-        else:
-            r = node_hash(r, p)
-        fn >>= 1
-        sn >>= 1
-    return sn == 0 and r == root
-
-
-def check_bundle_proofs(bundle: Path, vkey: str) -> list[str]:
-    """The bundle's checkpoint.txt verifies with the key, and proofs.jsonl (one line per record,
-    in the records file's order) proves each record's chain hash is a leaf of its tree."""
-    try:
-        _origin, size, root = open_checkpoint((bundle / "checkpoint.txt").read_text(), vkey)
-    except ValueError as exc:
-        return [f"checkpoint: {exc}"]
-    records = read_records_jsonl(bundle / "records.jsonl")
-    proofs = [json.loads(line) for line in (bundle / "proofs.jsonl").read_text().splitlines()]
-    if len(proofs) != len(records):
-        return ["proofs: not one proof per record"]
-    problems = []
-    for record, proof in zip(records, proofs, strict=True):
-        where = f"session {record['session_id']} seq {record['seq']}"
-        if (proof["session_id"], proof["seq"]) != (record["session_id"], record["seq"]):
-            problems.append(f"{where}: the proof is for another record")
-            continue
-        path = [base64.b64decode(h, validate=True) for h in proof["proof"]]
-        index = proof["leaf_index"]
-        if index is None or not verify_inclusion(record["hash"], index, size, path, root):
-            problems.append(f"{where}: not in the tree the checkpoint signs")
-    return problems
-
+from tests.fixtures.independent_verifier import (
+    SEAL_KIND,
+    chain_hash,
+    check_bundle,
+    check_bundle_proofs,
+    check_checkpoint_root,
+    genesis,
+    leaf_hash,
+    merkle_root,
+    node_hash,
+    read_records_jsonl,
+)
 
 # == The evidence, made by the project in a child process =====================================
 
@@ -283,7 +44,7 @@ MAKE_STORE = """
 import sys
 from blackbox.recorder.log.model import NewEvent
 from blackbox.recorder.store import open_store
-from tests.recorder.storekit import T0, frame, session_events
+from tests.fixtures.storekit import T0, frame, session_events
 
 store = open_store(sys.argv[1])
 store.append(session_events(calls=3))
@@ -382,17 +143,24 @@ def change_one_byte(bundle: Path, seq: int) -> None:
 # == The tests ================================================================================
 
 
-def test_the_verifier_imports_nothing_of_the_project() -> None:
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+def imports_of(path: Path) -> set[str]:
+    """The modules a file imports (`from a.b import c` counts as `a.b`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
+            imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, "no relative imports"
-            imported.add((node.module or "").split(".")[0])
-    outside = {name for name in imported if name not in sys.stdlib_module_names}
-    assert outside == {"cryptography"}
+            imported.add(node.module or "")
+    return {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names}
+
+
+def test_the_verifier_imports_nothing_of_the_project() -> None:
+    verifier = imports_of(ROOT / "tests" / "fixtures" / "independent_verifier.py")
+    assert {name.split(".")[0] for name in verifier} == {"cryptography"}
+    # This module adds the verifier and nothing else: the evidence is made in child processes.
+    assert imports_of(Path(__file__)) == {"tests.fixtures.independent_verifier"}
 
 
 def test_a_bundle_and_a_checkpoint_verify(tmp_path: Path) -> None:

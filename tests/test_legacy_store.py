@@ -14,9 +14,8 @@ import pytest
 from blackbox.recorder.log import events
 from blackbox.recorder.store import open_store
 
-from tests.conftest import BLACKBOX
+from tests.fixtures.environment import BLACKBOX, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "store-v0.sqlite"
 
 pytestmark = pytest.mark.timeout(180)

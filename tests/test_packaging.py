@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.fixtures.environment import ROOT
+
 FOLDERS = {
     "blackbox": "blackbox",
     "recorder": "blackbox.recorder",

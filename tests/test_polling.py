@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.polling import eventually, listening, wait_listening
+from tests.fixtures.polling import eventually, listening, wait_listening
 
 
 def test_returns_the_first_truthy_value() -> None:

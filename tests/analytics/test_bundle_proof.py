@@ -129,7 +129,7 @@ def test_one_record_changed_with_chain_and_manifest_recomputed_fails_by_its_proo
 def test_export_refuses_a_log_inconsistent_with_its_last_checkpoint(
     store_url, blackbox_env, tmp_path
 ):
-    from tests.recorder.test_tamper import tamper
+    from tests.fixtures.storekit import tamper
 
     store = open_store(store_url)
     sid = record_session(store, time.time_ns())

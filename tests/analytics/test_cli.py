@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from blackbox.cli import output
 from blackbox.cli.main import main
-from tests.analytics.kit import Session
+from tests.fixtures.analytics_kit import Session
 
 
 @pytest.fixture

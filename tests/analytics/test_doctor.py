@@ -12,7 +12,7 @@ from blackbox.analytics.doctor import diagnose, doctor, render_text
 from blackbox.recorder.errors import SessionNotFound
 from blackbox.recorder.store import open_store
 
-from tests.analytics.kit import Session
+from tests.fixtures.analytics_kit import Session
 
 
 def base(s: Session) -> None:

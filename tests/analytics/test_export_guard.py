@@ -19,8 +19,7 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.recorder.storekit import T0, session_events
-from tests.recorder.test_tamper import tamper
+from tests.fixtures.storekit import T0, session_events, tamper
 
 # Each attack: (what a writer runs, the problem verify names). The projection edit needs no
 # privilege (the sessions table has no trigger); the others drop the triggers first.

@@ -24,8 +24,8 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
 from blackbox.cli.main import main
-from tests.conftest import BLACKBOX, ROOT, backend_store_url
-from tests.polling import eventually
+from tests.fixtures.environment import BLACKBOX, ROOT, backend_store_url
+from tests.fixtures.polling import eventually
 
 SERVER = ROOT / "tests" / "recorder" / "servers" / "call_log_server.py"
 API_KEY = "sk-proj-Zq8Xw7Vu6Ts5Rq4Po3Nm2"

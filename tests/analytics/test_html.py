@@ -13,7 +13,7 @@ from blackbox.analytics.html import render
 from blackbox.analytics.reports import run_report
 from blackbox.recorder.store import open_store
 
-from tests.analytics.kit import BASE_NS, Session, fingerprint
+from tests.fixtures.analytics_kit import BASE_NS, Session, fingerprint
 
 CHROMIUM = Path("/usr/bin/chromium")
 

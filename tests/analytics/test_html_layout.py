@@ -15,7 +15,7 @@ from blackbox.analytics.html import render
 from blackbox.analytics.reports import run_report
 from blackbox.recorder.store import open_store
 
-from tests.analytics.kit import BASE_NS, Session
+from tests.fixtures.analytics_kit import BASE_NS, Session
 
 CHROMIUM = Path("/usr/bin/chromium")
 DOCS_PNG = Path(__file__).resolve().parents[2] / "docs" / "html-report.png"

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 from blackbox import config
 from blackbox.cli.main import main
-from tests.file_modes import UMASKS, not_private, umask, under_umask
-from tests.peers import BLACKBOX
+from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.file_modes import UMASKS, not_private, umask, under_umask
 
 
 def run(*args: str) -> tuple[int, str]:

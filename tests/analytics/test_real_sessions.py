@@ -13,9 +13,9 @@ from blackbox.analytics.doctor import diagnose
 from blackbox.analytics.reports import refreshed_connection, run_report
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.analytics.kit import rows
-from tests.polling import eventually
+from tests.fixtures import peers
+from tests.fixtures.analytics_kit import rows
+from tests.fixtures.taps import wait_sealed
 
 RUNS = {
     # name: (server, era, calls)
@@ -39,14 +39,6 @@ RUNS = {
 }
 
 
-def wait_sealed(store, count: int, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
-    eventually(
-        lambda: sum(s.sealed for s in store.list_sessions()) >= count,
-        timeout=timeout,
-        message="the taps to store their sessions",
-    )
-
-
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[str, str]]:
     """The five sessions above, recorded into one SQLite store."""
@@ -61,7 +53,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[
         else:
             peers.run_client(era, params, calls)
     store = open_store(url)
-    wait_sealed(store, len(RUNS))
+    wait_sealed(store, len(RUNS), timeout=30)
     ids = {s.name: s.session_id for s in store.list_sessions()}
     store.close()
     return url, tmp, ids

@@ -13,7 +13,7 @@ from blackbox.analytics import calls, parquet
 from blackbox.analytics.calls import CallTracker
 from blackbox.recorder.store import open_store
 
-from tests.analytics.kit import BASE_NS, Session, fingerprint
+from tests.fixtures.analytics_kit import BASE_NS, Session, fingerprint
 
 TRICKY = [
     {},

@@ -11,7 +11,7 @@ import pytest
 from blackbox.analytics.reports import Filters, ReportError, run_report
 from blackbox.recorder.store import open_store
 
-from tests.analytics.kit import BASE_NS, MS, Session, fingerprint
+from tests.fixtures.analytics_kit import BASE_NS, MS, Session, fingerprint
 
 DAY = 86_400 * 10**9
 TOOLS = {"search": (3.0, 0.8), "read": (1.5, 0.5), "write": (4.0, 1.2)}

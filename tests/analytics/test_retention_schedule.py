@@ -21,7 +21,7 @@ from blackbox.recorder.store.synthetic import DAY_NS, record_session
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.conftest import BLACKBOX
+from tests.fixtures.environment import BLACKBOX
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -23,8 +23,8 @@ from blackbox.analytics.views import COLUMNS
 from blackbox.recorder.store import open_store
 
 from blackbox import config
-from tests.analytics.kit import Session
-from tests.conftest import BLACKBOX
+from tests.fixtures.analytics_kit import Session
+from tests.fixtures.environment import BLACKBOX
 
 # Runs for hours: 10^12 products.
 ENDLESS = "SELECT sum(a.range * b.range % 7) AS s FROM range(1000000) a, range(1000000) b"

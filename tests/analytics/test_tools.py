@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.recorder.test_stdio_tap import wait_sealed
-from tests.recorder.test_tool_drift import run_session
+from tests.fixtures import peers
+from tests.fixtures.taps import run_session, wait_sealed
 
 
 @pytest.fixture

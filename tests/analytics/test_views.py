@@ -15,7 +15,15 @@ from blackbox.analytics.views import COLUMNS, connect
 from blackbox.recorder.log.model import NewEvent
 from blackbox.recorder.store import open_store
 
-from tests.analytics.kit import BASE_NS, MS, Session, copy_for, fingerprint, refreshed, rows
+from tests.fixtures.analytics_kit import (
+    BASE_NS,
+    MS,
+    Session,
+    copy_for,
+    fingerprint,
+    refreshed,
+    rows,
+)
 
 
 def outcome_session() -> tuple[Session, dict[str, int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from blackbox.analytics.views import connect
 from blackbox.recorder.store import open_store
 
-from tests.analytics.kit import Session, copy_for
+from tests.fixtures.analytics_kit import Session, copy_for
 
 
 def test_connect_from_many_threads_at_once(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -30,8 +29,8 @@ from blackbox.cli.main import main
 from blackbox.hosts import attach as lib
 from blackbox.hosts import jsonc
 from blackbox.hosts.host_config import parse_json_text
-from tests.conftest import BLACKBOX
-from tests.polling import eventually, wait_listening
+from tests.fixtures.environment import BLACKBOX, NODE_BIN
+from tests.fixtures.polling import eventually, free_port, wait_listening
 
 FIXTURES = Path(__file__).parent / "host_configs"
 HOSTS = {
@@ -630,12 +629,6 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(5)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def _echo_over_http(url: str) -> str:
     async with Client(url, mode="legacy", read_timeout_seconds=30) as client:
         result = await client.call_tool("echo", {"message": "through the attached proxy"})
@@ -649,10 +642,9 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
     """An HTTP entry for @modelcontextprotocol/server-everything (npm, Streamable HTTP): attach
     it, run the `blackbox proxy` command attach printed, connect the SDK client to the URL now in
     the config, and find the session under the server key."""
-    server_bin = Path(__file__).resolve().parents[2] / "node_modules" / ".bin"
-    upstream_port = _free_port()
+    upstream_port = free_port()
     server = subprocess.Popen(
-        [str(server_bin / "mcp-server-everything"), "streamableHttp"],
+        [str(NODE_BIN / "mcp-server-everything"), "streamableHttp"],
         env={**os.environ, "PORT": str(upstream_port)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -667,7 +659,7 @@ def test_an_attached_http_entry_is_recorded_through_the_printed_proxy_command(
         config.write_text(json.dumps({"mcpServers": {"everything": entry}}, indent=2) + "\n")
         # A base that puts this key's hashed port on a port the OS just reported free.
         hashed = proxy_service.preferred_port("everything", 0)
-        base = _free_port() - hashed
+        base = free_port() - hashed
         code, out = run_cli(
             "attach",
             str(config),

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
@@ -19,15 +18,8 @@ from mcp import Client, StdioServerParameters
 
 from blackbox.hosts import attach as lib
 from blackbox.hosts.host_config import parse_json_text
-from tests.conftest import BLACKBOX
-from tests.peers import NODE_BIN
-from tests.polling import eventually, wait_listening
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.fixtures.environment import BLACKBOX, NODE_BIN
+from tests.fixtures.polling import eventually, free_port, wait_listening
 
 
 async def _echo(params: StdioServerParameters) -> str:
@@ -40,7 +32,7 @@ async def _echo(params: StdioServerParameters) -> str:
 def test_an_attached_http_entry_answers_an_sdk_client_with_no_further_step(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [str(NODE_BIN / "mcp-server-everything"), "streamableHttp"],
         env={**os.environ, "PORT": str(port)},

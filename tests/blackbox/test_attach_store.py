@@ -12,8 +12,8 @@ from pathlib import Path
 
 from blackbox.recorder.store import open_store
 
-from tests.conftest import BLACKBOX
-from tests.polling import eventually
+from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.polling import eventually
 
 INIT = {
     "jsonrpc": "2.0",

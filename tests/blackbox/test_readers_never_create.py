@@ -17,7 +17,7 @@ from blackbox.recorder.store import open_store
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tests.conftest import BLACKBOX, PG_URL, pg_schema
+from tests.fixtures.environment import BLACKBOX, PG_URL, pg_schema
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -16,20 +16,9 @@ from blackbox.recorder.log.model import Direction, Kind, NewEvent
 from blackbox.recorder.query import listing
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.polling import eventually
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+from tests.fixtures import peers
+from tests.fixtures.polling import eventually
+from tests.fixtures.taps import INIT_MESSAGE, INITIALIZED_MESSAGE
 
 
 def _call(rpc_id: int, timezone: str) -> dict:
@@ -78,12 +67,12 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     open_store(url).close()
     time_server = peers.TIME_SERVER
-    hello = [INIT, INITIALIZED]
+    hello = [INIT_MESSAGE, INITIALIZED_MESSAGE]
     _record(tmp_path, url, "clean", time_server, [*hello, _call(2, "UTC")])
     _record(tmp_path, url, "tool-error", time_server, [*hello, _call(2, "Not/AZone")])
     unknown = {"jsonrpc": "2.0", "id": 2, "method": "nope/method"}
     _record(tmp_path, url, "rpc-error", time_server, [*hello, unknown])
-    _record(tmp_path, url, "noisy", NOISY, [INIT])
+    _record(tmp_path, url, "noisy", NOISY, [INIT_MESSAGE])
     store = open_store(url)
     try:
         eventually(

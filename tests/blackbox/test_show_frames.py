@@ -12,14 +12,8 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.polling import eventually
-
-INIT = (
-    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    b'"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}\n'
-)
-INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+from tests.fixtures import peers
+from tests.fixtures.taps import INIT, INITIALIZED, wait_sealed
 
 
 def _show(url: str, *args: str) -> bytes:
@@ -65,11 +59,7 @@ def test_a_4_mib_frame_is_printed_byte_exact(tmp_path: Path) -> None:
 
     store = open_store(url, create=False)
     try:
-        session = eventually(
-            lambda: next((s for s in store.list_sessions() if s.sealed), None),
-            timeout=60,
-            message="the sealed session",
-        )
+        session = wait_sealed(store)[0]
         records = list(store.read_session(session.session_id))
     finally:
         store.close()
@@ -99,7 +89,7 @@ def test_a_4_mib_frame_is_printed_byte_exact(tmp_path: Path) -> None:
 
 def test_a_missing_seq_is_one_line(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    from tests.recorder.storekit import session_events
+    from tests.fixtures.storekit import session_events
 
     store = open_store(url)
     store.append(session_events())

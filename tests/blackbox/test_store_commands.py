@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.store import open_store
 
-from tests.conftest import BLACKBOX
-from tests.recorder.storekit import T0, session_events
+from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.storekit import T0, session_events
 
 
 def run(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -20,32 +20,11 @@ import pytest
 from blackbox.recorder.query.follow import Follower
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.polling import eventually
+from tests.fixtures import peers
+from tests.fixtures.polling import eventually
+from tests.fixtures.taps import RECORD_CALLS, record, wait_sessions
 
 pytestmark = pytest.mark.timeout(240)
-
-CALLS = [
-    ("echo", {"message": "hello"}),
-    ("fail", {"reason": "nope"}),
-    ("sleep", {"seconds": 0.6}),
-    ("echo", {"message": "x" * 5000}),
-]
-
-
-def record(home: Path, url: str, name: str, calls=CALLS) -> None:  # type: ignore[no-untyped-def]
-    env = peers.tap_env(home, url)
-    peers.run_client(
-        "legacy", peers.params(peers.record_command(peers.EXAMPLE_SERVER, name), env), calls
-    )
-
-
-def wait_sessions(url: str, count: int) -> None:
-    store = open_store(url, create=False)
-    try:
-        eventually(lambda: sum(s.sealed for s in store.list_sessions()) >= count, timeout=30)
-    finally:
-        store.close()
 
 
 def tail_env(home: Path) -> dict[str, str]:
@@ -145,7 +124,7 @@ def test_follower_reads_running_taps_journals_before_the_store(recorded: tuple[P
     store = open_store(url, create=False)
     follower = Follower(store, home / "journal", after_position=10**12)
     got: list = []
-    client = threading.Thread(target=record, args=(home, url, "journaled", CALLS[:1]))
+    client = threading.Thread(target=record, args=(home, url, "journaled", RECORD_CALLS[:1]))
     client.start()
     try:
         eventually(
@@ -169,7 +148,7 @@ def test_follower_gives_each_record_once_from_either_source(recorded: tuple[Path
     store = open_store(url, create=False)
     follower = Follower(store, home / "journal")
     got: list = []
-    client = threading.Thread(target=record, args=(home, url, "once", CALLS[:2]))
+    client = threading.Thread(target=record, args=(home, url, "once", RECORD_CALLS[:2]))
     client.start()
 
     def sealed() -> bool:

@@ -19,9 +19,9 @@ from blackbox.recorder.store import open_store
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from blackbox.ui.server import serve_in_thread
-from tests import peers
-from tests.blackbox.test_tail import record, wait_sessions
-from tests.polling import eventually
+from tests.fixtures import peers
+from tests.fixtures.polling import eventually
+from tests.fixtures.taps import record, wait_sessions
 
 pytestmark = pytest.mark.timeout(240)
 CHROMIUM = "/usr/bin/chromium"
@@ -220,7 +220,7 @@ def test_no_token_and_a_foreign_host_are_refused(page: Page, served) -> None:  #
 
 def test_a_long_session_opens_a_page_at_a_time(page: Page, served) -> None:  # type: ignore[no-untyped-def]
     """3,000 records: the page shows the first 200, `?from=end` the last ones, never all."""
-    from tests.analytics.kit import Session
+    from tests.fixtures.analytics_kit import Session
 
     _ui, url, _tmp = served
     s = Session("long")

@@ -22,8 +22,8 @@ from blackbox.recorder.query.browse import (
 from blackbox.recorder.store import EventStore, open_store
 
 from blackbox.ui.data import record_detail
-from tests.analytics.kit import BASE_NS, Session
-from tests.conftest import backend_store_url
+from tests.fixtures.analytics_kit import BASE_NS, Session
+from tests.fixtures.environment import ROOT, backend_store_url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -118,12 +118,11 @@ def test_the_pages_assets_are_package_data() -> None:
     import fnmatch
     import tomllib
 
-    root = Path(__file__).resolve().parents[2]
-    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"
     ]["blackbox"]
-    static = sorted((root / "blackbox" / "ui" / "static").iterdir())
+    static = sorted((ROOT / "blackbox" / "ui" / "static").iterdir())
     assert {p.name for p in static} >= {"app.js", "style.css"}
     for path in static:
-        relative = str(path.relative_to(root / "blackbox"))
+        relative = str(path.relative_to(ROOT / "blackbox"))
         assert any(fnmatch.fnmatch(relative, g) for g in globs), relative

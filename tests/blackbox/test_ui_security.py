@@ -21,8 +21,8 @@ from starlette.applications import Starlette
 
 from blackbox.ui.app import Context, routes
 from blackbox.ui.server import bind, serve_in_thread
-from tests import peers
-from tests.blackbox.test_tail import record, wait_sessions
+from tests.fixtures import peers
+from tests.fixtures.taps import record, wait_sessions
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.recorder.http_servers.fault_server import FaultServer
+from tests.fixtures.fault_server import FaultServer
 
 
 @pytest.fixture(scope="module")

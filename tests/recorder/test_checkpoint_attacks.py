@@ -23,8 +23,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
-from tests.recorder.storekit import T0, session_events
-from tests.recorder.test_tamper import tamper
+from tests.fixtures.storekit import T0, session_events, tamper
 
 
 def run(*args: str) -> tuple[int, str]:

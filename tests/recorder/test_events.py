@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from pathlib import Path
 
 import pytest
 from blackbox.recorder.log import events
 from blackbox.recorder.log.events import DOCUMENTS, decode, encode
 from blackbox.recorder.log.format_page import schema_markdown
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fixtures.environment import ROOT
+
 V0_STORE = ROOT / "tests" / "fixtures" / "store-v0.sqlite"
 
 

@@ -17,10 +17,10 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.polling import eventually
-from tests.recorder.http_servers.fault_server import FaultServer
-from tests.recorder.http_servers.kit import RecordingProxy, doc
-from tests.recorder.lifecycle_kit import TapProcess
+from tests.fixtures.fault_server import FaultServer
+from tests.fixtures.http_kit import RecordingProxy, doc
+from tests.fixtures.lifecycle_kit import TapProcess
+from tests.fixtures.polling import eventually
 
 pytestmark = pytest.mark.timeout(120)
 

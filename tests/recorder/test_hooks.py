@@ -19,7 +19,7 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.conftest import BLACKBOX
+from tests.fixtures.environment import BLACKBOX
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code_hooks"
 MIXED_SESSION = "claude-code:4c1f6e2a-8d3b-4b7e-9a51-2f0c7d9e1b36"

@@ -30,11 +30,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
-from tests import peers
-from tests.documents import document
-from tests.otlp import Receiver, attrs
-from tests.polling import eventually, wait_listening
-from tests.recorder.http_servers.kit import check_session_integrity, free_port, server_process
+from tests.fixtures import peers
+from tests.fixtures.documents import document
+from tests.fixtures.http_kit import check_session_integrity, server_process
+from tests.fixtures.otlp import Receiver, attrs
+from tests.fixtures.polling import eventually, free_port, wait_listening
 
 pytestmark = pytest.mark.timeout(120)
 

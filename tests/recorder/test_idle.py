@@ -18,9 +18,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from blackbox.cli.lifecycle_options import idle_after_seconds
 from blackbox.cli.main import main
-from tests.polling import eventually
-from tests.recorder.http_servers.kit import RecordingProxy, doc, sdk_server
-from tests.recorder.lifecycle_kit import TapProcess, WarmServer
+from tests.fixtures.http_kit import RecordingProxy, doc, sdk_server
+from tests.fixtures.lifecycle_kit import TapProcess, WarmServer
+from tests.fixtures.polling import eventually
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -22,9 +22,9 @@ from blackbox.recorder.store import open_store, public_url
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tests import peers
-from tests.conftest import BLACKBOX, PG_URL
-from tests.polling import eventually
+from tests.fixtures import peers
+from tests.fixtures.environment import BLACKBOX, PG_URL
+from tests.fixtures.polling import eventually
 
 pytestmark = pytest.mark.timeout(300)
 

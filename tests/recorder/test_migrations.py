@@ -116,7 +116,7 @@ def test_a_store_at_0001_upgrades_and_its_unchecked_grants_go(store_url):
     and the DELETE it would have allowed is refused. Downgrading restores revision 0001."""
     from alembic import command
 
-    from tests.recorder.storekit import session_events
+    from tests.fixtures.storekit import session_events
 
     engine = engine_for(store_url)
     with engine.begin() as conn:
@@ -163,7 +163,7 @@ def test_the_tree_leaves_round_trip_through_0004(store_url):
     from blackbox.recorder.trust.checkpoint import Signer
     from blackbox.recorder.trust.signing import issue
 
-    from tests.recorder.storekit import T0, session_events
+    from tests.fixtures.storekit import T0, session_events
 
     store = open_store(store_url)
     sessions = [session_events(calls=4, start_ns=T0 + i * 10**9) for i in range(4)]

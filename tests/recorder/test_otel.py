@@ -1,7 +1,7 @@
-"""OpenTelemetry export against a real OTLP/HTTP receiver (tests/otlp.py): real SDK clients talk
-to real servers through `blackbox record` (stdio) and the proxy tap (HTTP), in both protocol
-eras; the spans, their parentage through `_meta.traceparent` and the histograms that reach the
-receiver are checked as decoded with `opentelemetry-proto`."""
+"""OpenTelemetry export against a real OTLP/HTTP receiver (tests/fixtures/otlp.py): real SDK
+clients talk to real servers through `blackbox record` (stdio) and the proxy tap (HTTP), in both
+protocol eras; the spans, their parentage through `_meta.traceparent` and the histograms that
+reach the receiver are checked as decoded with `opentelemetry-proto`."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, Implementation
 
-from tests import peers
-from tests.otlp import Receiver, attrs
-from tests.recorder.http_servers.kit import RecordingProxy, sdk_server
-from tests.replay.kit import wait_recorded
+from tests.fixtures import peers
+from tests.fixtures.http_kit import RecordingProxy, sdk_server
+from tests.fixtures.otlp import Receiver, attrs
+from tests.fixtures.replay_kit import wait_recorded
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -295,7 +295,7 @@ def test_dead_collector_neither_delays_the_tap_nor_loses_spans(sqlite_url: str, 
     longer than without --otel, and the next batch export delivers every span."""
     from statistics import median
 
-    from tests.otlp import BlackHole
+    from tests.fixtures.otlp import BlackHole
 
     env = peers.tap_env(tmp_path, sqlite_url, OTEL_EXPORTER_OTLP_TIMEOUT="2")
     plain = peers.params(peers.record_command(peers.EXAMPLE_SERVER, "plain", sqlite_url), env)
@@ -329,8 +329,7 @@ def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str
     import signal
     import subprocess
 
-    from tests.polling import wait_listening
-    from tests.recorder.http_servers.kit import free_port
+    from tests.fixtures.polling import free_port, wait_listening
 
     port = free_port()
     with sdk_server() as upstream, Receiver() as receiver:
@@ -364,7 +363,7 @@ def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str
 
 def test_grpc_on_request(sqlite_url: str, tmp_path) -> None:
     """--protocol grpc: the same spans and histograms through the SDK's OTLP/gRPC exporter."""
-    from tests.otlp import GrpcReceiver
+    from tests.fixtures.otlp import GrpcReceiver
 
     env = peers.tap_env(tmp_path, sqlite_url)
     server = peers.params(peers.record_command(peers.EXAMPLE_SERVER, "grpc", sqlite_url), env)

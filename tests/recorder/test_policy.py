@@ -15,7 +15,7 @@ from blackbox.recorder.gate.policy_rules import json_equal, normalize_path, pars
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.conftest import BLACKBOX
+from tests.fixtures.environment import BLACKBOX
 
 POLICY = """\
 default = "allow"

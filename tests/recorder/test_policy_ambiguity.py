@@ -3,9 +3,9 @@ with a real SDK server behind it (and once through the HTTP proxy), written as t
 frame whose keys repeat (`"name":"write_file","name":"read_file"`, two `method`s, two `params`,
 two argument keys, an escaped duplicate, one such call in a batch) means one call to our parser
 (the last key wins) and another to a server whose parser keeps the first. Each is denied as
-ambiguous, and a relay in front of the server (`tests/peers.py capture`) shows the server never
-received it. Path rules with `normalize = "path"` see through `..` and `//`. Frames without
-duplicates are decided as before.
+ambiguous, and a relay in front of the server (`tests/fixtures/capture_relay.py`) shows the
+server never received it. Path rules with `normalize = "path"` see through `..` and `//`. Frames
+without duplicates are decided as before.
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests import peers
-from tests.documents import document
-from tests.recorder.http_servers.fault_server import FaultServer
-from tests.recorder.http_servers.kit import RecordingProxy, doc, of_kind
-from tests.recorder.test_stdio_tap import wait_sealed
-from tests.recorder.test_stdio_tap_faults import INIT, INITIALIZED
+from tests.fixtures import peers
+from tests.fixtures.documents import document
+from tests.fixtures.fault_server import FaultServer
+from tests.fixtures.http_kit import RecordingProxy, doc, of_kind
+from tests.fixtures.taps import INIT, INITIALIZED, wait_sealed
 
 SERVER = Path(__file__).parent / "servers" / "call_log_server.py"
 

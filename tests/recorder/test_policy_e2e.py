@@ -29,8 +29,8 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
 from blackbox.cli.main import main
-from tests.conftest import BLACKBOX, backend_store_url
-from tests.polling import eventually
+from tests.fixtures.environment import BLACKBOX, backend_store_url
+from tests.fixtures.polling import eventually
 
 HERE = Path(__file__).parent
 SERVER = HERE / "servers" / "call_log_server.py"

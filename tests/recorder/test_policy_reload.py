@@ -25,10 +25,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from blackbox.cli.main import main
-from tests.conftest import BLACKBOX
-from tests.polling import eventually, wait_listening
-from tests.recorder.http_servers.kit import RecordingProxy, doc, free_port, of_kind, sdk_server
-from tests.recorder.lifecycle_kit import TapProcess, write_atomically
+from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.http_kit import RecordingProxy, doc, of_kind, sdk_server
+from tests.fixtures.lifecycle_kit import TapProcess, write_atomically
+from tests.fixtures.polling import eventually, free_port, wait_listening
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from blackbox import config
 from blackbox.cli.main import main
-from tests import peers
-from tests.file_modes import UMASKS, not_private, umask, under_umask
-from tests.recorder.test_stdio_tap import wait_sealed
+from tests.fixtures import peers
+from tests.fixtures.file_modes import UMASKS, not_private, umask, under_umask
+from tests.fixtures.taps import wait_sealed
 
 
 def run(*args: str) -> tuple[int, str]:

@@ -16,10 +16,9 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.conftest import BLACKBOX
-from tests.polling import eventually, wait_listening
-from tests.recorder.http_servers.fault_server import FaultServer
-from tests.recorder.http_servers.kit import free_port
+from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.fault_server import FaultServer
+from tests.fixtures.polling import eventually, free_port, wait_listening
 
 pytestmark = pytest.mark.timeout(90)
 

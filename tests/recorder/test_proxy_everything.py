@@ -26,9 +26,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation
 
-from tests.recorder.http_servers.kit import (
+from tests.fixtures.environment import NODE_BIN
+from tests.fixtures.http_kit import (
     NODE22_BIN,
-    NODE_BIN,
     RecordingProxy,
     check_session_integrity,
     doc,

@@ -16,8 +16,9 @@ import pytest
 from blackbox.recorder.capture.journal import JournalError
 from blackbox.recorder.capture.taps.http_headers import fingerprint
 
-from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer
-from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, free_port, of_kind
+from tests.fixtures.fault_server import CALL, JSON_HEADERS, FaultServer
+from tests.fixtures.http_kit import RecordingProxy, doc, frames, of_kind
+from tests.fixtures.polling import free_port
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -20,8 +20,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from blackbox.cli.main import main
-from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer
-from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, of_kind, sdk_server
+from tests.fixtures.fault_server import CALL, JSON_HEADERS, FaultServer
+from tests.fixtures.http_kit import RecordingProxy, doc, frames, of_kind, sdk_server
 
 pytestmark = pytest.mark.timeout(90)
 

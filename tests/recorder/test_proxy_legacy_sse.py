@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.client.sse import sse_client
 from mcp_types import ElicitResult
 
-from tests.recorder.http_servers.kit import (
+from tests.fixtures.http_kit import (
     RecordingProxy,
     check_session_integrity,
     doc,

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, Implementation
 
-from tests.recorder.http_servers.kit import (
+from tests.fixtures.http_kit import (
     RecordingProxy,
     check_session_integrity,
     doc,

@@ -20,10 +20,10 @@ from blackbox.recorder.capture.taps.http import HttpProxyTap
 from blackbox.recorder.capture.taps.http_exchange import ProxySettings
 from blackbox.recorder.store import open_store
 
-from tests.documents import document
-from tests.polling import eventually
-from tests.recorder.http_servers.fault_server import CALL, JSON_HEADERS, FaultServer
-from tests.recorder.http_servers.kit import RecordingProxy, doc, frames, of_kind
+from tests.fixtures.documents import document
+from tests.fixtures.fault_server import CALL, JSON_HEADERS, FaultServer
+from tests.fixtures.http_kit import RecordingProxy, doc, frames, of_kind
+from tests.fixtures.polling import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

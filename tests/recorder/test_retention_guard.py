@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from blackbox.cli.main import main
-from tests.recorder.storekit import T0, session_events
+from tests.fixtures.storekit import T0, session_events
 
 DAY_NS = 86_400 * 10**9
 

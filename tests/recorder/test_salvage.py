@@ -21,8 +21,8 @@ from blackbox.recorder.store import open_store, sql
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.documents import document
-from tests.recorder.storekit import T0, session_events
+from tests.fixtures.documents import document
+from tests.fixtures.storekit import T0, session_events
 
 POISON = b'{"jsonrpc":"2.0","id":99,"method":"poison"}'
 

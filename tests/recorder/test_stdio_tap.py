@@ -10,16 +10,9 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.store import EventStore, open_store
 
-from tests import peers
-from tests.polling import eventually
+from tests.fixtures import peers
+from tests.fixtures.taps import EXAMPLE_CALLS, wait_sealed
 
-EXAMPLE_CALLS = [
-    ("echo", {"message": "héllo ✓"}),
-    ("fail", {"reason": "nope"}),
-    ("raise", {"message": "boom"}),
-    ("ask", {}),
-    ("sleep", {"seconds": 0.05}),
-]
 TIME_CALLS = [
     ("convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
 ]
@@ -30,16 +23,6 @@ SERVERS = {
     "time": (peers.TIME_SERVER, TIME_CALLS),
     "everything": (peers.EVERYTHING_SERVER, EVERYTHING_CALLS),
 }
-
-
-def wait_sealed(store: EventStore, count: int = 1, timeout: float = 60) -> list:
-    """The tap ships its last records while the SDK waits for it to exit; give it a moment."""
-    eventually(
-        lambda: len([s for s in store.list_sessions() if s.sealed]) >= count,
-        timeout=timeout,
-        message=f"{count} sealed session(s)",
-    )
-    return [s for s in store.list_sessions() if s.sealed]
 
 
 def frames(store: EventStore, sid: str, direction: str) -> list[bytes]:

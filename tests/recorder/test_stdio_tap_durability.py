@@ -17,9 +17,9 @@ from pathlib import Path
 
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.polling import eventually
-from tests.recorder.test_stdio_tap_faults import INIT, INITIALIZED, call
+from tests.fixtures import peers
+from tests.fixtures.polling import eventually
+from tests.fixtures.taps import INIT, INITIALIZED, call, wait_sealed
 
 
 def start_tap(tmp_path: Path, store_url: str, **kw) -> subprocess.Popen:
@@ -303,11 +303,7 @@ def test_records_not_shipped_by_exit_are_handed_to_a_detached_shipper(
     assert "background shipper" in proc.stderr.read().decode()
 
     store = open_store(sqlite_url)
-    eventually(
-        lambda: any(s.sealed for s in store.list_sessions()),
-        timeout=60,
-        message="hand-off shipping",
-    )
+    wait_sealed(store)  # shipped by the hand-off
     (info,) = store.list_sessions()
     assert info.outcome == "ok"  # the tap's own ending, not a recovery
     s2c = [ev.raw for ev in store.read_session(info.session_id) if ev.direction == "s2c"]

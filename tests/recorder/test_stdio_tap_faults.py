@@ -18,21 +18,10 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.documents import document
-from tests.polling import eventually
-
-INIT = (
-    b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    b'"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}\n'
-)
-INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
-
-
-def call(rpc_id: int, tool: str, args: dict) -> bytes:
-    doc = {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call"}
-    doc["params"] = {"name": tool, "arguments": args}
-    return json.dumps(doc).encode() + b"\n"
+from tests.fixtures import peers
+from tests.fixtures.documents import document
+from tests.fixtures.polling import eventually
+from tests.fixtures.taps import INIT, INITIALIZED, call
 
 
 def script(code: str) -> list[str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from blackbox.recorder.store import open_store
 
-from tests import peers
-from tests.recorder.test_stdio_tap import EXAMPLE_CALLS, wait_sealed
+from tests.fixtures import peers
+from tests.fixtures.taps import EXAMPLE_CALLS, wait_sealed
 
 TAPS = 4
 

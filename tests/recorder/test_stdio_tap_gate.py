@@ -13,8 +13,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
-from tests import peers
-from tests.recorder.test_stdio_tap import wait_sealed
+from tests.fixtures import peers
+from tests.fixtures.taps import wait_sealed
 
 POLICY = """
 default = "allow"

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from tests import test_independent_verifier as spec
-from tests.recorder.storekit import T0, frame, session_events
+from tests.fixtures import independent_verifier as spec
+from tests.fixtures.storekit import T0, frame, session_events
 
 # -- what a peer may send: the lines of the property test below ---------------------------------
 

@@ -14,7 +14,7 @@ from blackbox.recorder.store import open_store, tree
 from blackbox.recorder.trust.checkpoint import Signer, open_checkpoint
 from blackbox.recorder.trust.signing import issue
 
-from tests.recorder.storekit import T0, session_events
+from tests.fixtures.storekit import T0, session_events
 
 
 def chain_hashes(store) -> list[bytes]:
@@ -175,7 +175,7 @@ def test_a_forged_removal_of_a_deleted_record_is_still_a_deletion(store_url):
     """An attacker deletes a session's records (triggers off) and, so that the tree still adds
     up, files their true leaf hashes as kept, naming as their remover a record that is not a
     retention record: the roots agree with the checkpoint, but verify reports the deletion."""
-    from tests.recorder.test_tamper import tamper
+    from tests.fixtures.storekit import tamper
 
     store = open_store(store_url)
     sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
@@ -211,7 +211,7 @@ def test_a_forged_removal_of_a_deleted_record_is_still_a_deletion(store_url):
 def test_a_deleted_run_and_a_reordered_run_are_caught(store_url):
     """The runs are the writer's cache of which record each leaf is: deleting one leaves a hole
     verify names, and reordering them changes the recomputed root."""
-    from tests.recorder.test_tamper import tamper
+    from tests.fixtures.storekit import tamper
 
     store = open_store(store_url)
     store.append(session_events(calls=6, start_ns=T0))
@@ -245,7 +245,7 @@ def test_an_edited_record_is_named_by_its_leaf(store_url):
     """An attacker edits a record's bytes in place (triggers off), keeping its stored chain hash:
     the recomputed root differs from the checkpoint's, and the recomputation names the first
     leaf whose record no longer matches its stored hash."""
-    from tests.recorder.test_tamper import tamper
+    from tests.fixtures.storekit import tamper
 
     store = open_store(store_url)
     for i in range(3):

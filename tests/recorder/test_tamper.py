@@ -11,10 +11,9 @@ import json
 import pytest
 from blackbox.recorder.store import open_store
 from click.testing import CliRunner
-from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
-from tests.recorder.storekit import session_events
+from tests.fixtures.storekit import session_events, tamper
 
 
 def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, int]]:
@@ -48,24 +47,6 @@ def recorded(store_url, request, monkeypatch):
     store.append(other)
     yield store, store_url, events[0].session_id, other[0].session_id
     store.close()
-
-
-def tamper(store_url: str, *statements: tuple[str, dict]) -> None:
-    engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
-    with engine.begin() as conn:
-        if engine.dialect.name == "sqlite":
-            triggers = conn.execute(
-                text(
-                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'"
-                )
-            ).scalars()
-            for name in list(triggers):
-                conn.execute(text(f"DROP TRIGGER {name}"))
-        else:
-            conn.execute(text("ALTER TABLE events DISABLE TRIGGER USER"))
-        for sql, params in statements:
-            conn.execute(text(sql), params)
-    engine.dispose()
 
 
 def problems(store, sid):

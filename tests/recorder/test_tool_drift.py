@@ -6,49 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-import anyio
 from blackbox.recorder.store import EventStore, open_store
-from mcp.client.session import ClientSession
-from mcp.client.stdio import stdio_client
 
-from tests import peers
-from tests.recorder.test_stdio_tap import wait_sealed
-
-DRIFT_SERVER = [sys.executable, str(Path(__file__).parent / "servers" / "drift_server.py")]
-
-
-def run_session(
-    tmp_path: Path, store_url: str, variant: str, rug_pull: bool = False, *extra: str
-) -> dict:
-    command = peers.record_command(DRIFT_SERVER, "drift", None, *extra)
-    env = peers.tap_env(tmp_path / "home", store_url, DRIFT_VARIANT=variant)
-    server = peers.params(command, env)
-    seen: dict = {}
-
-    async def drive() -> None:
-        with anyio.fail_after(60):
-            async with (
-                stdio_client(server) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                tools = await session.list_tools()
-                seen["first"] = {t.name: t.description for t in tools.tools}
-                if rug_pull:
-                    await session.call_tool("rug_pull", {})
-                    tools = await session.list_tools()
-                    seen["second"] = {t.name: t.description for t in tools.tools}
-                try:
-                    result = await session.call_tool("weather", {"city": "Oslo"})
-                    seen["weather"] = result.content[0].text
-                except Exception as exc:  # the gate's denial, in the pinning tests
-                    seen["weather_error"] = str(exc)
-
-    anyio.run(drive)
-    return seen
+from tests.fixtures import peers
+from tests.fixtures.taps import run_session, wait_sealed
 
 
 def docs_of(store: EventStore, kind: str) -> list[dict]:

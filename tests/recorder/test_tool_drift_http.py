@@ -14,9 +14,9 @@ import pytest
 from blackbox.recorder.store import open_store
 from mcp import Client
 
-from tests.conftest import BLACKBOX
-from tests.polling import eventually, wait_listening
-from tests.recorder.http_servers.kit import free_port, server_process
+from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.http_kit import server_process
+from tests.fixtures.polling import eventually, free_port, wait_listening
 
 pytestmark = pytest.mark.timeout(120)
 DRIFT = str(Path(__file__).parent / "servers" / "drift_server.py")

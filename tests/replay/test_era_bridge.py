@@ -18,8 +18,8 @@ from blackbox.replay.report import render_text
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests import peers
-from tests.replay.kit import SERVERS, record_session
+from tests.fixtures import peers
+from tests.fixtures.replay_kit import SERVERS, record_session
 
 LOUDER = f"{peers.PYTHON} {SERVERS / 'variant.py'} louder"
 CALLS = [("echo", {"message": "across"}), ("fail", {"reason": "no"})]

@@ -19,9 +19,9 @@ from blackbox.replay.replayer import ReplayOptions, replay_session
 from blackbox.replay.report import render_text
 from sqlalchemy import create_engine, text
 
-from tests import peers
-from tests.polling import eventually, wait_listening
-from tests.replay.kit import SERVERS, free_port, record_session
+from tests.fixtures import peers
+from tests.fixtures.polling import eventually, free_port, wait_listening
+from tests.fixtures.replay_kit import SERVERS, record_session
 
 CALLS = [("echo", {"message": "hi"}), ("ask", {}), ("print_stdout", {}), ("fail", {})]
 VARIANT = [sys.executable, str(SERVERS / "variant.py")]

@@ -17,8 +17,8 @@ from blackbox.replay.report import render_text
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests import peers
-from tests.replay.kit import SERVERS, c2s, record_session, s2c, store_session
+from tests.fixtures import peers
+from tests.fixtures.replay_kit import SERVERS, c2s, record_session, s2c, store_session
 
 FIXED = f"{peers.PYTHON} {SERVERS / 'variant.py'} fixed"
 

@@ -13,8 +13,8 @@ from blackbox.recorder.store import open_store
 from blackbox.replay.replayer import ReplayOptions, replay_session
 from blackbox.replay.report import render_text
 
-from tests import peers
-from tests.replay.kit import c2s, record_session, s2c, store_session, wait_recorded
+from tests.fixtures import peers
+from tests.fixtures.replay_kit import c2s, record_session, s2c, store_session, wait_recorded
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

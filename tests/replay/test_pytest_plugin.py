@@ -11,8 +11,8 @@ from blackbox.recorder.compliance.export import export_bundle
 from blackbox.recorder.store import open_store
 from blackbox.replay.suite import save_suite
 
-from tests import peers
-from tests.replay.kit import SERVERS, record_session
+from tests.fixtures import peers
+from tests.fixtures.replay_kit import SERVERS, record_session
 
 VARIANT = str(SERVERS / "variant.py")
 

@@ -10,7 +10,7 @@ from blackbox.recorder.store import open_store
 from blackbox.replay.mock_server import MockServer, ServerExit
 from blackbox.replay.recording import load_recording
 
-from tests.replay.kit import c2s, s2c, store_session
+from tests.fixtures.replay_kit import c2s, s2c, store_session
 
 
 def req(i: object, method: str, params: dict | None = None) -> dict:

@@ -19,20 +19,10 @@ from blackbox.recorder.store import open_store
 from blackbox.replay.recording import load_recording
 from blackbox.replay.safety import UnsafeReplay, check_replay_safety, decide, tool_annotations
 
-from tests import peers
-from tests.polling import eventually
+from tests.fixtures import peers
+from tests.fixtures.taps import INIT_MESSAGE, INITIALIZED_MESSAGE, wait_sealed
 
 NOTES = [sys.executable, str(Path(__file__).parent / "servers" / "notes.py")]
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"},
-    },
-}
 
 
 def _call(rpc_id: int, tool: str, **args: str) -> dict:
@@ -49,8 +39,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]
     url = f"sqlite:///{tmp / 'store.db'}"
     open_store(url).close()
     msgs = [
-        INIT,
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        INIT_MESSAGE,
+        INITIALIZED_MESSAGE,
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         _call(3, "read_note", name="a.txt"),
         _call(4, "write_note", name="a.txt", text="recorded"),
@@ -78,7 +68,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]
     tap.wait(60)
     store = open_store(url)
     try:
-        eventually(lambda: any(s.sealed for s in store.list_sessions()), timeout=60)
+        wait_sealed(store)
     finally:
         store.close()
     return url, notes, tmp

@@ -15,8 +15,8 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests import peers
-from tests.replay.kit import SERVERS, record_session
+from tests.fixtures import peers
+from tests.fixtures.replay_kit import SERVERS, record_session
 
 CHANGED = f"{peers.PYTHON} {SERVERS / 'variant.py'} louder"
 
@@ -153,7 +153,7 @@ def test_saved_suite_of_third_party_servers_replays_equivalent(
 def test_saved_suites_on_both_backends(store_url: str) -> None:
     from blackbox.replay.suite import list_suites, load_suite, save_suite, select_sessions
 
-    from tests.replay.kit import c2s, s2c, store_session
+    from tests.fixtures.replay_kit import c2s, s2c, store_session
 
     store = open_store(store_url)
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
