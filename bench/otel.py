@@ -34,14 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
-RECEIVER = """
-import sys, time
-sys.path.insert(0, ".")
-from tests.otlp import Receiver
-receiver = Receiver().__enter__()
-print(receiver.url, flush=True)
-time.sleep(3600)
-"""
+SINK = str(Path(__file__).resolve().parent / "otlp_sink.py")
 
 
 def synthetic_store(url: str, calls: int, per_session: int = 1000) -> int:
@@ -245,7 +238,7 @@ def main() -> None:
     # The receiver runs in a process of its own: decoding spans in this one would take the GIL
     # from the export being timed and from the client timing the tap.
     receiver_proc = subprocess.Popen(
-        [sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [sys.executable, SINK], stdout=subprocess.PIPE, text=True, cwd=ROOT
     )
     assert receiver_proc.stdout is not None
     receiver_url = receiver_proc.stdout.readline().strip()

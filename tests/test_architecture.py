@@ -253,6 +253,16 @@ def command_cross_imports(root: Path) -> list[str]:
     ]
 
 
+def cross_test_imports(root: Path) -> list[str]:
+    """Tests importing another test module or a conftest: what tests share is in tests/fixtures."""
+    found = []
+    for imp in all_imports(root, ["tests"]):
+        parts = imp.name.split(".")
+        if parts[0] == "tests" and any(p.startswith("test_") or p == "conftest" for p in parts):
+            found.append(str(imp))
+    return found
+
+
 def bench_violations(root: Path) -> list[str]:
     return [str(imp) for imp in all_imports(root, ["bench"]) if _under(imp.name, "tests")]
 
@@ -329,6 +339,11 @@ def test_nothing_imports_the_folders_by_their_own_names() -> None:
 
 def test_command_modules_do_not_import_each_other() -> None:
     found = command_cross_imports(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_tests_share_helpers_only_through_fixtures() -> None:
+    found = cross_test_imports(ROOT)
     assert not found, "\n".join(found)
 
 
@@ -520,6 +535,23 @@ def test_a_command_module_importing_another_is_caught(tmp_path: Path) -> None:
         "blackbox/cli/cmd_replay.py:1 imports blackbox.cli.cmd_suite",
         "blackbox/cli/cmd_replay.py:1 imports blackbox.cli.cmd_suite.suite_options",
         "blackbox/cli/cmd_suite.py:1 imports blackbox.cli.cmd_otel",
+    ]
+
+
+def test_a_test_importing_another_test_module_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "tests/recorder/test_a.py": "from tests.recorder.test_b import helper\n"
+            "from tests.fixtures.taps import INIT\n",
+            "tests/blackbox/test_c.py": "from tests.conftest import BLACKBOX\n",
+        },
+    )
+    assert sorted(cross_test_imports(root)) == [
+        "tests/blackbox/test_c.py:1 imports tests.conftest",
+        "tests/blackbox/test_c.py:1 imports tests.conftest.BLACKBOX",
+        "tests/recorder/test_a.py:1 imports tests.recorder.test_b",
+        "tests/recorder/test_a.py:1 imports tests.recorder.test_b.helper",
     ]
 
 
