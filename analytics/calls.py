@@ -8,17 +8,14 @@ faults, the arguments' fingerprint) and the fast paths a 10,000,000-record refre
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from operator import attrgetter, itemgetter
 from typing import cast
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+from blackbox.recorder.gate.decisions import args_fingerprint
 from blackbox.recorder.log import events
 from blackbox.recorder.log.jsonrpc import classify_message, id_fields, parse
 from blackbox.recorder.log.model import StoredEvent
@@ -69,30 +66,6 @@ CALLS_SCHEMA = pa.schema(
 # those (sessions, faults, decisions, the server of a call) then read a few thousand rows, not
 
 ERROR_MESSAGE_MAX = 500
-
-
-# One encoder for every fingerprint: `json.dumps` with these arguments builds a new encoder per
-# call, which costs more than the encoding of a small arguments object. Same output.
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-# A digit followed by "." or an exponent: where orjson may write a number differently from `json`
-# (1e-05 vs 0.00001). Also matches inside strings ("v1.2"): those just take the slow path.
-_FLOATISH = re.compile(rb"[0-9][.eE]")
-
-
-def fingerprint(arguments: object) -> str:
-    """sha256 hex of canonical JSON arguments: the producers' expression,
-    `json.dumps(arguments, sort_keys=True, separators=(",", ":"))`.
-
-    orjson encodes several times faster and writes the same bytes when the output is ASCII
-    (`json` escapes the rest, and DEL), and holds no float (formatted differently); anything else
-    is encoded by `json` itself, so the digest never depends on which path was taken."""
-    try:
-        text = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONEncodeError, TypeError):
-        text = None
-    if text is None or not text.isascii() or b"\x7f" in text or _FLOATISH.search(text):
-        text = _CANONICAL.encode(arguments).encode()
-    return hashlib.sha256(text).hexdigest()
 
 
 # -- the pairing of requests and responses ----------------------------------------------------
@@ -379,7 +352,7 @@ class CallTracker:
                 fp = None
                 if c.method == "tools/call":
                     args = _arguments(message)
-                    fp = fingerprint(args) if args is not _NO_ARGS else None
+                    fp = args_fingerprint(args) if args is not _NO_ARGS else None
                 era = c.era or ev[R_ERA]
                 self.request(ev, index, c.method, c.rpc_id, c.rpc_id_type, c.tool, fp, era)
             elif c.msg_type in ("response", "error"):
@@ -552,7 +525,7 @@ def _request_fingerprint(ev: Row) -> str | None:
     """The fingerprint of a `tools/call` request's arguments (None when it has no params)."""
     value, problem = parse(ev[R_RAW])
     args = _arguments(value) if problem is None else None
-    return fingerprint(args) if args is not _NO_ARGS else None
+    return args_fingerprint(args) if args is not _NO_ARGS else None
 
 
 def _document_text(doc: events.Document) -> str:

@@ -63,7 +63,7 @@ FIXES = {
 
 
 @dataclass
-class Finding:
+class DoctorFinding:
     """One thing the doctor found."""
 
     stage: str
@@ -83,7 +83,7 @@ class Diagnosis:
     """The doctor's answer for one session."""
 
     session_id: str
-    findings: list[Finding]
+    findings: list[DoctorFinding]
     records: int
     calls: int
 
@@ -213,7 +213,7 @@ def diagnose(store: EventStore, session_id: str, slow_s: float = SLOW_S) -> Diag
         from blackbox.analytics.doctor_tools import observed_elsewhere
 
         observed_elsewhere(store, walk, info.name, session_id)
-    findings: list[Finding] = []
+    findings: list[DoctorFinding] = []
     findings += _transport(walk)
     findings += _heartbeats(walk)
     findings += _handshake(walk)
@@ -227,8 +227,8 @@ def diagnose(store: EventStore, session_id: str, slow_s: float = SLOW_S) -> Diag
 # -- transport ----------------------------------------------------------------------------------
 
 
-def _transport(w: _Walk) -> list[Finding]:
-    out: list[Finding] = []
+def _transport(w: _Walk) -> list[DoctorFinding]:
+    out: list[DoctorFinding] = []
     by_kind: dict[str, list[tuple[StoredEvent, dict]]] = {}
     for ev, doc in w.faults:
         by_kind.setdefault(str(doc.get("fault") or "unknown"), []).append((ev, doc))
@@ -266,7 +266,7 @@ def _transport(w: _Walk) -> list[Finding]:
         if kind == "exit_with_outstanding":
             stage = "transport"  # the fault is the exit; the open calls are counted below
         out.append(
-            Finding(
+            DoctorFinding(
                 stage if stage in STAGES else "transport",
                 kind,
                 severity,
@@ -288,7 +288,7 @@ def _transport(w: _Walk) -> list[Finding]:
             )
             tail = [line for _, line in w.stderr[-3:]]
             out.append(
-                Finding(
+                DoctorFinding(
                     "transport",
                     "crashed",
                     "error",
@@ -300,7 +300,7 @@ def _transport(w: _Walk) -> list[Finding]:
             )
     elif w.events:
         out.append(
-            Finding(
+            DoctorFinding(
                 "transport",
                 "no_end",
                 "info",
@@ -319,7 +319,7 @@ def _transport(w: _Walk) -> list[Finding]:
     return out
 
 
-def _heartbeats(w: _Walk) -> list[Finding]:
+def _heartbeats(w: _Walk) -> list[DoctorFinding]:
     """The session's pings: interval, jitter and missed ones (a note; `unresponsive` and
     `peer_back` are the recorded events)."""
     stats = heartbeat_stats(w.calls)
@@ -335,7 +335,7 @@ def _heartbeats(w: _Walk) -> list[Finding]:
     if back:
         message += f"; the peer answered again after being unresponsive ({_span(back)})"
     return [
-        Finding(
+        DoctorFinding(
             "transport",
             "heartbeats",
             "info",
@@ -365,8 +365,8 @@ def _answered_version(w: _Walk, call: dict) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def _handshake(w: _Walk) -> list[Finding]:
-    out: list[Finding] = []
+def _handshake(w: _Walk) -> list[DoctorFinding]:
+    out: list[DoctorFinding] = []
     hand = [c for c in w.calls if c["method"] in ("initialize", "server/discover")]
     for call in hand:
         seqs = [call["request_seq"]] + ([call["response_seq"]] if call["response_seq"] else [])
@@ -384,7 +384,7 @@ def _handshake(w: _Walk) -> list[Finding]:
             if later:
                 fell_back = _answered_version(w, later[0]) or _requested_version(w, later[0])
                 out.append(
-                    Finding(
+                    DoctorFinding(
                         "handshake",
                         "era_fallback",
                         "info",
@@ -397,7 +397,7 @@ def _handshake(w: _Walk) -> list[Finding]:
                 )
             else:
                 out.append(
-                    Finding(
+                    DoctorFinding(
                         "handshake",
                         "discover_failed",
                         "error",
@@ -410,7 +410,7 @@ def _handshake(w: _Walk) -> list[Finding]:
                 )
         elif call["method"] == "initialize" and outcome == "rpc_error":
             out.append(
-                Finding(
+                DoctorFinding(
                     "handshake",
                     "initialize_failed",
                     "error",
@@ -423,7 +423,7 @@ def _handshake(w: _Walk) -> list[Finding]:
             )
         elif outcome in ("no_response", "transport_fault"):
             out.append(
-                Finding(
+                DoctorFinding(
                     "handshake",
                     "handshake_unanswered",
                     "error",
@@ -437,7 +437,7 @@ def _handshake(w: _Walk) -> list[Finding]:
             asked, got = _requested_version(w, call), _answered_version(w, call)
             if asked and got and asked != got:
                 out.append(
-                    Finding(
+                    DoctorFinding(
                         "handshake",
                         "version_downgrade",
                         "info",
@@ -455,8 +455,8 @@ def _handshake(w: _Walk) -> list[Finding]:
 _UNKNOWN_TOOL = re.compile(r"unknown tool|tool\b.*\bnot found|no such tool", re.I)
 
 
-def _discovery(w: _Walk) -> list[Finding]:
-    out: list[Finding] = []
+def _discovery(w: _Walk) -> list[DoctorFinding]:
+    out: list[DoctorFinding] = []
     missing: dict[str, list[int]] = {}
     listed_at: dict[str, int] = {}
     for call in w.calls:
@@ -474,7 +474,7 @@ def _discovery(w: _Walk) -> list[Finding]:
             listed_at[call["tool"]] = current_seq or 0
     for tool, seqs in missing.items():
         out.append(
-            Finding(
+            DoctorFinding(
                 "discovery",
                 "tool_not_listed",
                 "warning",
@@ -498,7 +498,7 @@ def _discovery(w: _Walk) -> list[Finding]:
     ]
     if unknown:
         out.append(
-            Finding(
+            DoctorFinding(
                 "discovery",
                 "unknown_tool",
                 "warning",
@@ -529,8 +529,8 @@ def _result_text(w: _Walk, call: dict) -> str | None:
     return excerpt(ev.raw)
 
 
-def _execution(w: _Walk, slow_s: float) -> list[Finding]:
-    out: list[Finding] = []
+def _execution(w: _Walk, slow_s: float) -> list[DoctorFinding]:
+    out: list[DoctorFinding] = []
     calls = [c for c in w.calls if c["method"] not in ("initialize", "server/discover")]
     denied_seqs = {
         d.get("request_seq")
@@ -546,7 +546,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
         items = groups["tool_error"]
         tools = Counter(_label(c) for c in items)
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "tool_error",
                 "warning",
@@ -563,7 +563,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
     if rpc:
         codes = Counter(f"{c['error_code']} '{c['error_message'] or ''}'" for c in rpc)
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "rpc_error",
                 "warning",
@@ -579,7 +579,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
     asked_by_server = [c for c in groups.get("no_response", []) if c["direction"] == "s2c"]
     if asked_by_server:
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "server_request_unanswered",
                 "info",
@@ -594,7 +594,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
     if unanswered:
         items = unanswered
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "no_response",
                 "error",
@@ -608,7 +608,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
     if groups.get("transport_fault"):
         items = groups["transport_fault"]
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "open_at_fault",
                 "error",
@@ -623,7 +623,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
     if slow:
         worst = max(slow, key=lambda c: c["latency_ns"])
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "slow_calls",
                 "warning",
@@ -640,7 +640,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
             if d.get("request_seq") in {c["request_seq"] for c in denied}
         )
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "denied",
                 "warning",
@@ -654,7 +654,7 @@ def _execution(w: _Walk, slow_s: float) -> list[Finding]:
     if groups.get("cancelled"):
         items = groups["cancelled"]
         out.append(
-            Finding(
+            DoctorFinding(
                 "execution",
                 "cancelled",
                 "info",

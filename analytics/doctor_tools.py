@@ -6,7 +6,7 @@ small.
 
 from __future__ import annotations
 
-from blackbox.analytics.doctor import Finding, _doc, _plural, _Walk
+from blackbox.analytics.doctor import DoctorFinding, _doc, _plural, _Walk
 from blackbox.recorder.gate.tool_watch import watch_name
 from blackbox.recorder.store import EventStore
 
@@ -27,9 +27,9 @@ def observed_elsewhere(store: EventStore, w: _Walk, name: str, session_id: str) 
                 w.tool_findings.update(doc.get("findings") or {})
 
 
-def tool_drift(w: _Walk) -> list[Finding]:
+def tool_drift(w: _Walk) -> list[DoctorFinding]:
     """Definitions that changed against the last recorded ones, and calls made under them."""
-    out: list[Finding] = []
+    out: list[DoctorFinding] = []
     flagged_changes = set()
     for ev, doc in w.tool_changes:
         tool, change = doc.get("tool"), doc.get("change")
@@ -48,7 +48,7 @@ def tool_drift(w: _Walk) -> list[Finding]:
         if rules:
             message += f"; suspicious: {', '.join(rules)}"
         out.append(
-            Finding(
+            DoctorFinding(
                 "discovery",
                 "tool_changed",
                 "warning",
@@ -65,7 +65,7 @@ def tool_drift(w: _Walk) -> list[Finding]:
             continue
         rules = sorted({str(f.get("rule")) for f in found if isinstance(f, dict)})
         out.append(
-            Finding(
+            DoctorFinding(
                 "discovery",
                 "suspicious_definition",
                 "warning",

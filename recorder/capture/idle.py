@@ -8,7 +8,7 @@ stays open and recorded, and its in-use time is its span minus the idle stretche
 
 `IdleWatch` follows one stdio session: the relay calls `touch()` once per chunk it reads (an
 attribute write and a flag test; the rare transitions take a lock), and a background thread
-notices the silence. `SessionIdle` does the same for the proxy's many sessions, driven by its
+notices the silence. `IdleSessions` does the same for the proxy's many sessions, driven by its
 reaper and its session routing (no thread of its own).
 """
 
@@ -105,7 +105,7 @@ class IdleWatch:
             return True
 
 
-class SessionIdle:
+class IdleSessions:
     """The proxy's idle marking over its open sessions (objects with `session_id`,
     `last_active` (monotonic s) and `ended`)."""
 

@@ -101,7 +101,7 @@ def _yield_cpu() -> None:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
-class Follower:
+class SpanFollower:
     """Reads the log past a position, keeps a span builder per followed session, sends."""
 
     def __init__(self, store: EventStore, watermark: Watermark, sender: Sender, pid: int,
@@ -219,7 +219,7 @@ def follow(store_url: str, watermark_path: Path, endpoint: str | None, protocol:
     if store is None:
         return 0
     sender = Sender(Target(endpoint, protocol))
-    follower = Follower(store, Watermark(watermark_path, store_url), sender, pid, since_ns)
+    follower = SpanFollower(store, Watermark(watermark_path, store_url), sender, pid, since_ns)
     flushed = time.monotonic()
     try:
         while not closed.wait(POLL_SECONDS):

@@ -49,7 +49,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from blackbox.recorder.capture.heartbeat import FrameHeartbeats
-from blackbox.recorder.capture.idle import SessionIdle, check_interval
+from blackbox.recorder.capture.idle import IdleSessions, check_interval
 from blackbox.recorder.capture.journal import Journal, JournalError
 from blackbox.recorder.capture.taps.http_exchange import (
     PROXY_ERROR_CODE,
@@ -157,7 +157,7 @@ class HttpProxyTap(ResponseRelays):
         self.on_notice = on_notice or (lambda _msg: None)
         self.router = SessionRouter(settings.idle_gap_s)
         self.idle = (
-            SessionIdle(
+            IdleSessions(
                 settings.idle_after_s, lambda s, k, raw: self._append(s, k, Direction.NONE, raw)
             )
             if settings.idle_after_s
