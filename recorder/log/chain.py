@@ -59,12 +59,40 @@ def canonical(event: NewEvent | StoredEvent | ChainRecord) -> bytes:
     return _header(event) + event.raw
 
 
+def link_fields(
+    prev_hash: bytes,
+    session_id: str,
+    kind: str,
+    direction: str,
+    wall_ns: int,
+    mono_ns: int,
+    raw_size: int | None,
+    raw: bytes,
+) -> bytes:
+    """The chain encoding, the one place it is written: sha256(prev_hash || canonical record),
+    from the record's fields as a store row holds them. `link` and every verifier loop call it,
+    so a reader that holds rows (not records) builds no record object per row."""
+    digest = hashlib.sha256(prev_hash)
+    digest.update(
+        _prefix(session_id, kind, direction)
+        + _FIXED.pack(wall_ns, mono_ns, -1 if raw_size is None else raw_size, len(raw))
+    )
+    digest.update(raw)
+    return digest.digest()
+
+
 def link(prev_hash: bytes, event: NewEvent | StoredEvent | ChainRecord) -> bytes:
     """The hash of `event` following `prev_hash`: sha256(prev_hash || canonical(event))."""
-    digest = hashlib.sha256(prev_hash)
-    digest.update(_header(event))
-    digest.update(event.raw)
-    return digest.digest()
+    return link_fields(
+        prev_hash,
+        event.session_id,
+        event.kind,
+        event.direction,
+        event.wall_ns,
+        event.mono_ns,
+        event.raw_size,
+        event.raw,
+    )
 
 
 def seal_payload(count: int, head: bytes) -> bytes:
@@ -119,7 +147,7 @@ def intact_run(
 
     Every link needs only the stored hash before it, so the runs of one session (`split_runs`)
     can be checked apart, on several cores."""
-    sha256, pack, sealed = hashlib.sha256, _FIXED.pack, str(Kind.SESSION_SEALED)
+    sealed = str(Kind.SESSION_SEALED)
     expected = first_seq
     seal: ChainRecord | None = None
     try:
@@ -127,13 +155,9 @@ def intact_run(
             _sid, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, digest = row
             if seq != expected:
                 return None
-            h = sha256(prev)
-            h.update(
-                _prefix(session_id, kind, direction)
-                + pack(wall_ns, mono_ns, -1 if raw_size is None else raw_size, len(raw))
-            )
-            h.update(raw)
-            if h.digest() != digest:
+            if link_fields(prev, session_id, kind, direction, wall_ns, mono_ns, raw_size, raw) != (
+                digest
+            ):
                 return None
             if kind == sealed and seal is None:
                 seal = ChainRecord._make(row)

@@ -40,6 +40,54 @@ def node_hash(left: bytes, right: bytes) -> bytes:
     return _sha256(_NODE + left + right).digest()
 
 
+def extend_frontier(
+    stack: list[bytes], size: int, leaf_hashes: Iterable[bytes], stride: int = 0
+) -> tuple[int, list[tuple[int, int, bytes]]]:
+    """The merge loop, the one place it is written: append leaves (their hashes) on the right of
+    the frontier `stack` of a tree of `size` leaves, in place, and return the new size.
+
+    The frontier holds the perfect subtrees of the RFC's split, largest and leftmost first; each
+    new leaf is pushed and every completed pair of equal-sized subtrees merged at once, so memory
+    is O(log n) and a leaf costs one push plus, on average, one node hash. With `stride`, the
+    nodes completed at heights that are multiples of it are also returned as (height, index,
+    hash): what a store caches to answer proofs. No helper call per leaf: this runs over every
+    record when an auditor recomputes the root."""
+    push, pop, sha, node = stack.append, stack.pop, _sha256, _NODE
+    n = size
+    done: list[tuple[int, int, bytes]] = []
+    if not stride:
+        for h in leaf_hashes:
+            n += 1
+            m = n
+            while not m & 1:
+                h = sha(node + pop() + h).digest()
+                m >>= 1
+            push(h)
+        return n, done
+    for h in leaf_hashes:
+        n += 1
+        m, height = n, 0
+        while not m & 1:
+            h = sha(node + pop() + h).digest()
+            m >>= 1
+            height += 1
+            if not height % stride:
+                done.append((height, (n >> height) - 1, h))
+        push(h)
+    return n, done
+
+
+def fold(subtrees: Sequence[bytes]) -> bytes:
+    """Fold a frontier's perfect subtree hashes (largest, leftmost first) into the root, right to
+    left: MTH(D[n]) of the tree they are the split of."""
+    if not subtrees:
+        return EMPTY_ROOT
+    h = subtrees[-1]
+    for left in reversed(subtrees[:-1]):
+        h = _sha256(_NODE + left + h).digest()
+    return h
+
+
 def root(leaf_hashes: Iterable[bytes]) -> bytes:
     """The root of the tree whose leaves have these hashes, recomputed from all of them.
 
@@ -47,49 +95,17 @@ def root(leaf_hashes: Iterable[bytes]) -> bytes:
     is merged at once, so memory is O(log n) and each leaf costs one push plus, on average, one
     node hash. The subtrees left on the stack are exactly the perfect subtrees of the RFC's
     split (largest power of two below n, recursively), so folding them right to left gives
-    MTH(D[n]). Written without recursion or helper calls: this is the auditor's full
-    recomputation over every record."""
+    MTH(D[n]) (`extend_frontier`, `fold`)."""
     stack: list[bytes] = []
-    push = stack.append
-    pop = stack.pop
-    sha = _sha256
-    node = _NODE
-    for n, h in enumerate(leaf_hashes, 1):
-        m = n
-        while not m & 1:
-            h = sha(node + pop() + h).digest()
-            m >>= 1
-        push(h)
-    return _fold(stack)
+    extend_frontier(stack, 0, leaf_hashes)
+    return fold(stack)
 
 
 def root_from_leaves(leaves: Iterable[bytes]) -> bytes:
-    """The root of the tree over these leaf inputs: `root(map(leaf_hash, leaves))`, with the leaf
-    hashing inlined in the same loop (a function call per leaf cost a quarter of the time)."""
-    stack: list[bytes] = []
-    push = stack.append
-    pop = stack.pop
-    sha = _sha256
-    node = _NODE
-    leaf = _LEAF
-    for n, d in enumerate(leaves, 1):
-        h = sha(leaf + d).digest()
-        m = n
-        while not m & 1:
-            h = sha(node + pop() + h).digest()
-            m >>= 1
-        push(h)
-    return _fold(stack)
-
-
-def _fold(subtrees: list[bytes]) -> bytes:
-    """Fold perfect subtree hashes (largest, leftmost first) into the root, right to left."""
-    if not subtrees:
-        return EMPTY_ROOT
-    h = subtrees[-1]
-    for left in reversed(subtrees[:-1]):
-        h = _sha256(_NODE + left + h).digest()
-    return h
+    """The root of the tree over these leaf inputs: `root(map(leaf_hash, leaves))`, the leaf
+    hashing done in a generator rather than a call per leaf."""
+    sha, leaf = _sha256, _LEAF
+    return root(sha(leaf + d).digest() for d in leaves)
 
 
 def _largest_power_of_two_below(n: int) -> int:
@@ -110,7 +126,7 @@ def _range_hash(start: int, end: int, subtree_hash: SubtreeHash) -> bytes:
         pieces.append(subtree_hash(s, s + w))
         s += w
         n -= w
-    return _fold(pieces)
+    return fold(pieces)
 
 
 def root_at(size: int, subtree_hash: SubtreeHash) -> bytes:
@@ -289,26 +305,15 @@ class Frontier:
         self.extend((leaf_hash,))
 
     def extend(self, leaf_hashes: Iterable[bytes]) -> None:
-        """Append leaves (their hashes) on the right: the same merge as `root`'s fold."""
-        stack = self._hashes
-        push = stack.append
-        pop = stack.pop
-        sha = _sha256
-        node = _NODE
-        n = self._size
-        for h in leaf_hashes:
+        """Append leaves (their hashes) on the right (`extend_frontier`)."""
+        hashes = list(leaf_hashes)
+        for h in hashes:
             if len(h) != HASH_SIZE:
                 raise ValueError(f"a leaf hash is {HASH_SIZE} bytes, not {len(h)}")
-            n += 1
-            m = n
-            while not m & 1:
-                h = sha(node + pop() + h).digest()
-                m >>= 1
-            push(h)
-        self._size = n
+        self._size, _ = extend_frontier(self._hashes, self._size, hashes)
 
     def root(self) -> bytes:
-        return _fold(self._hashes)
+        return fold(self._hashes)
 
     def copy(self) -> Frontier:
         return Frontier._trusted(self._size, list(self._hashes))
@@ -391,6 +396,7 @@ class MemoryTree:
 
     def __init__(self, leaf_hashes: Iterable[bytes] = ()) -> None:
         self._levels: list[list[bytes]] = [[]]
+        self._frontier: list[bytes] = []
         self.extend(leaf_hashes)
 
     @property
@@ -398,22 +404,19 @@ class MemoryTree:
         return len(self._levels[0])
 
     def extend(self, leaf_hashes: Iterable[bytes]) -> None:
-        levels = self._levels
-        sha = _sha256
-        node = _NODE
-        for h in leaf_hashes:
+        """Append leaves; every node they complete (`extend_frontier` with stride 1) joins its
+        level, in index order."""
+        hashes = list(leaf_hashes)
+        for h in hashes:
             if len(h) != HASH_SIZE:
                 raise ValueError(f"a leaf hash is {HASH_SIZE} bytes, not {len(h)}")
-            level = 0
-            levels[0].append(h)
-            # A level of even length just completed a pair: its parent is now perfect too.
-            while not len(levels[level]) & 1:
-                row = levels[level]
-                h = sha(node + row[-2] + row[-1]).digest()
-                level += 1
-                if level == len(levels):
-                    levels.append([])
-                levels[level].append(h)
+        levels = self._levels
+        _, nodes = extend_frontier(self._frontier, len(levels[0]), hashes, stride=1)
+        levels[0].extend(hashes)
+        for height, _index, h in nodes:
+            if height == len(levels):
+                levels.append([])
+            levels[height].append(h)
 
     def append(self, leaf_hash: bytes) -> None:
         self.extend((leaf_hash,))

@@ -53,7 +53,6 @@ GAP_TTL_NS = 3600 * 10**9
 # a first run over a store whose old retention left wide holes does not list every one.
 MAX_NEW_GAPS = 10_000
 _PG_TREE_LOCK = 0x6D6370747265  # "mcptre": the lock every sequencer takes on PostgreSQL
-_NODE = b"\x01"
 _LEAF = b"\x00"
 
 T = TypeVar("T")
@@ -111,8 +110,10 @@ def sequence(conn: Connection) -> TreeHead:
     if postgres and rows:
         _remember_gaps(conn, watermark, [p for p, _ in rows])
     if not taken:
-        return TreeHead(size, _fold(stack))
-    nodes = _extend(stack, size, [hashlib.sha256(_LEAF + h).digest() for _, h in taken])
+        return TreeHead(size, merkle.fold(stack))
+    _, nodes = merkle.extend_frontier(
+        stack, size, [hashlib.sha256(_LEAF + h).digest() for _, h in taken], STRIDE
+    )
     _add_runs(conn, size, [p for p, _ in taken])
     if nodes:
         _bulk_insert(conn, "tree_nodes", ("level", "idx", "hash"), nodes)
@@ -124,7 +125,7 @@ def sequence(conn: Connection) -> TreeHead:
     }
     if conn.execute(update(tree_state).where(tree_state.c.id == 1).values(**values)).rowcount == 0:
         conn.execute(insert(tree_state).values(id=1, **values))
-    return TreeHead(size, _fold(stack))
+    return TreeHead(size, merkle.fold(stack))
 
 
 def _add_runs(conn: Connection, size: int, positions: Sequence[int]) -> None:
@@ -174,34 +175,6 @@ def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: l
     conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
 
-def _extend(stack: list[bytes], size: int, leaf_hashes: Sequence[bytes]) -> list[tuple]:
-    """Append leaves to the frontier `stack` (in place), the merge of `merkle.Frontier.extend`;
-    returns the stored-level nodes (level, idx, hash) each append completed."""
-    sha, node, push, pop = hashlib.sha256, _NODE, stack.append, stack.pop
-    done: list[tuple[int, int, bytes]] = []
-    n = size
-    for h in leaf_hashes:
-        n += 1
-        m, height = n, 0
-        while not m & 1:
-            h = sha(node + pop() + h).digest()
-            m >>= 1
-            height += 1
-            if not height % STRIDE:
-                done.append((height, (n >> height) - 1, h))
-        push(h)
-    return done
-
-
-def _fold(stack: Sequence[bytes]) -> bytes:
-    if not stack:
-        return merkle.EMPTY_ROOT
-    h = stack[-1]
-    for left in reversed(stack[:-1]):
-        h = merkle.node_hash(left, h)
-    return h
-
-
 def _filled_gaps(conn: Connection) -> list[tuple[int, bytes]]:
     """Positions passed unseen that have committed since, in position order; forgets those that
     did and those too old to wait for."""
@@ -247,7 +220,7 @@ def _remember_gaps(conn: Connection, watermark: int, seen: list[int]) -> None:
 def head(conn: Connection) -> TreeHead:
     """The stored tree's size and root (from the frontier: one row)."""
     _watermark, size, stack = _state(conn)
-    return TreeHead(size, _fold(stack))
+    return TreeHead(size, merkle.fold(stack))
 
 
 def _fetch_subtrees(conn: Connection, asked: Sequence[tuple[int, int]]) -> dict:
@@ -594,8 +567,11 @@ def recompute(
     assert driver is not None  # a connection in use holds its driver's
     stack: list[bytes] = []
     heads: dict[str, tuple[int, bytes]] = {}
-    sha, leaf_prefix, node, pop, push = hashlib.sha256, _LEAF, _NODE, stack.pop, stack.append
-    prefix, pack = chain._prefix, chain._FIXED.pack  # chain.link's encoding, one call each
+    sha, leaf_prefix, link = hashlib.sha256, _LEAF, chain.link_fields
+    # Leaf hashes wait in `pending` and join the frontier a batch at a time (merkle's one merge
+    # loop), and at each size whose root is wanted; `base` is the tree size before them.
+    pending: list[bytes] = []
+    base = 0
     n = 0
     t = 0
     missing: list[int] = []
@@ -610,6 +586,8 @@ def recompute(
                     if idx > n
                     else f"the store's tree has leaf {idx} twice"
                 )
+                merkle.extend_frontier(stack, base, pending)
+                pending, base = [], idx
             if sid is None:
                 if removed_by in retention:
                     out.retained += 1
@@ -619,20 +597,15 @@ def recompute(
                 # as it should, besides the finding.
                 leaf = chain.as_bytes(stored_leaf) if stored_leaf is not None else bytes(32)
             else:
-                # The hot path, inlined (chain.link's bytes exactly): a record following
-                # its session's last one links from that one's recomputed hash.
+                # A record following its session's last one links from that one's recomputed
+                # hash; any other is `_chain_hash`'s diagnosis.
                 seq, raw, size = row[5], row[10], row[11]
                 last = heads.get(sid)
                 if (seq == 1 and last is None) or (last is not None and last[0] == seq - 1):
                     if type(raw) is not bytes:
                         raw = chain.as_bytes(raw)
-                    d = sha(last[1] if last is not None else chain.genesis(sid))
-                    d.update(
-                        prefix(sid, row[8], row[9])
-                        + pack(row[6], row[7], -1 if size is None else size, len(raw))
-                    )
-                    d.update(raw)
-                    linked = d.digest()
+                    prev = last[1] if last is not None else chain.genesis(sid)
+                    linked = link(prev, sid, row[8], row[9], row[6], row[7], size, raw)
                     heads[sid] = (seq, linked)
                 else:
                     linked = _chain_hash(row, heads, out)
@@ -641,15 +614,15 @@ def recompute(
                 if out.first_difference is None and linked != row[12]:
                     out.first_difference = idx
             n = idx + 1
-            m = n
-            h = leaf
-            while not m & 1:
-                h = sha(node + pop() + h).digest()
-                m >>= 1
-            push(h)
-            while t < len(targets) and targets[t] == n:
-                out.roots[n] = _fold(stack)
-                t += 1
+            pending.append(leaf)
+            if t < len(targets) and targets[t] == n:
+                base, _ = merkle.extend_frontier(stack, base, pending)
+                pending = []
+                while t < len(targets) and targets[t] == n:
+                    out.roots[n] = merkle.fold(stack)
+                    t += 1
+        base, _ = merkle.extend_frontier(stack, base, pending)
+        pending = []
     if missing:
         shown = ", ".join(map(str, missing[:3])) + (", ..." if len(missing) > 3 else "")
         out.findings.append(
@@ -657,7 +630,7 @@ def recompute(
             f"{shown}) and no retention record removed them: records were deleted"
         )
     out.size = n
-    out.roots[n] = _fold(stack)
+    out.roots[n] = merkle.fold(stack)
     return out
 
 
