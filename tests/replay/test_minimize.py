@@ -9,7 +9,7 @@ from pathlib import Path
 
 from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Direction, Kind
-from blackbox.recorder.store import open_store
+from blackbox.recorder.store import EventStore, open_store
 from blackbox.replay.minimize import closure, ddmin, dependencies
 from blackbox.replay.recording import load_recording
 from blackbox.replay.replayer import ReplayOptions, replay_session
@@ -34,10 +34,10 @@ def test_many_calls_and_one_crash_minimise_to_the_crash_and_the_handshake(
     sqlite_url: str, tmp_path: Path
 ) -> None:
     store = open_store(sqlite_url)
-    calls = [("echo", {"message": f"m{i}"}) for i in range(24)]
+    calls = [("echo", {"message": f"m{i}"}) for i in range(14)]
     calls += [("sleep", {"seconds": 0}), ("echo", {"message": "last"}), ("crash", {"code": 7})]
     sid = record_session(store, sqlite_url, tmp_path, peers.EXAMPLE_SERVER, calls, "legacy", "many")
-    assert len(load_recording(store, sid).steps) == 30  # handshake, tools/list, 27 calls
+    assert len(load_recording(store, sid).steps) == 20  # handshake, tools/list, 17 calls
 
     code, out, err = cli("minimize", sid, "--store", sqlite_url)
     assert code == 0, out + err
@@ -45,7 +45,7 @@ def test_many_calls_and_one_crash_minimise_to_the_crash_and_the_handshake(
     assert "replay 2:" in err  # progress while it runs
     assert "kept: initialize, notifications/initialized, tools/call crash" in out
     summary = next(line for line in out.splitlines() if "requests ->" in line)
-    assert summary.startswith("30 requests -> 3, ")
+    assert summary.startswith("20 requests -> 3, ")
     replays = int(summary.split(", ")[1].split()[0])
     assert replays < 20
     derived = out.split("derived session ")[1].split()[0]
@@ -114,26 +114,43 @@ def test_ddmin_is_one_minimal_and_cheap() -> None:
     assert ddmin(list(range(10)), needs(set())) == []
 
 
-def test_until_divergence_and_until_text(sqlite_url: str, tmp_path: Path) -> None:
+def _mixed_session(sqlite_url: str, tmp_path: Path) -> tuple[EventStore, str]:
+    """A tool error, two echoes, a sleep and a crash: several faults to choose a goal from."""
     store = open_store(sqlite_url)
     calls = [("fail", {"reason": "r"}), ("echo", {"message": "a"}), ("echo", {"message": "b"})]
     calls += [("sleep", {"seconds": 0}), ("crash", {"code": 5})]
     sid = record_session(store, sqlite_url, tmp_path, peers.EXAMPLE_SERVER, calls, "legacy", "mix")
+    return store, sid
+
+
+def test_until_divergence_keeps_the_diverging_call(sqlite_url: str, tmp_path: Path) -> None:
+    store, sid = _mixed_session(sqlite_url, tmp_path)
     louder = f"{peers.PYTHON} {SERVERS / 'variant.py'} louder"
     code, out, err = cli("minimize", sid, "--against", louder, "--until", "divergence",
                          "--store", sqlite_url)  # fmt: skip
     assert code == 0, out + err
     assert "goal: tools/call echo diverged" in err
     assert "kept: initialize, notifications/initialized, tools/call echo\n" in out
+    store.close()
+
+
+def test_until_text_keeps_what_makes_the_server_print_it(sqlite_url: str, tmp_path: Path) -> None:
+    store, sid = _mixed_session(sqlite_url, tmp_path)
     # a text of the server's stderr: the crash's own message
     code, out, err = cli("minimize", sid, "--until", "crashing with exit code 5",
                          "--store", sqlite_url)  # fmt: skip
     assert code == 0, out + err
     assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
-    # several faults reproduce (a tool error, then the crash): the crash is the goal
-    code, out, err = cli("minimize", sid, "--store", sqlite_url)
-    assert "goal: fault server_exit at tools/call crash" in err
-    assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
     code, out, _ = cli("minimize", sid, "--until", "never printed", "--store", sqlite_url)
     assert code == 1 and "'never printed' does not appear" in out
+    store.close()
+
+
+def test_of_several_faults_the_crash_is_the_goal(sqlite_url: str, tmp_path: Path) -> None:
+    store, sid = _mixed_session(sqlite_url, tmp_path)
+    # several faults reproduce (a tool error, then the crash): the crash is the goal
+    code, out, err = cli("minimize", sid, "--store", sqlite_url)
+    assert code == 0, out + err
+    assert "goal: fault server_exit at tools/call crash" in err
+    assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
     store.close()
