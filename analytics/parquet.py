@@ -10,12 +10,12 @@ of the records a file came from):
   from the raw JSON, extracted once here (arguments fingerprint, error message, the id a
   `notifications/cancelled` names, the messages of a batch).
 - `calls`: each request paired with its response (`blackbox.analytics.calls`). Pairing is done while
-  the refresh reads the log, in log order, rather than by a join at query time: a
-  10,000,000-call join costs seconds on every query, the pairing costs microseconds per frame
-  once. Requests still unanswered in a session that has not ended are kept
-  in a small `pending` file and re-read by the next refresh; they become final rows when answered
-  or when their session ends. A call answered within its chunk (nearly all) is kept as two row
-  indices and its columns are taken from the chunk's `events` table in Arrow (`CallTracker`).
+  the refresh reads the log, in log order, rather than by a join at query time: a join is paid
+  on every query and grows with the log, the pairing is paid once per frame. Requests still
+  unanswered in a session that has not ended are kept in a small `pending` file and re-read by
+  the next refresh; they become final rows when answered or when their session ends. A call
+  answered within its chunk (nearly all) is kept as two row indices and its columns are taken
+  from the chunk's `events` table in Arrow (`CallTracker`).
 
 Crash safety: data files are written first, then the pending file, then `state.json` (atomic
 rename) with the new position. Files past the recorded position are leftovers of an interrupted
@@ -393,8 +393,8 @@ class ParquetCopy:
 _EXTRAS = ["args_fingerprint", "error_message", "ref_id", "ref_id_type", "items", "doc"]
 
 
-# The stored columns as one Arrow struct: Arrow converts the record tuples itself, about twice as
-# fast as transposing them in Python first. is_error comes as 0/1 from SQLite and as a bool from
+# The stored columns as one Arrow struct: Arrow converts the record tuples itself, faster than
+# transposing them in Python first. is_error comes as 0/1 from SQLite and as a bool from
 # PostgreSQL; the struct takes whichever the chunk holds and the column is cast after.
 _STORED_FIELDS = [EVENTS_SCHEMA.field(name) for name in STORED_FIELDS]
 _ROW_TYPES = {
@@ -427,7 +427,7 @@ def _events_table(buf: list[Row], extras: dict[int, Extras], first: int = 0) -> 
 def _no_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector during an export: a refresh allocates hundreds of
     thousands of small objects that are never cyclic, and each collection would walk them all
-    (about 15 % of a refresh)."""
+    for nothing."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

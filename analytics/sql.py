@@ -5,10 +5,10 @@ fresh read-only connection confined to the copy (`blackbox.analytics.views.confi
 interactive session always sees what was recorded meanwhile and reads nothing else.
 
 The query runs on a thread of its own and hands its rows over in batches through a short queue:
-the caller prints each batch as it comes (3 million rows used to take 1 GB and 10 s before the
-first line; streamed, about 100 MB and the first line at once), and stays free to stop it. DuckDB
-runs a query without the GIL and without looking at signals, so a Ctrl-C or a time limit is
-turned into `interrupt()` on the connection, which ends the query within milliseconds.
+the caller prints each batch as it comes (memory stays flat and the first line shows at once,
+however many rows the query returns), and stays free to stop it. DuckDB runs a query without
+the GIL and without looking at signals, so a Ctrl-C or a time limit is turned into `interrupt()`
+on the connection, which ends the query within milliseconds.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ class ToolFilters:
 # Every tools_listed document once: the session it was seen in (the proxy's watcher names it),
 # the seq of the answer, the server, and its items as text (`listing`, keyed by `lkey`): most
 # sessions of a server list the same items, so items are unnested once per distinct listing,
-# not once per session (measured: 12x less time over 10,000 sessions).
+# not once per session.
 _DOCS = """
     SELECT coalesce(d ->> 'observed_session', session_id) AS session_id, wall_ns,
            CAST(d ->> 'seq' AS BIGINT) AS seq, d ->> 'server' AS server,
@@ -95,7 +95,7 @@ _LISTINGS = """
 """
 
 # Each tools/call attributed to the definition of its tool in the tools listing its session saw
-# last before it (a join keeping the latest listing; an ASOF join measured 2x slower).
+# last before it (a join keeping the latest listing: faster here than an ASOF join).
 _CALLS = """
     SELECT x.server, x.command, x.name, l.hash, count(*) AS calls,
            count(*) FILTER (WHERE x.base_outcome <> 'ok') AS errors

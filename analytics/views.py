@@ -482,8 +482,8 @@ def connect(copy: ParquetCopy, window_s: float = DEFAULT_WINDOW_S) -> duckdb.Duc
     """A read-only DuckDB connection with the views over the copy's current files, confined to
     the copy (`confine`).
 
-    Creating the views costs DuckDB about half a second (it binds every nested view against the
-    Parquet metadata), so the view database is kept in the copy, named by a hash of its SQL
+    Creating the views is slow for DuckDB (it binds every nested view against the Parquet
+    metadata), so the view database is kept in the copy, named by a hash of its SQL
     (file list and window included), and only rebuilt after a refresh wrote new files.
     """
     with _CONNECT_LOCK:

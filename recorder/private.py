@@ -50,8 +50,8 @@ def private_dir(path: str | Path) -> Path:
 def create_private(path: str | Path) -> int:
     """Create the file `path` with mode 0600, and its missing directories with 0700, and return
     a descriptor open for writing; raises FileExistsError when it exists (nothing is overwritten
-    here). When the file cannot be made, the directories made for it are removed again: a key
-    that could not be written used to leave an empty keys/ folder behind."""
+    here). When the file cannot be made, the directories made for it are removed again, so a key
+    that cannot be written leaves no empty keys/ folder behind."""
     path = Path(path)
     made: list[Path] = []
     folder = path.parent

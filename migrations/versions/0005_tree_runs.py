@@ -1,8 +1,8 @@
 """The Merkle tree without a row per leaf: `tree_leaves` (leaf index, log position, leaf hash)
 becomes `tree_runs`, a row per run of leaves whose records sit at consecutive log positions, and
 `tree_removed_leaves`, the leaf hashes of records no longer in the log. A live record's leaf hash
-is SHA-256(0x00 || its chain hash), which its own row holds: the per-leaf table cost 46 bytes a
-record on SQLite and 131 on PostgreSQL (recorder/store/tree.py).
+is SHA-256(0x00 || its chain hash), which its own row holds: the per-leaf table repeats it, at
+a cost on every record (recorder/store/tree.py, docs/performance.md).
 
 The leaves are read once, in index order, a batch at a time; a leaf whose record is gone keeps
 its hash and its `removed_by` as they were (a record deleted outside retention stays a finding

@@ -1,8 +1,8 @@
 """Heartbeats: `ping` requests watched, so a peer that stops answering them is a recorded fault.
 
 Why it exists: deployments keep sessions alive with a ping every 30 seconds and freeze a session
-after three missed in a row; a `ping` used to be just another frame. Pings are paired like any
-call (`blackbox.recorder.log.pairing`, the calls dataset); this module adds what only a sequence of
+after three missed in a row, which no single frame shows. Pings are paired like any call
+(`blackbox.recorder.log.pairing`, the calls dataset); this module adds what only a sequence of
 pings shows:
 
 - `HeartbeatWatch`, fed by the frame observer (`blackbox.recorder.capture.observer`, on the

@@ -2,9 +2,9 @@
 refused and store everything else.
 
 Why it exists: the shipper, the store worker and `blackbox ship` append journal records in
-batches of thousands, and one record a database cannot take used to fail its whole batch again
-and again, so nothing after it was ever stored. `append_salvaging` retries a refused batch session
-by session, then record by record; a record still refused is replaced, at its own seq, by a
+batches of thousands, and one record a database cannot take would fail its whole batch again
+and again, so nothing after it would ever be stored. `append_salvaging` retries a refused batch
+session by session, then record by record; a record still refused is replaced, at its own seq, by a
 `fault` record (`store_refused`) that carries its raw bytes in base64 and the reason, so the
 session goes on and its bytes are in the log. A record that cannot be stored even so (its session
 is sealed) is handed back to the caller, which keeps it in a refused file (`refused_dir`) that

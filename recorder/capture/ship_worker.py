@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 # One read of a journal (by the worker and the in-process Shipper alike): records, bytes.
 BATCH_RECORDS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
-# A separate process cannot hold the relay's GIL; niced hard it was starved on a busy machine
-# and could not ship a session's backlog within the exit budget, so only a little.
+# A separate process cannot hold the relay's GIL; niced hard it is starved on a busy machine
+# and cannot ship a session's backlog within the exit budget, so only a little.
 WORKER_NICE = 3
 
 
@@ -210,17 +210,16 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     def store_loop() -> None:
         # Storing is most of the CPU a session costs (classify, hash chain, SQL), more than the
         # relay itself: it gets only CPU nobody else wants, so a waking relay, host or server
-        # preempts it at once (niced, it could finish its time slice first: that was p99). Only
+        # preempts it at once (niced, it could finish its time slice first, the relay's p99). Only
         # this thread: observing, which a closing tap waits for, keeps the worker's priority.
         idle_thread_priority()
         # But an append holds the store's write lock (PostgreSQL's log lock, SQLite's file lock),
-        # which every other tap's worker on the same store waits for: a SCHED_IDLE holder on a
-        # busy machine kept 7 other workers waiting for over a minute (bench/fleet.py, 8 taps).
-        # So the append itself runs at the worker's own priority, and idle between batches; a
-        # single tap measured no worse for it (docs/performance.md).
+        # which every other tap's worker on the same store waits for, and a SCHED_IDLE holder on
+        # a busy machine keeps them all waiting. So the append itself runs at the worker's own
+        # priority, and idle between batches; a single tap loses nothing by it.
         # Opening a new store migrates it, under its write lock, so it runs at the worker's own
-        # priority too: an idle opener on a busy machine made a test's own open give up on the
-        # lock ("database is locked") in 6 of 15 runs under three busy loops, 0 of 30 after.
+        # priority too: an idle opener on a busy machine holds the lock long enough for another
+        # opener to give up on it ("database is locked").
         store: EventStore | None = None
         with contextlib.suppress(Exception), own_priority():  # errors come with the first batch
             store = open_store(url)
@@ -287,9 +286,8 @@ def store_batch(
 ) -> Salvage:
     """Append a batch, and sign the checkpoint it is due, at the worker's own priority (the
     storing thread is idle otherwise): both hold a lock every other writer waits for, the store's
-    write lock or (a checkpoint on PostgreSQL) the tree's. Signed idle, eight taps each signing
-    every second stalled on one PostgreSQL (0.04x a lone tap's rate, their journals handed off
-    at exit; `bench/fleet.py --checkpoint-every 1`). A batch the store refuses is salvaged
+    write lock or (a checkpoint on PostgreSQL) the tree's, and an idle-priority holder of either
+    stalls a fleet of taps on one store. A batch the store refuses is salvaged
     (`blackbox.recorder.capture.salvage`): what it had to degrade is returned."""
     with own_priority():
         salvage = append_salvaging(store, batch)
@@ -307,8 +305,8 @@ def lower_thread_priority(nice: int) -> None:
     """Give the calling thread a lower CPU priority (Linux schedules threads as tasks).
 
     Why: on a busy machine the relay thread, the host and the server must win the CPU over the
-    shipper's parsing, hashing and SQL; measured in bench/tap_overhead.py, a niced shipper thread
-    halves the tap's p90 and mean round trip. Elsewhere this quietly does nothing."""
+    shipper's parsing, hashing and SQL, which would otherwise add to every round trip of the
+    tap. Elsewhere this quietly does nothing."""
     with contextlib.suppress(AttributeError, OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 

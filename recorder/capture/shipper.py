@@ -316,8 +316,8 @@ class Shipper:
 
         Why: everything that costs CPU (reading records back, JSON parsing for the observer,
         hashing, SQL) happens in the worker process, so this thread only ever blocks in system
-        calls and never holds the GIL the relay needs (a batch parsed here showed up at once in
-        the relay's p99). Range ends come from the journal's own bookkeeping of complete records.
+        calls and never holds the GIL the relay needs (a batch parsed here would show in the
+        relay's p99). Range ends come from the journal's own bookkeeping of complete records.
         """
         backoff = 0.1
         try:

@@ -1,7 +1,7 @@
 """Live permissions: a tap's policy file is re-read when it changes, without a restart.
 
-Why it exists: a permission change used to need every tap restarted, and nothing recorded which
-rules were in force when a call was decided. `LivePolicy` is a gate (`check(server, raw)`, as
+Why it exists: without it a permission change needs every tap restarted, and nothing records
+which rules were in force when a call was decided. `LivePolicy` is a gate (`check(server, raw)`, as
 `blackbox.recorder.gate.policy.Policy`) whose policy a background thread swaps when the file's bytes
 change (read and hashed at most once per `interval`, off the relay's path: the relay only reads one
 attribute). Each version in force is a `policy_loaded` record carrying the file's sha256, its

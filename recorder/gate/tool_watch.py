@@ -260,7 +260,7 @@ class ToolWatch:
     ]:
         """(kind, name, hash) of each listed item, definitions, findings by name. Remembered by
         the answer's bytes from `"result"` on: most sessions of a server get the same answer,
-        and hashing its definitions was most of the watcher's cost (measured)."""
+        and hashing its definitions is most of the watcher's cost."""
         at = raw.find(b'"result"')
         cache_key = (method, hashlib.sha1(raw[at:]).digest()) if at >= 0 else None
         cached = self._answers.get(cache_key) if cache_key is not None else None

@@ -1,12 +1,12 @@
 """The OTLP trace request as protobuf wire bytes, written directly from span data.
 
-Why it exists: the batch export's target is 20,000 spans/s, and building protobuf message objects
-span by span topped out near half that on this project's machines (bench/otel.py): most of the
-time went into attribute objects whose (key, value) pairs repeat from span to span. Here each
-such pair is encoded once and its bytes reused, and a span is a handful of joins. The bytes are
-the same protobuf a message object would serialise to (tests decode them with
-`opentelemetry-proto` and compare with `sdk.encode`); the OTLP exporter's own transport sends
-them. Field numbers are the OTLP proto's (opentelemetry/proto/trace/v1/trace.proto).
+Why it exists: the batch export's target is 20,000 spans/s, which building protobuf message
+objects span by span does not reach: most of its time goes into attribute objects whose
+(key, value) pairs repeat from span to span. Here each such pair is encoded once and its bytes
+reused, and a span is a handful of joins. The bytes are the same protobuf a message object would
+serialise to (tests decode them with `opentelemetry-proto` and compare with `sdk.encode`); the
+OTLP exporter's own transport sends them. Field numbers are the OTLP proto's
+(opentelemetry/proto/trace/v1/trace.proto).
 """
 
 from __future__ import annotations

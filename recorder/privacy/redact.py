@@ -88,9 +88,9 @@ _TOKEN_WORD = re.compile(r"token(?!s\b|s_|_count\b|_limit\b|i[sz])")
 # anything in a frame and these run on the tap's path (`--redact`) and on every export. Each one
 # either starts with a literal (the engine skips to its occurrences), or may start only where a
 # run of its characters starts (a negative lookbehind), and no two unbounded repetitions in it can
-# share characters. The old e-mail and URL-password patterns broke both rules: 80 KB of `a.a.a…@`
-# took 35 s (each of the 40,000 word starts rescanned the run to the `@`); now 10 MB takes well
-# under a second (bench/redact.py prints the ratios against a plain text of the same size).
+# share characters. A pattern that breaks these rules is quadratic on a crafted run (an e-mail
+# pattern rescans from every word start to the `@`); bench/redact.py prints each rule's ratio
+# against a plain text of the same size.
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("bearer", r"(?i)\b(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
     ("basic_auth", r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
@@ -325,8 +325,8 @@ class Redactor:
             return text
         low = text.lower() if len(text) > 256 else None
         for pat in self.patterns:
-            # A long text runs only the built-ins whose literals it holds: each regex pass costs
-            # ~30 ms a MB, so a 40 KB frame of one hostile kind pays for one rule, not fourteen.
+            # A long text runs only the built-ins whose literals it holds: each regex pass scans
+            # the whole text, so a long frame of one hostile kind pays for one rule, not fourteen.
             triggers = BUILTIN_TRIGGERS.get(pat.name) if pat.builtin else None
             if low is not None and triggers and not any(t in low for t in triggers):
                 continue

@@ -61,8 +61,8 @@ class SessionQuery:
 
 def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
     """One page of sessions, newest first, from the projection alone (`session_counts` adds the
-    calls, errors and faults: counting reads every record of a session, 0.8 s for one of 100,000
-    frames, so the list shows first and the counts follow)."""
+    calls, errors and faults: counting reads every record of a session, slow for a long one, so
+    the list shows first and the counts follow)."""
     s = sessions.c
     started = func.coalesce(s.started_ns, 0)
     stmt = select(sessions).order_by(started.desc(), s.session_id.desc())

@@ -147,9 +147,8 @@ def count_records(store: Any, session_ids: Sequence[str]) -> dict[str, dict[str,
         postgres = conn.dialect.name == "postgresql"
         if postgres:
             # Without statistics on `events` (after a bulk load, or with autovacuum off) the
-            # planner guesses each session at 0.5 % of the log, and the 50 index scans looked
-            # costly enough to compile (JIT): 170 ms at 1M records for a listing that takes
-            # 20 ms without it.
+            # planner overestimates each session's share of the log and compiles the per-session
+            # index scans (JIT), which costs several times the listing itself.
             conn.exec_driver_sql("SET LOCAL jit = off")
         # A listing of every session (`--idle`) would pass more ids than a statement may bind.
         for start in range(0, len(ids), _IDS_PER_QUERY):
@@ -172,8 +171,8 @@ def _counts_per_session(session_ids: list[str], sums: list[Any]) -> Any:
     """The counts as one aggregate per listed session (LATERAL), so that each is an index scan
     of that session's records. The same sums over `session_id IN (...) GROUP BY` let PostgreSQL
     choose a sequential scan of the whole log whenever its statistics are missing or stale (a
-    bulk load, autovacuum not yet run): 50 sessions cost 180 ms at 1M records, growing with the
-    log. A LATERAL aggregate cannot be turned into a join, so no plan reads other sessions."""
+    bulk load, autovacuum not yet run), a cost that grows with the log, not with the listing.
+    A LATERAL aggregate cannot be turned into a join, so no plan reads other sessions."""
     listed = values(column("sid", String), name="listed").data([(sid,) for sid in session_ids])
     per_session = select(*sums).where(events.c.session_id == listed.c.sid).lateral("counted")
     return select(listed.c.sid, *per_session.c).select_from(listed.join(per_session, true()))
@@ -253,8 +252,8 @@ def _rivals(store: Any, session_ids: Sequence[str]) -> list[str]:
     """The ids that could stand in the way of a handle of `session_ids`: those ending with one's
     last `HANDLE_MIN` characters or starting with `HANDLE_MIN` characters of one's last group.
     Any id that ends or starts with a longer tail is one of them, so the handles among these
-    are the handles among all ids. The store filters its ids itself: reading every id into
-    Python to count tails cost 240 ms at 100,000 sessions (PostgreSQL), for 50 handles."""
+    are the handles among all ids. The store filters its ids itself, so that a page's handles
+    do not cost a read of every id into Python."""
     groups = [i.rsplit("-", 1)[-1] for i in session_ids]
     groups = [g for g in groups if len(g) >= HANDLE_MIN]
     if not groups:

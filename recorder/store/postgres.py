@@ -26,8 +26,8 @@ from sqlalchemy.engine.url import URL
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import DBAPIConnection, DBAPICursor
 
-# Binary COPY: in text format every raw byte went over as two hex digits, formatted in Python,
-# and psycopg's row formatting was 40% of an append (py-spy over bench/ingest.py's loop).
+# Binary COPY: in text format every raw byte goes over as two hex digits, formatted in Python,
+# and psycopg's row formatting becomes a large share of an append.
 _COPY = f"COPY events ({', '.join(INSERT_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 _COPY_TYPES = [
     {BigInteger: "int8", LargeBinary: "bytea", Boolean: "bool"}.get(type(column.type), "text")
@@ -70,7 +70,7 @@ class PostgresEventStore(SqlEventStore):
 
     def _bytes_cursor(self, driver: DBAPIConnection) -> DBAPICursor:
         # Server-side, and in binary: bytea as text is hex, twice the bytes on the wire and a
-        # decode per row (the derived-column check read raw bytes 2x slower that way).
+        # decode per row.
         return driver.cursor(name="verify_records", binary=True)
 
     def _check_runs(self, session_id: str, runs: list[tuple[int, int]]) -> tuple[bool, int | None]:
@@ -94,8 +94,8 @@ class PostgresEventStore(SqlEventStore):
                 if prev is None:
                     return False
             # Walk the (session_id, seq) index, which yields seq order: with stale statistics the
-            # planner chose a bitmap scan and an on-disk sort of every raw byte instead, which
-            # took twice as long (bench/ingest.py).
+            # planner may choose a bitmap scan and an on-disk sort of every raw byte instead, a
+            # slower plan.
             conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
             conn.exec_driver_sql("SET LOCAL enable_sort = off")
             count, low, high, intact = conn.exec_driver_sql(

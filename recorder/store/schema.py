@@ -109,8 +109,8 @@ retention_removals = Table(
 # the record's row holds. So the tree keeps no row per leaf: `tree_runs` says which record each
 # leaf is, a run of leaves [first_idx, first_idx + leaves) being the records at positions
 # [first_position, first_position + leaves) (one run while the log has no hole; PostgreSQL's
-# late commits and sequence gaps start new ones). A leaf hash per record cost 46 bytes a record
-# on SQLite and 131 on PostgreSQL, a fifth of the log's own overhead.
+# late commits and sequence gaps start new ones). A leaf hash per record would repeat what the
+# record's row holds, at a cost per record that is a sizeable share of the log's own overhead.
 tree_runs = Table(
     "tree_runs",
     metadata,

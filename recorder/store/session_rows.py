@@ -1,8 +1,8 @@
 """The `sessions` rows an append reads and writes, as driver-level SQL.
 
 Every append reads the chain head of each session in its batch and writes that session's row back.
-Built as SQLAlchemy Core statements, each was compiled again every batch; as text with the
-driver's parameter marker they go straight to the driver (bench/ingest.py, docs/performance.md).
+They are text with the driver's parameter marker, not SQLAlchemy Core statements, which would
+be compiled again every batch: as text they go straight to the driver.
 The projected values themselves come from `blackbox.recorder.store.projection`.
 """
 

@@ -157,8 +157,8 @@ def _add_runs(conn: Connection, size: int, positions: Sequence[int]) -> None:
 
 
 def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: list) -> None:
-    """Rows straight to the driver: COPY on PostgreSQL, `executemany` on SQLite (a Core insert
-    of 10,000 leaves took 0.22 s of a 0.41 s checkpoint on PostgreSQL)."""
+    """Rows straight to the driver: COPY on PostgreSQL, `executemany` on SQLite (a SQLAlchemy
+    Core insert of a checkpoint's rows would take most of the checkpoint's time)."""
     names = ", ".join(columns)
     if conn.dialect.name == "postgresql":
         driver = conn.connection.dbapi_connection
@@ -346,8 +346,8 @@ def consistency_proof(conn: Connection, old_size: int, new_size: int) -> list[by
 class BlockCache:
     """A `SubtreeHash` over the stored tree for many proofs at one size (an export's): stored
     hashes are read in aligned blocks of 256 and kept, so proofs of neighbouring leaves, which
-    share most of their path, cost a query per 256 leaves rather than two each (an export of
-    21,000 records took 23x as long with a query pair per proof)."""
+    share most of their path, cost a query per 256 leaves rather than two each: an export
+    proves many records, and a round trip per proof would dominate it."""
 
     BLOCK = 256
 

@@ -2,8 +2,8 @@
 
 Why it exists: the shipper's work (classify, hash chain, SQL insert of every record) is CPU-bound
 Python. In the proxy's process it shares the GIL with the event loop, and under traffic each of
-its bursts is latency added to the calls in flight (measured: up to 1.9x the CPU per call of a
-bare proxy). In a child process it runs on the other core and the proxy only journals.
+its bursts is latency and CPU added to the calls in flight. In a child process it runs on the
+other core and the proxy only journals.
 
 The child tails the proxy's journal files (`JournalTail` stands in for the writer's `Journal`: the
 same segment files, read-only, listed from the directory) with the ordinary `Shipper`. When the
@@ -81,10 +81,9 @@ class JournalTail:
 def main(argv: list[str]) -> int:
     directory, tap_id, store_url = Path(argv[0]), argv[1], argv[2]
     final_seconds, poll_seconds = float(argv[3]), float(argv[4])
-    # Not niced and not SCHED_IDLE, on purpose: at idle priority this process was preempted at
-    # every wake-up of the proxy's and its peers' processes and spent 2-2.5x the CPU per record
-    # (0.18-0.23 ms of CPU per proxied call against 0.08-0.09 ms), which on a 2-core machine
-    # took more from the proxy than the lower priority gave back.
+    # Not niced and not SCHED_IDLE, on purpose: at idle priority this process is preempted at
+    # every wake-up of the proxy's and its peers' processes and spends far more CPU per record,
+    # which on a small machine takes more from the proxy than the lower priority gives back.
     # Ctrl-C reaches the whole process group: the proxy decides when shipping ends (it closes
     # our stdin), so a signal must not cut the final shipping short.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

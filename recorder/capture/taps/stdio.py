@@ -225,8 +225,8 @@ class _Tap:
         self.idle = IdleWatch.started(cfg.idle_after_s, lambda d: self._emit(self.sid, d))
         old_handlers = self._install_signals()
         # An in-process shipper thread works in Python (classify, hash, SQL); when it holds the
-        # GIL the relay would wait up to the 5 ms default switch interval for it: that was the
-        # p99. The store worker process removes that work; this bounds what is left (the
+        # GIL the relay waits up to the switch interval for it (5 ms by default), which sets the
+        # relay's p99. The store worker process removes that work; this bounds what is left (the
         # leftovers pass at start, the library mode's shipper).
         switch = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL)
@@ -338,7 +338,7 @@ class _Tap:
         if pidfd >= 0:
             watch(pidfd, _POLLIN)
         # One preallocated read buffer: os.read(fd, 1 MiB) would allocate (mmap) and shrink a
-        # 1 MiB object on every read, which measured as much as the whole relay's work.
+        # 1 MiB object on every read, a cost on the scale of the relay's own work.
         rbuf = bytearray(READ_SIZE)
         rview = memoryview(rbuf)
 
