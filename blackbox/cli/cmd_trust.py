@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from blackbox.cli.options import open_configured_store, store_option
+from blackbox.cli.options import format_option, open_configured_store, store_option
 from blackbox.recorder.trust import keys as keyfile
-from blackbox.recorder.trust import logproof, signing
+from blackbox.recorder.trust import logproof, proofcheck, signing
 
 key_file_option = click.option(
     "--key-file",
@@ -119,4 +119,55 @@ def prove(
     click.echo(json.dumps(doc, indent=2))
 
 
-COMMANDS = [keys, checkpoint, prove]
+@click.command("verify-proof")
+@click.argument("proof_file", metavar="PROOF", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--checkpoint",
+    "checkpoint_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The signed checkpoint (or file of them) the proof is checked against.",
+)
+@click.option("--key", "vkey", required=True, metavar="VKEY", help="The log's verifier key.")
+@format_option(("table", "json"))
+def verify_proof(proof_file: Path, checkpoint_file: Path, vkey: str, fmt: str) -> None:
+    """Check a proof written by `blackbox prove` against a signed checkpoint, with the verifier
+    key alone (no store): its inclusion proofs, and its consistency proof if it has one. Exit 0
+    valid, 1 invalid or inconsistent, 2 a usage error (a file missing, a bad key).
+
+    \b
+    Example:
+      blackbox prove last --checkpoint cp.txt > proof.json
+      blackbox verify-proof proof.json --checkpoint cp.txt --key "$(cat audit.vkey)"
+    """
+    texts = []
+    for name, path in (("PROOF", proof_file), ("--checkpoint", checkpoint_file)):
+        try:
+            texts.append(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.UsageError(f"{name}: cannot read {path}: {exc}") from exc
+    verdict = proofcheck.check_proof(texts[0], texts[1], vkey)
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "valid": verdict.valid,
+                    "tree_size": verdict.tree_size,
+                    "inclusions": verdict.inclusions,
+                    "consistency": verdict.consistency,
+                    "findings": verdict.findings,
+                }
+            )
+        )
+    elif verdict.valid:
+        what = f"{verdict.inclusions} inclusion proof(s)"
+        if verdict.consistency:
+            what += " and the consistency proof"
+        click.echo(f"valid: {what} against the signed tree of {verdict.tree_size} records")
+    else:
+        for finding in verdict.findings:
+            click.echo(f"invalid: {finding}")
+    raise SystemExit(0 if verdict.valid else 1)
+
+
+COMMANDS = [keys, checkpoint, prove, verify_proof]

@@ -21,6 +21,7 @@ COMMAND_MODULES = {
     "keys": "blackbox.cli.cmd_trust",
     "checkpoint": "blackbox.cli.cmd_trust",
     "prove": "blackbox.cli.cmd_trust",
+    "verify-proof": "blackbox.cli.cmd_trust",
     "show": "blackbox.cli.cmd_store",
     "verify": "blackbox.cli.cmd_store",
     "db": "blackbox.cli.cmd_store",

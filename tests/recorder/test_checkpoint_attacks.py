@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, session_events, tamper
+from tests.fixtures.storekit import T0, rebuild_tree, session_events, tamper
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -52,21 +52,6 @@ def signed(store_url, blackbox_env):
 
 def verify_against(store_url: str, vkey: str, checkpoint: Path) -> tuple[int, str]:
     return run("verify", "--store", store_url, "--checkpoint", str(checkpoint), "--key", vkey)
-
-
-def rebuild_tree(store_url: str) -> None:
-    """What a thorough attacker does after rewriting records: the store's tree recomputed too."""
-    tamper(
-        store_url,
-        *(
-            (f"DELETE FROM {t}", {})
-            for t in ("tree_runs", "tree_removed_leaves", "tree_nodes", "tree_state")
-        ),
-    )
-    store = open_store(store_url)
-    with store.transaction(write=True) as conn:
-        tree.sequence(conn)
-    store.close()
 
 
 def test_keys_init_is_0600_refuses_overwrite_and_ends_with_the_vkey(blackbox_env):
