@@ -33,7 +33,9 @@ def test_there_is_a_fixture_for_every_earlier_schema() -> None:
     revisions = sorted(
         p.stem.split("_")[0] for p in (ROOT / "migrations" / "versions").glob("0*.py")
     )
-    assert [v.removeprefix("schema-") for v in VERSIONS] == revisions
+    written = [v.removeprefix("schema-") for v in VERSIONS]
+    # The head's own store is written when the next revision comes, by the code before it.
+    assert written in (revisions, revisions[:-1]), (written, revisions)
 
 
 class Old:

@@ -68,8 +68,8 @@ def keys_show(key_file: Path | None) -> None:
 )
 def checkpoint(store_url: str | None, key_file: Path | None, publish: str | None) -> None:
     """Sign a checkpoint (C2SP tlog-checkpoint) over the log as it stands, keep it in the store
-    and in checkpoints.txt in the data directory, and print it. Refused when the log is not
-    consistent with the last checkpoint signed.
+    and in checkpoints/<log id>.txt in the data directory (one file per store), and print it.
+    Refused when the log is not consistent with the last checkpoint signed.
 
     \b
     Example:
@@ -78,7 +78,7 @@ def checkpoint(store_url: str | None, key_file: Path | None, publish: str | None
     """
     signer = keyfile.load_signer(keyfile.key_file(key_file))
     store = open_configured_store(store_url, create=True)
-    issued = signing.issue(store, signer, signing.checkpoints_file(), publish)
+    issued = signing.issue(store, signer, keyfile.data_dir(), publish)
     click.echo(issued.note, nl=False)
 
 

@@ -164,6 +164,17 @@ tree_gaps = Table(
     Column("seen_ns", BigInteger, nullable=False),
 )
 
+# The log's identity: one row, a random id made with the store. Checkpoints are kept per log
+# (the data directory's checkpoints/<store_id>.txt), so stores sharing a data directory never
+# mistake each other's checkpoints for their own.
+log_identity = Table(
+    "log_identity",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("store_id", String(36), nullable=False),
+    Column("created_ns", BigInteger, nullable=False),
+)
+
 # Every checkpoint signed over this log, as a C2SP signed note. A copy for the writer's own
 # consistency checks and for `verify`: only a copy kept elsewhere is evidence.
 checkpoints = Table(

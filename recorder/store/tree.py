@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,6 +34,7 @@ from blackbox.recorder.log.model import Kind
 from blackbox.recorder.store.schema import (
     checkpoints,
     events,
+    log_identity,
     tree_gaps,
     tree_nodes,
     tree_removed_leaves,
@@ -444,6 +446,17 @@ class StoredCheckpoint:
     root_hash: bytes
     note: str
     created_ns: int
+
+
+def log_id(conn: Connection) -> str:
+    """The log's identity, made with the store (migration 0007): what its checkpoints are filed
+    under outside the store. Made here, in the caller's write transaction, for a store whose row
+    is missing (one created from the metadata rather than the migrations)."""
+    found = conn.execute(select(log_identity.c.store_id).where(log_identity.c.id == 1)).scalar()
+    if found is None:
+        found = str(uuid.uuid4())
+        conn.execute(insert(log_identity).values(id=1, store_id=found, created_ns=time.time_ns()))
+    return str(found)
 
 
 def store_checkpoint(conn: Connection, size: int, root_hash: bytes, note: str) -> None:

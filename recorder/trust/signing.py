@@ -39,7 +39,7 @@ from blackbox.recorder.trust.checkpoint import (
     sign_checkpoint,
 )
 
-CHECKPOINTS_FILE = "checkpoints.txt"
+CHECKPOINTS_DIR = "checkpoints"  # in the data directory: <log id>.txt per log
 EVERY_ENV = "BLACKBOX_CHECKPOINT_EVERY"  # seconds between checkpoints while records arrive
 AUTO_ENV = "BLACKBOX_CHECKPOINTS"  # "off" stops the shipper's own checkpoints
 PUBLISH_ENV = "BLACKBOX_CHECKPOINT_PUBLISH"  # a directory or a command for every new checkpoint
@@ -57,9 +57,10 @@ class Issued:
     new: bool
 
 
-def checkpoints_file() -> Path:
-    """The file every checkpoint the shipper or `blackbox checkpoint` signs is appended to."""
-    return keys.data_dir() / CHECKPOINTS_FILE
+def checkpoints_file(data_dir: Path, log: str) -> Path:
+    """The file every checkpoint signed over the log `log` (its `tree.log_id`) is appended to:
+    one per log, so stores sharing a data directory each keep their own."""
+    return data_dir / CHECKPOINTS_DIR / f"{log}.txt"
 
 
 def split_notes(text: str) -> list[str]:
@@ -128,12 +129,17 @@ def _refusal(conn, previous: Checkpoint, where: str, head: tree.TreeHead) -> str
 def issue(
     store: EventStore,
     signer: Signer,
-    file: Path | None = None,
+    data_dir: Path | None = None,
     publish: str | None = None,
 ) -> Issued:
     """Sign a checkpoint over the log as it stands (a new one only when it grew), store it, append
-    it to `file` and hand it to `publish`. Refuses (CheckpointError) a tree inconsistent with the
-    last checkpoint in the store or in `file`."""
+    it to this log's checkpoints file under `data_dir` and hand it to `publish`. Refuses
+    (CheckpointError) a tree inconsistent with the last checkpoint in the store or in that file,
+    naming which."""
+    file = None
+    if data_dir is not None:
+        with store.transaction(write=True) as conn:
+            file = checkpoints_file(data_dir, tree.log_id(conn))
     from_file = _last_in_file(file) if file is not None else None
     with store.transaction(write=True) as conn:
         head = tree.sequence(conn)
@@ -243,7 +249,7 @@ class AutoCheckpoints:
             return
         self._last = now
         try:
-            issue(store, self.signer, checkpoints_file(), self.publish)
+            issue(store, self.signer, keys.data_dir(), self.publish)
             self._said = None
         except Exception as exc:  # never stop shipping for a checkpoint
             message = f"blackbox: no checkpoint signed: {exc}"
@@ -259,7 +265,7 @@ def note_for_export(store: EventStore) -> str | None:
     with contextlib.suppress(CheckpointError):
         signer = keys.configured_signer()
     if signer is not None:
-        return issue(store, signer, checkpoints_file()).note
+        return issue(store, signer, keys.data_dir()).note
     with store.transaction() as conn:
         kept = tree.stored_checkpoints(conn, last=True)
     return kept[0].note if kept else None

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, rebuild_tree, session_events, tamper
+from tests.fixtures.storekit import T0, checkpoints_file, rebuild_tree, session_events, tamper
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -89,7 +89,7 @@ def test_checkpoint_is_signed_stored_filed_and_never_holds_the_private_key(signe
     assert checkpoint.origin == "example.com/audit"
     assert checkpoint.size == sum(1 for _ in store.read_log())
     home = Path(blackbox_env["BLACKBOX_HOME"])
-    assert split_notes((home / "checkpoints.txt").read_text()) == [note]
+    assert split_notes(checkpoints_file(home, store.url).read_text()) == [note]
     secret = (home / "keys" / "checkpoint.key").read_text().strip()
     with store.transaction() as conn:
         kept = tree.stored_checkpoints(conn)
@@ -281,7 +281,7 @@ def test_the_shipper_checkpoints_on_seal_when_a_key_is_configured(
     _code, out = run("keys", "init", "--origin", "example.com/audit")
     vkey = out.strip().splitlines()[-1]
     ship_one_session(store_url, tmp_path / "j")
-    filed = Path(blackbox_env["BLACKBOX_HOME"]) / "checkpoints.txt"
+    filed = checkpoints_file(Path(blackbox_env["BLACKBOX_HOME"]), store_url)
     if switch == "off":
         assert not filed.exists()
         return

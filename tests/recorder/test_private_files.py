@@ -79,7 +79,8 @@ def test_keys_and_checkpoints_are_private(blackbox_env: dict[str, str], mask: in
         code, out = run("checkpoint")
         assert code == 0, out
     assert (home / "keys" / "checkpoint.key").is_file()
-    assert (home / "checkpoints.txt").read_text().startswith("example.com/audit\n")
+    (filed,) = (home / "checkpoints").iterdir()  # one store: one log's file
+    assert filed.read_text().startswith("example.com/audit\n")
     assert not_private(home) == []
 
 
