@@ -1,24 +1,25 @@
 """The doctor's tool-drift findings at the discovery stage: definitions that changed against the
 last recorded ones (`tool_changed`), the calls made under them, and definitions the heuristics
-flagged (`tools_listed` findings). Kept apart from `blackbox.analytics.doctor` so that module stays
-small.
+flagged (`tools_listed` findings). Apart from `doctor_discovery` because tool drift has its own
+records, written by the gate's tool watch (`blackbox.recorder.gate.tool_watch`), and for an HTTP
+session in the watcher's own sessions, which `observed_elsewhere` adds to the walk.
 """
 
 from __future__ import annotations
 
-from blackbox.analytics.doctor import DoctorFinding, _doc, _plural, _Walk
+from blackbox.analytics.doctor_walk import DoctorFinding, Walk, event_doc, plural
 from blackbox.recorder.gate.tool_watch import watch_name
 from blackbox.recorder.store import EventStore
 
 
-def observed_elsewhere(store: EventStore, w: _Walk, name: str, session_id: str) -> None:
+def observed_elsewhere(store: EventStore, w: Walk, name: str, session_id: str) -> None:
     """Add to the walk what the HTTP proxy's watcher recorded about this session in its own
     sessions (`tool watch: NAME`, found by name; they hold few records)."""
     for info in store.list_sessions(name=watch_name(name)):
         for ev in store.read_session(info.session_id):
             if ev.kind not in ("tool_changed", "tools_listed"):
                 continue
-            doc = _doc(ev)
+            doc = event_doc(ev)
             if doc.get("observed_session") != session_id:
                 continue
             if ev.kind == "tool_changed":
@@ -27,7 +28,7 @@ def observed_elsewhere(store: EventStore, w: _Walk, name: str, session_id: str) 
                 w.tool_findings.update(doc.get("findings") or {})
 
 
-def tool_drift(w: _Walk) -> list[DoctorFinding]:
+def tool_drift(w: Walk) -> list[DoctorFinding]:
     """Definitions that changed against the last recorded ones, and calls made under them."""
     out: list[DoctorFinding] = []
     flagged_changes = set()
@@ -44,7 +45,7 @@ def tool_drift(w: _Walk) -> list[DoctorFinding]:
         old, new = str(doc.get("old_hash") or "")[:12], str(doc.get("new_hash") or "")[:12]
         message = f"{doc.get('item_kind') or 'tool'} '{tool}' {change}"
         message += f" ({old or '-'} -> {new or '-'})" if change == "changed" else ""
-        message += f"; {_plural(len(after), 'call')} made under the new definition"
+        message += f"; {plural(len(after), 'call')} made under the new definition"
         if rules:
             message += f"; suspicious: {', '.join(rules)}"
         out.append(

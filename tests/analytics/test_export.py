@@ -437,7 +437,7 @@ def test_a_record_stored_before_the_derived_views_were_fitted_exports_and_verifi
     its bundle verifies, as `blackbox verify` does in the store, and a real edit is still caught."""
     from blackbox.recorder.log import jsonrpc
     from blackbox.recorder.log.model import NewEvent
-    from blackbox.recorder.store import sql
+    from blackbox.recorder.store import sql_append
 
     store = open_store(sqlite_url)
     sid = record_session(store, time.time_ns() - DAY_NS, ended=False)
@@ -450,7 +450,7 @@ def test_a_record_stored_before_the_derived_views_were_fitted_exports_and_verifi
     ]
     with monkeypatch.context() as patch:  # the derivation as it was
         patch.setattr(jsonrpc, "fit_text", lambda value: value)
-        patch.setattr(sql, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
+        patch.setattr(sql_append, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
         patch.setattr(jsonrpc, "fit_era", lambda value: value if isinstance(value, str) else None)
         store.append(
             [

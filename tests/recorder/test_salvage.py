@@ -17,7 +17,7 @@ from blackbox.recorder.capture import salvage
 from blackbox.recorder.capture.salvage import append_salvaging, keep_unstored, refused_files
 from blackbox.recorder.errors import StoreUnavailable
 from blackbox.recorder.log.model import Direction, Kind, NewEvent
-from blackbox.recorder.store import open_store, sql
+from blackbox.recorder.store import open_store, sql_append
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
@@ -49,7 +49,7 @@ def test_one_refused_record_costs_neither_its_batch_nor_its_session(store_url, m
         for i, e in enumerate(tail, start=1)
     ]
     batch = [*first, bad, *after, *other]
-    monkeypatch.setattr(sql, "derived_columns", poisoned(sql.derived_columns))
+    monkeypatch.setattr(sql_append, "derived_columns", poisoned(sql_append.derived_columns))
     with pytest.raises(Exception, match="will not take"):
         store.append(batch)  # the attack: one record used to fail the whole batch
     result = append_salvaging(store, batch)
@@ -131,7 +131,7 @@ os._exit(0)  # dies without closing or shipping: the files stay behind
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
     monkeypatch.setenv("BLACKBOX_HOME", str(home))
     monkeypatch.setenv("BLACKBOX_STORE", store_url)
-    monkeypatch.setattr(sql, "derived_columns", poisoned(sql.derived_columns))
+    monkeypatch.setattr(sql_append, "derived_columns", poisoned(sql_append.derived_columns))
     shipped = CliRunner().invoke(main, ["ship"])
     assert shipped.exit_code == 0, shipped.output
     degraded = [line for line in shipped.output.splitlines() if line.startswith("degraded:")]

@@ -19,7 +19,7 @@ from tests.fixtures.storekit import session_events, tamper
 def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, int]]:
     """Verify even short sessions as `runs` runs (child processes on SQLite, connections on
     PostgreSQL), as a long session is; returns the list the SQLite child starts are noted in."""
-    from blackbox.recorder.store import sql, sqlite
+    from blackbox.recorder.store import sql_verify, sqlite
 
     started: list[tuple[int, int]] = []
     start = sqlite._start_run_check
@@ -28,8 +28,8 @@ def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, 
         started.append(run)
         return start(database, session_id, run)
 
-    monkeypatch.setattr(sql, "PARALLEL_VERIFY_RECORDS", 1)
-    monkeypatch.setattr(sql, "verify_cores", lambda: runs)
+    monkeypatch.setattr(sql_verify, "PARALLEL_VERIFY_RECORDS", 1)
+    monkeypatch.setattr(sql_verify, "verify_cores", lambda: runs)
     monkeypatch.setattr(sqlite, "_start_run_check", noted)
     return started
 

@@ -231,7 +231,7 @@ def test_a_nul_stored_before_derived_text_was_fitted_is_no_finding(sqlite_url, m
     """SQLite held NUL in a derived text column before the views were fitted to every store
     (`jsonrpc.fit_text`): such a record still verifies, and a real edit next to it is named."""
     from blackbox.recorder.log import jsonrpc
-    from blackbox.recorder.store import sql
+    from blackbox.recorder.store import sql_append
 
     events = session_events(calls=0, ended=False)
     sid = events[0].session_id
@@ -240,7 +240,7 @@ def test_a_nul_stored_before_derived_text_was_fitted_is_no_finding(sqlite_url, m
     with monkeypatch.context() as patch:
         # The derivation of old: no fitting of text, no `degraded` column (NULL).
         patch.setattr(jsonrpc, "fit_text", lambda value: value)
-        patch.setattr(sql, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
+        patch.setattr(sql_append, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
         store.append([*events, NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "c2s", raw)])
     old = list(store.read_session(sid))[-1]
     assert (old.method, old.rpc_id) == ("m\x00", "a\x00")
@@ -257,7 +257,7 @@ def test_a_long_era_stored_before_eras_were_fitted_is_no_finding(sqlite_url, mon
     column (`jsonrpc.fit_era`): such a record still verifies, and a real edit next to it is
     named."""
     from blackbox.recorder.log import jsonrpc
-    from blackbox.recorder.store import sql
+    from blackbox.recorder.store import sql_append
 
     events = session_events(calls=0, ended=False)
     sid = events[0].session_id
@@ -266,7 +266,7 @@ def test_a_long_era_stored_before_eras_were_fitted_is_no_finding(sqlite_url, mon
     raw = raw.replace(b'"m"', b'"initialize"')
     store = open_store(sqlite_url)
     with monkeypatch.context() as patch:
-        patch.setattr(sql, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
+        patch.setattr(sql_append, "derived_columns", lambda raw: (*jsonrpc.classify(raw)[:8], None))
         patch.setattr(jsonrpc, "fit_era", lambda value: value if isinstance(value, str) else None)
         store.append([*events, NewEvent(sid, len(events) + 1, T0, 0, Kind.FRAME, "c2s", raw)])
     old = list(store.read_session(sid))[-1]
