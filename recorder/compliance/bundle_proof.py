@@ -44,7 +44,7 @@ def write(
     checkpoint = note_checkpoint(notes[-1]) if notes else None
     if checkpoint is None:
         raise ValueError("not a signed checkpoint")
-    size = checkpoint.size
+    size, root = checkpoint.size, checkpoint.root_hash
     proven = uncovered = 0
     # Both files 0600 like the rest of the bundle (recorder/private.py).
     proofs = private_file(out_dir / PROOFS_FILE)
@@ -57,6 +57,15 @@ def write(
                 line: dict[str, object] = {"session_id": sid, "seq": rec.seq, "leaf_index": None}
                 if leaf is not None and leaf.index < size:
                     proof = merkle.inclusion_proof(leaf.index, size, cached)
+                    # Checked before it is written: a proof from a damaged cache would only
+                    # fail in the auditor's hands.
+                    if not merkle.verify_inclusion(
+                        merkle.leaf_hash(leaf.chain_hash), leaf.index, size, proof, root
+                    ):
+                        raise tree.TreeDamaged(
+                            f"the store's cached tree gives no valid proof of leaf {leaf.index}: "
+                            "the tree's tables were edited (the records may be intact); run verify"
+                        )
                     line["leaf_index"] = leaf.index
                     line["proof"] = [base64.b64encode(h).decode("ascii") for h in proof]
                     proven += 1

@@ -307,6 +307,75 @@ def _leaf_hashes(conn: Connection, ranges: Sequence[tuple[int, int]]) -> dict[in
     return out
 
 
+LEAF_CHUNK = 65_536  # leaves read per query when roots are recomputed from the leaves
+
+
+def leaf_roots(
+    conn: Connection, sizes: Sequence[int], trusted: tuple[int, bytes] | None = None
+) -> dict[int, bytes]:
+    """The roots at `sizes` computed from the leaves (each record's stored chain hash, or the
+    leaf hash retention kept), never from a cached node or the stored frontier: what a root is
+    checked against before anything is signed or proven from the cache.
+
+    With `trusted` (size P, root R: a checkpoint this log signed), only the leaves from P on are
+    read: the perfect subtrees of the first P leaves are taken from the cache and must fold to R,
+    which a damaged cache cannot fake (TreeDamaged otherwise). Sizes below P are not asked."""
+    wanted = sorted(set(sizes))
+    roots: dict[int, bytes] = {}
+    stack: list[bytes] = []
+    size = 0
+    if trusted is not None and trusted[0] > 0:
+        size, signed = trusted
+        stack = _with_subtrees(conn, lambda sub: _frontier_of(size, sub))
+        if merkle.fold(stack) != signed:
+            raise TreeDamaged(
+                f"the store's cached tree over the first {size} leaves does not give the root "
+                "this log signed for them: the tree's tables were edited; run verify"
+            )
+    for target in wanted:
+        if target < size:
+            raise ValueError(f"a root at {target} leaves is below the trusted {size}")
+        while size < target:
+            last = min(target, size + LEAF_CHUNK) - 1
+            found = _leaf_hashes(conn, [(size, last)])
+            if len(found) != last - size + 1:
+                gone = next(i for i in range(size, last + 1) if i not in found)
+                raise TreeDamaged(f"the store's tree has no leaf {gone}: run verify")
+            size, _ = merkle.extend_frontier(stack, size, [found[i] for i in range(size, last + 1)])
+        roots[target] = merkle.fold(stack)
+    return roots
+
+
+def _frontier_of(size: int, subtree_hash: merkle.SubtreeHash) -> list[bytes]:
+    """The perfect subtrees of the first `size` leaves, largest first (the frontier at `size`)."""
+    out, start = [], 0
+    for bit in reversed(range(size.bit_length())):
+        if size >> bit & 1:
+            out.append(subtree_hash(start, start + (1 << bit)))
+            start += 1 << bit
+    return out
+
+
+def checked_root(
+    conn: Connection,
+    size: int,
+    trusted: tuple[int, bytes] | None = None,
+    claimed: bytes | None = None,
+) -> bytes:
+    """The cached tree's root at `size` (and `claimed`, the stored head's root, when given),
+    after checking it against the leaves (`leaf_roots`): TreeDamaged, naming the tree, when the
+    cache disagrees with them."""
+    cached = root_at(conn, size)
+    if trusted is not None and trusted[0] > size:
+        trusted = None
+    if leaf_roots(conn, [size], trusted)[size] != cached or claimed not in (None, cached):
+        raise TreeDamaged(
+            f"the store's cached tree gives a root for {size} leaves that its records do not: "
+            "the tree's tables were edited (the records may be intact); run verify"
+        )
+    return cached
+
+
 def _with_subtrees(conn: Connection, compute: Callable[[merkle.SubtreeHash], T]) -> T:
     """Run `compute` (a merkle function taking a `SubtreeHash`) over the stored tree: once to
     learn which subtrees it asks for (which never depends on their hashes), once with them."""
@@ -492,6 +561,7 @@ class Recomputed:
     retained: int = 0  # leaves of records retention removed, taken from the stored leaf hash
     # The first leaf whose record's stored chain hash is not the one recomputed from its bytes.
     first_difference: int | None = None
+    bad_nodes: int = 0  # cached nodes that differ from the recomputation (the first few named)
 
 
 _RECORD_COLUMNS = "session_id, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, hash"
@@ -584,6 +654,9 @@ def recompute(
     # Leaf hashes wait in `pending` and join the frontier a batch at a time (merkle's one merge
     # loop), and at each size whose root is wanted; `base` is the tree size before them.
     pending: list[bytes] = []
+    # The nodes the recomputation completes at the stored levels, compared with the cached ones
+    # a batch at a time: a cached node nothing else reads (no root, no frontier) is still checked.
+    fresh: list[tuple[int, int, bytes]] = []
     base = 0
     n = 0
     t = 0
@@ -599,7 +672,7 @@ def recompute(
                     if idx > n
                     else f"the store's tree has leaf {idx} twice"
                 )
-                merkle.extend_frontier(stack, base, pending)
+                fresh += merkle.extend_frontier(stack, base, pending, STRIDE)[1]
                 pending, base = [], idx
             if sid is None:
                 if removed_by in retention:
@@ -629,22 +702,68 @@ def recompute(
             n = idx + 1
             pending.append(leaf)
             if t < len(targets) and targets[t] == n:
-                base, _ = merkle.extend_frontier(stack, base, pending)
+                base, done = merkle.extend_frontier(stack, base, pending, STRIDE)
+                fresh += done
                 pending = []
                 while t < len(targets) and targets[t] == n:
                     out.roots[n] = merkle.fold(stack)
                     t += 1
-        base, _ = merkle.extend_frontier(stack, base, pending)
+        base, done = merkle.extend_frontier(stack, base, pending, STRIDE)
+        fresh += done
         pending = []
+        if len(fresh) >= _NODE_BATCH:
+            _compare_nodes(conn, fresh, out)
+            fresh = []
     if missing:
         shown = ", ".join(map(str, missing[:3])) + (", ..." if len(missing) > 3 else "")
         out.findings.append(
             f"{len(missing)} record(s) of the tree are gone from the log (log position "
             f"{shown}) and no retention record removed them: records were deleted"
         )
+    _compare_nodes(conn, fresh, out)
+    if out.bad_nodes > _NODE_FINDINGS:
+        more = out.bad_nodes - _NODE_FINDINGS
+        out.findings.append(f"... and {more} more cached tree node(s) differ from the records")
     out.size = n
     out.roots[n] = merkle.fold(stack)
     return out
+
+
+_NODE_BATCH = 4096
+_NODE_FINDINGS = 5  # bad nodes named one by one; beyond, counted
+
+
+def _compare_nodes(
+    conn: Connection, fresh: Sequence[tuple[int, int, bytes]], out: Recomputed
+) -> None:
+    """Compare recomputed nodes (level, index, hash) with the cached ones, naming each that
+    differs or is missing. Only nodes over leaves before the first record whose stored hash is
+    not its recomputed one: past it the records are at fault, which is said already."""
+    limit = out.first_difference
+    by_level: dict[int, dict[int, bytes]] = {}
+    for level, idx, h in fresh:
+        if limit is None or (idx + 1) << level <= limit:
+            by_level.setdefault(level, {})[idx] = h
+    for level, expected in sorted(by_level.items()):
+        rows = conn.execute(
+            select(tree_nodes.c.idx, tree_nodes.c.hash).where(
+                tree_nodes.c.level == level,
+                tree_nodes.c.idx.between(min(expected), max(expected)),
+            )
+        )
+        stored = {i: chain.as_bytes(h) for i, h in rows}
+        for idx, h in sorted(expected.items()):
+            if stored.get(idx) == h:
+                continue
+            out.bad_nodes += 1
+            if out.bad_nodes > _NODE_FINDINGS:
+                continue
+            span = f"leaves {idx << level}-{((idx + 1) << level) - 1}"
+            what = "is missing" if idx not in stored else "differs from its records"
+            out.findings.append(
+                f"the store's cached tree node at level {level}, index {idx} ({span}) {what}: "
+                "the tree's tables were edited (the records are intact)"
+            )
 
 
 def _chain_hash(row: Sequence, heads: dict[str, tuple[int, bytes]], out: Recomputed) -> bytes:

@@ -20,6 +20,11 @@ from blackbox.recorder.store import EventStore, tree
 from blackbox.recorder.trust.checkpoint import Checkpoint, Verifier, open_checkpoint, parse_vkey
 from blackbox.recorder.trust.signing import note_checkpoint, split_notes
 
+_DAMAGED = (
+    "the store's cached tree does not agree with its records over the first {size} leaves: "
+    "the tree's tables were edited (the records may be intact); no proof given; run verify"
+)
+
 
 class ProofError(BlackboxError):
     """A proof cannot be given as asked (a size beyond the tree, a session not in it)."""
@@ -152,8 +157,18 @@ def prove(
             raise ProofError(
                 f"the tree holds {head.size} records, not the {size} of the checkpoint"
             )
-        root = tree.root_at(conn, size)
+        # Nothing is proven from the cache's word: the roots come from the leaves, and every
+        # proof is checked against them before it is printed.
+        asked = [size] if consistency_from is None else [size, consistency_from]
+        try:
+            roots = tree.leaf_roots(conn, [s for s in asked if 0 <= s <= size])
+        except tree.TreeDamaged as exc:
+            raise ProofError(str(exc)) from None
+        root = roots[size]
+        if tree.root_at(conn, size) != root:
+            raise ProofError(_DAMAGED.format(size=size))
         leaves = [leaf for leaf in tree.session_leaves(conn, session_id) if leaf.index < size]
+        paths = [tree.inclusion_proof(conn, leaf.index, size) for leaf in leaves]
         doc: dict[str, object] = {
             "tree_size": size,
             "root_hash": _b64(root),
@@ -164,18 +179,27 @@ def prove(
                     "log_position": leaf.position,
                     "leaf_index": leaf.index,
                     "chain_hash": leaf.chain_hash.hex(),
-                    "proof": [_b64(h) for h in tree.inclusion_proof(conn, leaf.index, size)],
+                    "proof": [_b64(h) for h in path],
                 }
-                for leaf in leaves
+                for leaf, path in zip(leaves, paths, strict=True)
             ],
         }
+        for leaf, path in zip(leaves, paths, strict=True):
+            if not merkle.verify_inclusion(
+                merkle.leaf_hash(leaf.chain_hash), leaf.index, size, path, root
+            ):
+                raise ProofError(_DAMAGED.format(size=size))
         if consistency_from is not None:
             if not 0 <= consistency_from <= size:
                 raise ProofError(f"no consistency proof from {consistency_from} to {size}")
+            path = tree.consistency_proof(conn, consistency_from, size)
+            old_root = roots[consistency_from]
+            if not merkle.verify_consistency(consistency_from, size, old_root, root, path):
+                raise ProofError(_DAMAGED.format(size=size))
             doc["consistency"] = {
                 "old_size": consistency_from,
-                "old_root_hash": _b64(tree.root_at(conn, consistency_from)),
+                "old_root_hash": _b64(old_root),
                 "new_size": size,
-                "proof": [_b64(h) for h in tree.consistency_proof(conn, consistency_from, size)],
+                "proof": [_b64(h) for h in path],
             }
     return doc

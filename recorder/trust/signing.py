@@ -119,6 +119,13 @@ def _refusal(conn, previous: Checkpoint, where: str, head: tree.TreeHead) -> str
             "refusing to sign"
         )
     if tree.root_at(conn, previous.size) != previous.root_hash:
+        # Whose fault: the records' own hashes, or only the cache of the tree built over them?
+        if tree.leaf_roots(conn, [previous.size])[previous.size] == previous.root_hash:
+            return (
+                f"the store's cached tree at {previous.size} records differs from the last "
+                f"checkpoint ({where}), but the records agree with it: the tree's tables were "
+                "edited; refusing to sign (run verify)"
+            )
         return (
             f"the log's tree at {previous.size} records differs from the last checkpoint "
             f"({where}): records before it were rewritten; refusing to sign"
@@ -148,6 +155,7 @@ def issue(
             problem = _refusal(conn, from_file, f"in {file}", head)
             if problem:
                 raise CheckpointError(problem)
+        trusted = None
         if last:
             previous = Checkpoint(signer.name, last[0].size, last[0].root_hash)
             problem = _refusal(conn, previous, "in the store", head)
@@ -156,6 +164,14 @@ def issue(
             opened, _ = open_note(last[0].note, [signer.verifier])
             if last[0].size == head.size and opened is not None:
                 return Issued(last[0].note, head.size, head.root, False)
+            if opened is not None:
+                trusted = (last[0].size, last[0].root_hash)
+        # Never sign the cache's word: the root is checked against the leaves (those after the
+        # last checkpoint this key signed; all of them without one).
+        try:
+            tree.checked_root(conn, head.size, trusted, claimed=head.root)
+        except tree.TreeDamaged as exc:
+            raise CheckpointError(f"{exc}; refusing to sign") from None
         note = sign_checkpoint(Checkpoint(signer.name, head.size, head.root), signer)
         tree.store_checkpoint(conn, head.size, head.root, note)
     if file is not None:
