@@ -250,10 +250,11 @@ def test_stored_checkpoint_edited_is_found_by_plain_verify(signed):
     engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
     with engine.begin() as conn:
         note = conn.execute(text("SELECT note FROM checkpoints")).scalar_one()
-        origin, size, rest = note.split("\n", 2)
-        forged = f"{origin}\n{int(size) + 1000}\n{rest}"
-        conn.execute(text("UPDATE checkpoints SET note = :n"), {"n": forged})
     engine.dispose()
+    origin, size, rest = note.split("\n", 2)
+    forged = f"{origin}\n{int(size) + 1000}\n{rest}"
+    # The checkpoints table refuses edits: the attacker drops its trigger first.
+    tamper(store_url, ("UPDATE checkpoints SET note = :n", {"n": forged}))
     code, out = run("verify", "--store", store_url)
     assert code == 1
     assert "fewer than the" in out

@@ -146,3 +146,28 @@ def test_export_with_a_signed_checkpoint_never_writes_a_proof_the_records_do_not
     code, out = run("export", "--store", store_url, "--out", str(tmp_path / "bundle"))
     assert code == 2, out
     assert "gives no valid proof of leaf" in out or "cached tree" in out
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE tree_nodes SET hash = :z",
+        "DELETE FROM tree_nodes",
+        "UPDATE checkpoints SET root_hash = :z",
+        "DELETE FROM checkpoints",
+        "UPDATE log_identity SET store_id = 'another'",
+        "DELETE FROM log_identity",
+    ],
+)
+def test_the_tree_tables_refuse_edits_like_the_log(signed, statement: str) -> None:
+    """Without dropping a trigger first, the cache, the checkpoints and the identity only grow."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import DBAPIError
+
+    store_url = signed[0]
+    engine = create_engine(store_url.replace("postgresql:", "postgresql+psycopg:", 1))
+    try:
+        with pytest.raises(DBAPIError, match="append-only"), engine.begin() as conn:
+            conn.execute(text(statement), {"z": ZERO})
+    finally:
+        engine.dispose()
