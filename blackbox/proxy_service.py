@@ -13,6 +13,8 @@ import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from blackbox.recorder.serving import is_loopback
+
 DEFAULT_PORT_BASE = 7400
 # Ports are spread over a window above the base by a hash of the server key, so a server keeps
 # its port when other servers are added or removed (a host or a service file may remember it).
@@ -27,14 +29,12 @@ def proxy_command(
     argv += ["--name", key]
     if store_url:
         argv += ["--store", store_url]
-    if (urlsplit(upstream).hostname or "") not in LOOPBACK:
+    if not is_loopback(urlsplit(upstream).hostname or ""):
         # A remote server is virtual-hosted as a rule: it must see its own name in Host, not
-        # the proxy's 127.0.0.1:PORT (`blackbox proxy --help`, --rewrite-host).
+        # the proxy's 127.0.0.1:PORT (`blackbox proxy --help`, --rewrite-host). Loopback by the
+        # rule `blackbox proxy` itself uses to say so.
         argv.append("--rewrite-host")
     return argv
-
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def proxy_url(port: int, upstream: str) -> str:

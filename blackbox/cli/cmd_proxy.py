@@ -16,12 +16,12 @@ from blackbox.recorder.capture.taps.http_exchange import ProxySettings
 from blackbox.recorder.capture.taps.http_server import (
     DEFAULT_LISTEN,
     ProxyConfig,
-    is_loopback,
     parse_listen,
     run_proxy,
 )
 from blackbox.recorder.capture.taps.http_sessions import DEFAULT_IDLE_GAP_S
 from blackbox.recorder.privacy.fingerprint import load_or_create_key, store_key_path
+from blackbox.recorder.serving import is_loopback
 from blackbox.recorder.store import normalise_url, open_store
 
 

@@ -4,9 +4,10 @@ Why it exists: the UI serves recorded MCP traffic (arguments, results, secrets a
 port any local process and any web page the user visits can reach. So, as Jupyter does, the URL
 it prints carries a random token, and a request without it (in the query, a header, or the cookie
 set on the first visit) is refused; a request whose `Host` is not the address the UI listens on is
-refused (a DNS-rebinding page reaches loopback under its own host name); a state-changing request
-(starting a replay) needs the token in a header AND an `Origin` of the UI itself, so a cross-site
-form or fetch cannot make one even with the cookie. Every answer carries a strict Content Security
+refused (a DNS-rebinding page reaches loopback under its own host name; the rule is the proxy's
+too, `blackbox.recorder.serving.HostGuard`); a state-changing request (starting a replay) needs the
+token in a header AND an `Origin` of the UI itself, so a cross-site form or fetch cannot make one
+even with the cookie. Every answer carries a strict Content Security
 Policy (scripts and styles from the UI itself only, no frames).
 
 It is a plain ASGI middleware, so it also guards the server-sent event streams.
@@ -15,11 +16,12 @@ It is a plain ASGI middleware, so it also guards the server-sent event streams.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
+
+from blackbox.recorder.serving import HostGuard
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -47,39 +49,22 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and `localhost`."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def allowed_hosts(host: str, port: int) -> frozenset[str]:
-    """The `Host` values a request may carry: the listen address and port, and for a loopback
-    address (or a wildcard one) its loopback spellings (a browser may say localhost)."""
-    spelled = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    hosts = {f"{spelled}:{port}"}
-    if is_loopback(host) or host in ("0.0.0.0", "::"):
-        hosts |= {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
-    return frozenset(hosts)
-
-
 def cookie_name(port: int) -> str:
     # Cookies are not scoped by port: two UIs on one machine must not overwrite each other's.
     return f"blackbox_ui_{port}"
 
 
 class Guard:
-    """ASGI middleware: Host check, token check, same-origin check for writes, security headers."""
+    """ASGI middleware: Host check, token check, same-origin check for writes, security headers.
+
+    Which Host is the UI's, and so which Origin, is the rule the proxy uses too
+    (`blackbox.recorder.serving.HostGuard`): exactly one Host header, the listen address with
+    its port or, on loopback, `localhost`, `127.0.0.1` or `[::1]` with the port."""
 
     def __init__(self, app: ASGIApp, token: str, host: str, port: int) -> None:
         self.app = app
         self.token = token
-        self.hosts = allowed_hosts(host, port)
-        self.origins = frozenset(f"http://{h}" for h in self.hosts)
+        self.hosts = HostGuard((host, port))
         self.cookie = cookie_name(port)
 
     def _token_ok(self, candidate: str | None) -> bool:
@@ -94,10 +79,11 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if headers.get("host", "") not in self.hosts:
+        hosts = [v for k, v in scope["headers"] if k.lower() == b"host"]
+        if not self.hosts.admits(hosts[0] if hosts else None, len(hosts)):
             await _refuse(send, 421, "refused: this address is not the one the UI listens on")
             return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         in_query = next((v for k, v in query if k == TOKEN_PARAM), None)
         in_header = headers.get(TOKEN_HEADER)
@@ -105,7 +91,7 @@ class Guard:
         method = scope["method"]
         if method not in SAFE_METHODS:
             origin = headers.get("origin")
-            if not self._token_ok(in_header) or origin not in self.origins:
+            if not self._token_ok(in_header) or not self.hosts.own_origin(origin or ""):
                 await _refuse(send, 403, "refused: a change needs the token and the UI's origin")
                 return
         elif not (

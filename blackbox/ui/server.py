@@ -2,7 +2,8 @@
 
 Why it exists: `blackbox ui` and the tests start the same server; the socket is bound before the
 URL is printed (port 0 picks a free port, and the URL names the real one), loopback is the
-default and anything else is said out loud.
+default and anything else is said out loud. The socket and uvicorn are the project's one server
+setup, shared with `blackbox proxy` (`blackbox.recorder.serving`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from blackbox.recorder import serving
 from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.serving import is_loopback
 from blackbox.recorder.store import EventStore
-from blackbox.ui.app import LIVE_POLL_S, Context, create_app
-from blackbox.ui.security import is_loopback, new_token
-
-if TYPE_CHECKING:
-    import uvicorn
+from blackbox.ui.app import create_app
+from blackbox.ui.context import Context
+from blackbox.ui.routes_api import LIVE_POLL_S
+from blackbox.ui.security import new_token
 
 
 class BadListen(BlackboxError):
@@ -38,21 +39,15 @@ def split_listen(text: str) -> tuple[str, int]:
 
 
 def url_for(host: str, port: int, token: str) -> str:
-    spelled = f"[{host}]" if ":" in host else host
-    return f"http://{spelled}:{port}/?token={token}"
+    return serving.http_url(host, port, f"/?token={token}")
 
 
 def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    """The listening socket (`blackbox.recorder.serving.bind`), or BadListen saying why not."""
     try:
-        sock.bind((host, port))
-        sock.listen(128)  # connections made as soon as the URL is printed wait, not fail
+        return serving.bind(host, port)
     except OSError as exc:
-        sock.close()
         raise BadListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return sock
 
 
 @dataclass
@@ -65,16 +60,10 @@ class Served:
     stop: Callable[[], None]
 
 
-def _server(ctx: Context, host: str, port: int) -> uvicorn.Server:
-    import uvicorn
-
-    config = uvicorn.Config(
-        create_app(ctx, host, port),
-        log_level="warning",
-        timeout_graceful_shutdown=1,
-        lifespan="off",
-    )
-    return uvicorn.Server(config)
+def _server(ctx: Context, host: str, port: int, sock: socket.socket) -> serving.Server:
+    """The project's uvicorn setup (`blackbox.recorder.serving.Server`) for the UI: no lifespan,
+    a second for open requests at stop (the event streams end on `ctx.stopping` first)."""
+    return serving.Server(create_app(ctx, host, port), sock, graceful_s=1, name="blackbox-ui")
 
 
 def serve_in_thread(
@@ -89,20 +78,15 @@ def serve_in_thread(
     sock = bind(host, port)
     port = sock.getsockname()[1]
     ctx = Context(store, journal_dir, analytics_dir, token)
-    server = _server(ctx, host, port)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise BlackboxError(f"the UI could not start on {host}:{port}")
-        threading.Event().wait(0.02)
+    server = _server(ctx, host, port, sock)
+    if not server.start(timeout=None):
+        sock.close()
+        raise BlackboxError(f"the UI could not start on {host}:{port}")
 
     def stop() -> None:
         ctx.stopping.set()
         threading.Event().wait(2 * LIVE_POLL_S)  # the event streams see it and end
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+        server.stop(10)
 
     return Served(url_for(host, port, token), port, token, stop)
 
@@ -117,7 +101,9 @@ def run_ui(
     say: Callable[[str], None],
     warn: Callable[[str], None],
 ) -> None:
-    """Serve until interrupted: print the URL (with its token) and open it unless told not to."""
+    """Serve until interrupted: print the URL (with its token) and open it unless told not to.
+    Ctrl-C and SIGTERM end the process as they would without the server (KeyboardInterrupt,
+    death by SIGTERM), after the event streams were told to end."""
     if not is_loopback(host):
         warn(
             f"blackbox ui: listening on {host}, not loopback: anyone who can reach this address "
@@ -128,12 +114,13 @@ def run_ui(
     port = sock.getsockname()[1]
     url = url_for(host, port, token)
     ctx = Context(store, journal_dir, analytics_dir, token)
-    server = _server(ctx, host, port)
+    server = _server(ctx, host, port, sock)
     say(url)
     if open_browser:
         threading.Timer(0.5, webbrowser.open, args=(url,)).start()
     try:
-        server.run(sockets=[sock])
+        server.run()
     finally:
         ctx.stopping.set()
         sock.close()
+    server.reraise_signals()

@@ -10,17 +10,15 @@ from __future__ import annotations
 import http.client
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
+from blackbox.recorder.serving import Server, bind
 from blackbox.recorder.store import open_store
-from starlette.applications import Starlette
 
-from blackbox.ui.app import Context, routes
-from blackbox.ui.server import bind, serve_in_thread
+from blackbox.ui.app import Context, unguarded_app
+from blackbox.ui.server import serve_in_thread
 from tests.fixtures import peers
 from tests.fixtures.taps import record, wait_sessions
 
@@ -52,17 +50,10 @@ def unguarded(store_url: tuple[str, Path]) -> Iterator[int]:
     url, tmp = store_url
     store = open_store(url, create=False)
     ctx = Context(store, None, tmp / "analytics", "unused")
-    sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(
-        uvicorn.Config(Starlette(routes=routes(ctx)), log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        threading.Event().wait(0.02)
-    yield sock.getsockname()[1]
-    server.should_exit = True
-    thread.join(10)
+    server = Server(unguarded_app(ctx), bind("127.0.0.1", 0))
+    assert server.start()
+    yield server.port
+    server.stop()
     store.close()
 
 

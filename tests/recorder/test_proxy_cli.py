@@ -15,6 +15,7 @@ import pytest
 from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
+from blackbox import proxy_service
 from blackbox.cli.main import main
 from tests.fixtures.environment import BLACKBOX
 from tests.fixtures.fault_server import FaultServer
@@ -232,3 +233,46 @@ def test_killed_proxy_loses_nothing_it_forwarded(
         assert not list(journal.glob("*.journal"))
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("upstream_host", "noticed"),
+    [("127.0.0.1", False), ("localhost", False), ("127.attacker.example", True)],
+)
+def test_only_a_loopback_upstream_goes_without_the_host_notice(
+    upstream_host: str, noticed: bool, sqlite_url: str, blackbox_env: dict[str, str]
+) -> None:
+    """The client's Host is forwarded as sent; for an upstream that is not loopback the proxy says
+    --rewrite-host may be needed. A name that merely starts like loopback (`127.attacker.example`
+    resolves wherever its owner likes) is not loopback (the one rule,
+    `blackbox.recorder.serving.is_loopback`)."""
+    port = free_port()
+    upstream = f"http://{upstream_host}:9/mcp"
+    proc = _start(["--upstream", upstream, "--store", sqlite_url], blackbox_env, port)
+    try:  # served once it answers (a foreign Host: refused, nothing forwarded)
+        refused = httpx2.get(f"http://127.0.0.1:{port}/mcp", headers={"host": "evil.example"})
+        assert refused.status_code == 403
+    finally:
+        code, err = _stop(proc)
+    assert code == 0, err
+    assert ("--rewrite-host" in err) is noticed, err
+
+
+@pytest.mark.parametrize(
+    ("upstream", "rewrite"),
+    [
+        ("http://127.0.0.1:9/mcp", False),
+        ("http://127.0.0.2:9/mcp", False),
+        ("http://localhost:9/mcp", False),
+        ("http://[::1]:9/mcp", False),
+        ("http://127.0.0.1.nip.io:9/mcp", True),
+        ("http://127.attacker.example/mcp", True),
+        ("https://mcp.example.com/mcp", True),
+    ],
+)
+def test_attach_rewrites_the_host_for_exactly_the_upstreams_that_are_not_loopback(
+    upstream: str, rewrite: bool
+) -> None:
+    """The proxy `blackbox attach` starts gets --rewrite-host by the same loopback rule."""
+    argv = proxy_service.proxy_command("blackbox", upstream, 7400, "key", None)
+    assert ("--rewrite-host" in argv) is rewrite

@@ -14,6 +14,7 @@ import httpx2
 import pytest
 from blackbox.recorder.capture.taps.http_exchange import ProxyError, ProxySettings
 from blackbox.recorder.capture.taps.http_headers import HostGuard, fingerprint, recorded_target
+from blackbox.recorder.serving import is_loopback
 from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 from mcp.client.session import ClientSession
@@ -49,6 +50,12 @@ def _exchanges(proxy: RecordingProxy) -> list[dict]:
         "127.0.0.1.nip.io:{port}",
         "127.0.0.1:{port}.evil.example",
         "127.0.0.1:1",
+        "127.0.0.1.attacker.example:{port}",
+        "127.attacker.example:{port}",
+        "[::ffff:127.0.0.1]:{port}",
+        "127.0.0.1:{port}@attacker.example",
+        "127.0.0.2:{port}",
+        "",
     ],
 )
 def test_foreign_host_is_refused_recorded_and_not_forwarded(
@@ -350,3 +357,40 @@ def test_no_credential_reaches_the_journal_the_store_or_an_export(
     for secret in secrets:
         assert secret.encode() not in exported, secret
     assert harmless["user-agent"].encode() in exported
+
+
+# -- the one loopback rule ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.0.0.2", True),
+        ("127.255.255.254", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("LocalHost", True),
+        # DNS names that start like loopback resolve wherever their owner points them
+        ("127.attacker.example", False),
+        ("127.0.0.1.attacker.example", False),
+        ("127.0.0.1.nip.io", False),
+        ("localhost.attacker.example", False),
+        ("attacker.localhost", False),
+        ("localhost.", False),
+        # addresses that are not loopback, or not for certain
+        ("0.0.0.0", False),
+        ("::", False),
+        ("", False),
+        ("10.0.0.1", False),
+        ("[2001:db8::1]", False),
+        ("::ffff:127.0.0.1", False),
+        ("[::ffff:7f00:1]", False),
+        ("127.1", False),
+        ("0177.0.0.1", False),
+        ("[::1", False),
+    ],
+)
+def test_one_loopback_rule(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback

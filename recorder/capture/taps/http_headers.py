@@ -14,18 +14,22 @@ A deny-list would have to know every vendor's header name; an allow-list fails s
 
 `HostGuard` is the DNS-rebinding check the MCP Streamable HTTP transport asks of local servers
 (validate `Origin`, answer 403 when it is present and invalid): a request whose `Host` is not the
-proxy's own address (or a name the user allowed) or whose `Origin` is a foreign web page is
-refused before anything is read, recorded or forwarded.
+proxy's own address (or a name the user allowed; the rule `blackbox ui` uses too, in
+`blackbox.recorder.serving`) or whose `Origin` is a foreign web page is refused before anything is
+read, recorded or forwarded.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import unquote_plus, urlsplit
 
+from blackbox.recorder import serving
 from blackbox.recorder.privacy import fingerprint as keyed
+from blackbox.recorder.serving import GuardError as GuardError
+from blackbox.recorder.serving import is_loopback, split_host
+from blackbox.recorder.serving import normalise_allowed_host as normalise_allowed_host
 
 # RFC 9110 section 7.6.1 hop-by-hop fields, plus the pre-standard ones proxies still meet.
 HOP_BY_HOP = frozenset(
@@ -262,63 +266,9 @@ def recorded_url(url: str, key: bytes | None = None) -> str:
 
 
 # -- DNS rebinding -------------------------------------------------------------------------------
-
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
-_WILDCARD = ("0.0.0.0", "::", "")
-
-
-class GuardError(ValueError):
-    """An --allow-host or --allow-origin value that cannot be a Host or an Origin."""
-
-
-def _split_host(value: str) -> tuple[str, str | None]:
-    """`name[:port]` or `[v6][:port]` as (name, port or None); the name keeps its brackets."""
-    if value.startswith("["):
-        name, bracket, rest = value.partition("]")
-        if not bracket:
-            return value, None
-        port = rest[1:] if rest.startswith(":") else None
-        return name + "]", port
-    name, colon, port = value.rpartition(":")
-    if not colon or ":" in name:  # no port, or a bare IPv6 address
-        return value, None
-    return name, port
-
-
-def _is_ip(name: str) -> bool:
-    try:
-        ipaddress.ip_address(name.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-def _is_loopback_name(name: str) -> bool:
-    bare = name.strip("[]")
-    if bare == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bare).is_loopback
-    except ValueError:
-        return False
-
-
-def normalise_allowed_host(value: str) -> str:
-    """An --allow-host value as compared (lower-case), or GuardError saying what is wrong."""
-    text = value.strip().lower()
-    name, port = _split_host(text)
-    bad = (
-        not name
-        or any(c in text for c in "/ @?#\t")
-        or (port is not None and not port.isdigit())
-        or (":" in name.strip("[]") and not name.startswith("["))
-    )
-    if bad:
-        raise GuardError(
-            f"bad --allow-host {value!r}: give a name as the client's Host header has it, e.g. "
-            "mcp.internal or mcp.internal:8750"
-        )
-    return text
+# The Host rule is the kernel's (`blackbox.recorder.serving`), shared with `blackbox ui`;
+# `GuardError` and `normalise_allowed_host` (imported above) stay importable from here for the
+# proxy's settings. The Origin rule and the refusal lines below are the proxy's own.
 
 
 def normalise_allowed_origin(value: str) -> str:
@@ -335,15 +285,14 @@ def normalise_allowed_origin(value: str) -> str:
     return text
 
 
-class HostGuard:
+class HostGuard(serving.HostGuard):
     """Which `Host` and `Origin` values a proxy listening on `listen` (host, port) serves.
 
-    Host: the listen address as `IP:PORT`; when it is loopback, also `localhost:PORT`,
-    `127.0.0.1:PORT` and `[::1]:PORT`; when it is a wildcard (0.0.0.0, ::), any IP literal with
-    the port and the loopback names (a rebinding page's Host is always its own DNS name, never an
-    IP); and each `allow_hosts` entry (a name alone admits any port). Origin, when sent: the
-    proxy's own (`http://` + an admitted Host), a page served from loopback (as the MCP SDKs
-    admit by default: local tools such as an inspector), or an `allow_origins` entry.
+    Host: the one rule `blackbox ui` uses too (`blackbox.recorder.serving.HostGuard`: the listen
+    address, the loopback names when it is loopback, IP literals when it is a wildcard, and the
+    `allow_hosts` entries). Origin, when sent (the MCP transport's rule): the proxy's own
+    (`http://` + an admitted Host), a page served from loopback (as the MCP SDKs admit by
+    default: local tools such as an inspector), or an `allow_origins` entry.
     """
 
     def __init__(
@@ -352,46 +301,8 @@ class HostGuard:
         allow_hosts: Iterable[str] = (),
         allow_origins: Iterable[str] = (),
     ) -> None:
-        exact: set[str] = set()
-        names: set[str] = set()
-        self.port: str | None = None
-        self.wildcard = False
-        self.shown = "?"
-        if listen is None:
-            names.update(LOOPBACK_NAMES)
-        else:
-            host, port = listen[0], int(listen[1])
-            self.port = str(port)
-            shown = f"[{host}]" if ":" in host else host
-            self.shown = f"{shown}:{port}"
-            self.wildcard = host in _WILDCARD
-            forms = {shown.lower()}
-            if self.wildcard or _is_loopback_name(host):
-                forms.update(LOOPBACK_NAMES)
-            for form in forms:
-                exact.add(f"{form}:{port}")
-                if port == 80:
-                    exact.add(form)
-        for value in allow_hosts:
-            text = normalise_allowed_host(value)
-            (exact if _split_host(text)[1] is not None else names).add(text)
-        self.exact = frozenset(exact)
-        self.exact_bytes = frozenset(h.encode("latin-1") for h in exact)
-        self.names = frozenset(names)
+        super().__init__(listen, allow_hosts)
         self.origins = frozenset(normalise_allowed_origin(o) for o in allow_origins)
-
-    def host_ok(self, host: str) -> bool:
-        host = host.lower()
-        if host in self.exact:
-            return True
-        name, port = _split_host(host)
-        if name in self.names:
-            return True
-        return (
-            self.wildcard
-            and _is_ip(name)
-            and (port == self.port or (port is None and self.port == "80"))
-        )
 
     def origin_ok(self, origin: str) -> bool:
         origin = origin.lower().rstrip("/")
@@ -405,23 +316,22 @@ class HostGuard:
             return False
         if parts.scheme not in ("http", "https") or not hostname or parts.path:
             return False
-        if _is_loopback_name(hostname):
+        if is_loopback(hostname):
             return True
-        return parts.scheme == "http" and self.host_ok(parts.netloc)
+        return self.own_origin(origin)
 
     def refusal(self, host: bytes | None, hosts: int, origin: bytes | None) -> str | None:
         """Why a request with these headers is refused (one line), or None to serve it."""
-        if hosts != 1 or host is None:
-            what = "no Host header" if hosts == 0 else f"{hosts} Host headers"
-            return f"refused: {what}; this proxy answers only requests for {self.shown}"
-        if host not in self.exact_bytes:
+        if not self.admits(host, hosts):
+            if hosts != 1 or host is None:
+                what = "no Host header" if hosts == 0 else f"{hosts} Host headers"
+                return f"refused: {what}; this proxy answers only requests for {self.shown}"
             text = host.decode("latin-1")
-            if not self.host_ok(text):
-                return (
-                    f"refused: Host {_shown(text)} is not this proxy's address ({self.shown}), "
-                    "as a DNS-rebinding web page's would be; if the name is yours, start the "
-                    f"proxy with --allow-host {_split_host(text.lower())[0] or 'NAME'}"
-                )
+            return (
+                f"refused: Host {_shown(text)} is not this proxy's address ({self.shown}), "
+                "as a DNS-rebinding web page's would be; if the name is yours, start the "
+                f"proxy with --allow-host {split_host(text.lower())[0] or 'NAME'}"
+            )
         if origin is not None:
             text = origin.decode("latin-1")
             if not self.origin_ok(text):

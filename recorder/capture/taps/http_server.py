@@ -1,10 +1,11 @@
 """Serving the HTTP proxy tap: the listening socket, uvicorn, and `blackbox proxy`'s run.
 
-Why it exists: how the proxy is served (socket options, uvicorn's configuration and signals, the
-shipper beside it, the final ship at exit) changes for reasons of its own and has nothing to say
-about what an exchange records; `blackbox.recorder.capture.taps.http` is the ASGI app, this module
-runs it. `ProxyServer` serves it in a thread (tests, benchmarks, embedding), `run_proxy` in the
-foreground.
+Why it exists: how the proxy is served (the shipper beside it, the final ship at exit) changes for
+reasons of its own and has nothing to say about what an exchange records;
+`blackbox.recorder.capture.taps.http` is the ASGI app, this module runs it. The socket, uvicorn's
+configuration and its signals are the project's one server setup, shared with `blackbox ui`
+(`blackbox.recorder.serving`). `ProxyServer` serves it in a thread (tests, benchmarks,
+embedding), `run_proxy` in the foreground.
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import uvicorn
+from blackbox.recorder import serving
 from blackbox.recorder.capture.journal import Journal, JournalError, StoreMark
 from blackbox.recorder.capture.leftovers import ship_leftovers_quietly
 from blackbox.recorder.capture.shipper import Shipper
@@ -35,6 +35,7 @@ from blackbox.recorder.capture.taps.http_exchange import (
     ProxyStats,
 )
 from blackbox.recorder.capture.taps.http_relay import StreamAborted
+from blackbox.recorder.serving import is_loopback as is_loopback  # re-exported: the one rule
 from blackbox.recorder.store import EventStore
 
 DEFAULT_LISTEN = "127.0.0.1:8750"
@@ -64,71 +65,28 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return host, number
 
 
-def is_loopback(host: str) -> bool:
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
 def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
-    # and without it Nagle + delayed ACK add ~40 ms to every reply written in two parts.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        return serving.bind(host, port)
     except OSError as exc:
-        sock.close()
         why = "is already in use" if exc.errno == errno.EADDRINUSE else f"fails: {exc.strerror}"
         raise ProxyError(f"cannot listen on {host}:{port}: the address {why}") from None
-    sock.listen(2048)
-    sock.setblocking(False)
-    return sock
 
 
 _quiet_installed = False
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, except that a SIGINT or SIGTERM only stops it gracefully: uvicorn
-    re-raises the signal afterwards, which would kill the process before the journal is shipped
-    (SIGTERM) or surface as an abort (SIGINT)."""
-
-    stop_signals: list[int]
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        self.stop_signals = []
-        with super().capture_signals():
-            try:
-                yield
-            finally:
-                self.stop_signals = list(self._captured_signals)
-                self._captured_signals.clear()
-
-
-def _uvicorn_server(app: HttpProxyTap) -> _Server:
+def _server(app: HttpProxyTap, sock: socket.socket) -> serving.Server:
+    """The project's uvicorn setup (`blackbox.recorder.serving.Server`) for the proxy: with the
+    lifespan (the upstream pool and the reaper), without uvicorn's own Server and Date headers
+    (transparency: the upstream's go through), two seconds for open requests at stop."""
     global _quiet_installed
     if not _quiet_installed:
         logging.getLogger("uvicorn.error").addFilter(_QuietAbort())
         _quiet_installed = True
-    config = uvicorn.Config(
-        app,
-        http="h11",
-        loop="asyncio",
-        ws="none",
-        lifespan="on",
-        log_config=None,
-        access_log=False,
-        # Transparency: the upstream's Server and Date headers go through, not uvicorn's.
-        server_header=False,
-        date_header=False,
-        # The client's address is what the proxy records (and routes sessions by): never one
-        # taken from an X-Forwarded-For header a local client could set.
-        proxy_headers=False,
-        timeout_graceful_shutdown=2,
-        timeout_keep_alive=30,
+    return serving.Server(
+        app, sock, lifespan=True, graceful_s=2, own_headers=False, name="blackbox-proxy"
     )
-    return _Server(config)
 
 
 class ProxyServer:
@@ -136,37 +94,25 @@ class ProxyServer:
 
     def __init__(self, tap: HttpProxyTap, host: str = "127.0.0.1", port: int = 0) -> None:
         self.tap = tap
-        self._sock = _bind(host, port)
-        self.host, self.port = self._sock.getsockname()[:2]
-        self._server = _uvicorn_server(tap)
-        self._thread = threading.Thread(target=self._run, name="blackbox-proxy", daemon=True)
+        self._server = _server(tap, _bind(host, port))
+        self.host, self.port = self._server.host, self._server.port
 
     @property
     def base_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return serving.http_url(self.host, self.port)
 
     @property
     def url(self) -> str:
         """The URL a client uses instead of the upstream's."""
         return self.base_url + self.tap.settings.path
 
-    def _run(self) -> None:
-        self._server.run(sockets=[self._sock])
-
     def start(self, timeout: float = 10.0) -> ProxyServer:
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise ProxyError("the proxy did not start")
-            time.sleep(0.01)
+        if not self._server.start(timeout):
+            raise ProxyError("the proxy did not start")
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout)
-        self._sock.close()
+        self._server.stop(timeout)
 
     def __enter__(self) -> ProxyServer:
         return self.start()
@@ -277,10 +223,8 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
 
         pinning.attach(config.policy, config.store_factory, journal, config.settings.server_name)
     tap = HttpProxyTap(config.settings, journal, config.policy, config.on_notice)
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    url = f"http://{shown}:{bound_port}{config.settings.path}"
-    server = _uvicorn_server(tap)
+    server = _server(tap, sock)
+    url = serving.http_url(server.host, server.port, config.settings.path)
     if config.on_ready is not None:
         config.on_ready(url)
     # What exists now (modules, the app, the pool) lives as long as the proxy: moved out of the
@@ -288,7 +232,7 @@ def run_proxy(config: ProxyConfig) -> ProxyReport:
     # out of the tail latency.
     gc.freeze()
     try:
-        server.run(sockets=[sock])
+        server.run()  # a SIGINT or SIGTERM stops it; the journal is shipped below
     finally:
         sock.close()
         if tap.router.open_sessions():  # uvicorn did not get to run the lifespan shutdown

@@ -1,0 +1,138 @@
+"""The web UI's JSON API and its live stream: each route a function over the context of the app
+that took the request (`blackbox.ui.context`). The reads are `blackbox.ui.data`'s and the query
+context's; a replay and its side-by-side diff are `blackbox.replay.side_by_side`'s; the live feed
+is `blackbox.recorder.query.follow` (store and running taps' journals) as server-sent events.
+`blackbox.ui.app` lists them under their URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder.query.follow import Follower, Record
+from blackbox.ui import data
+from blackbox.ui.context import Context, context
+
+LIVE_POLL_S = 0.2
+
+
+async def api_sessions(request: Request) -> Response:
+    params = request.query_params
+    query = data.SessionQuery(
+        q=params.get("q") or None,
+        outcome=params.get("outcome") or None,
+        before=data.parse_cursor(params.get("before")),
+        limit=min(int(params.get("limit", data.PAGE)), 500),
+    )
+    return JSONResponse(await run_in_threadpool(data.session_page, context(request).store, query))
+
+
+async def api_counts(request: Request) -> Response:
+    ids = [i for i in request.query_params.get("ids", "").split(",") if i][: data.PAGE * 5]
+    sealed = set(request.query_params.get("sealed", "").split(","))
+    counts = await run_in_threadpool(context(request).counts, ids, sealed)
+    return JSONResponse(
+        {sid: dict(zip(("calls", "errors", "faults"), v, strict=True)) for sid, v in counts.items()}
+    )
+
+
+async def api_records(request: Request) -> Response:
+    sid = request.path_params["sid"]
+    after = int(request.query_params.get("after_seq", 0))
+    limit = min(int(request.query_params.get("limit", data.TIMELINE_PAGE)), 1000)
+    page = await run_in_threadpool(data.timeline_page, context(request).store, sid, after, limit)
+    return JSONResponse(page)
+
+
+async def api_record(request: Request) -> Response:
+    sid, seq = request.path_params["sid"], int(request.path_params["seq"])
+    detail = await run_in_threadpool(data.record_detail, context(request).store, sid, seq)
+    if detail is None:
+        return JSONResponse({"error": "no such record"}, 404)
+    return JSONResponse(detail)
+
+
+async def api_overview(request: Request) -> Response:
+    try:
+        doc = await run_in_threadpool(_overview, context(request))
+    except BlackboxError as exc:
+        return JSONResponse({"error": str(exc)}, 500)
+    return JSONResponse(doc)
+
+
+async def api_verify(request: Request) -> Response:
+    ctx = context(request)
+    doc = await run_in_threadpool(ctx.verify)
+    doc["checkpoint"] = await run_in_threadpool(data.newest_checkpoint, ctx.store)
+    return JSONResponse(doc, headers={"cache-control": "no-store"})
+
+
+async def api_replay(request: Request) -> Response:
+    from blackbox.replay.side_by_side import replay_side_by_side
+
+    try:
+        body = await request.json()
+    except ValueError:
+        body = {}
+    against = (body.get("against") or "").strip() or None if isinstance(body, dict) else None
+    try:
+        doc = await run_in_threadpool(
+            replay_side_by_side, context(request).store, request.path_params["sid"], against
+        )
+    except BlackboxError as exc:
+        return JSONResponse({"error": str(exc)}, 400)
+    return JSONResponse(doc)
+
+
+async def api_live(request: Request) -> Response:
+    from sse_starlette.sse import EventSourceResponse
+
+    ctx = context(request)
+    session = request.query_params.get("session") or None
+    follower = await run_in_threadpool(Follower, ctx.store, ctx.journal_dir, session)
+    return EventSourceResponse(_live(request, follower, ctx.stopping), ping=10)
+
+
+async def _live(
+    request: Request, follower: Follower, stopping: threading.Event
+) -> AsyncIterator[dict[str, str]]:
+    try:
+        while not stopping.is_set() and not await request.is_disconnected():
+            batch = await run_in_threadpool(follower.poll)
+            if batch:
+                # A burst is summarised by its last records: the page asks for what it shows.
+                yield {"event": "records", "data": json.dumps([_summary(r) for r in batch[-200:]])}
+            else:
+                await asyncio.sleep(LIVE_POLL_S)
+    finally:
+        follower.close()
+
+
+def _summary(rec: Record) -> dict[str, Any]:
+    return {
+        "session": rec.session_id,
+        "seq": rec.seq,
+        "kind": rec.kind,
+        "method": rec.method,
+        "type": rec.msg_type,
+        "wall_ns": rec.wall_ns,
+    }
+
+
+def _overview(ctx: Context) -> dict[str, Any]:
+    from blackbox.analytics.reports import refreshed_connection
+
+    con, _ = refreshed_connection(ctx.store, ctx.analytics_dir)
+    try:
+        return data.overview(con)
+    finally:
+        con.close()
