@@ -131,7 +131,7 @@ def bench_store(records: int, k: int, rounds: int, url: str | None) -> None:
 
     from blackbox.recorder.log import chain
     from blackbox.recorder.log.model import NewEvent
-    from blackbox.recorder.store import open_store, tree
+    from blackbox.recorder.store import open_store, tree, tree_check
     from blackbox.recorder.trust.checkpoint import Signer
     from blackbox.recorder.trust.signing import issue
 
@@ -180,7 +180,7 @@ def bench_store(records: int, k: int, rounds: int, url: str | None) -> None:
     canon = [chain.canonical(ev) for ev in store.read_log()]
     base, _ = timed(sha256_each, canon)
     with store.transaction() as conn:
-        took, again = timed(tree.recompute, conn, [], getattr(store, "_bytes_cursor", None))
+        took, again = timed(tree_check.recompute, conn, [], getattr(store, "_bytes_cursor", None))
     assert again.roots[again.size] == issue(store, signer).root
     print(
         f"recomputation from the records: {again.size / took:,.0f} records/s; sha256 of each "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from blackbox.recorder.errors import BlackboxError
 from blackbox.recorder.log import merkle
-from blackbox.recorder.store import EventStore, tree
+from blackbox.recorder.store import EventStore, tree, tree_check
 from blackbox.recorder.trust.checkpoint import Checkpoint, Verifier, open_checkpoint, parse_vkey
 from blackbox.recorder.trust.signing import note_checkpoint, split_notes
 
@@ -51,9 +51,9 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _recompute(store: EventStore, sizes: list[int]) -> tree.Recomputed:
+def _recompute(store: EventStore, sizes: list[int]) -> tree_check.Recomputed:
     with store.transaction() as conn:
-        return tree.recompute(conn, sizes, cursor=getattr(store, "_bytes_cursor", None))
+        return tree_check.recompute(conn, sizes, cursor=getattr(store, "_bytes_cursor", None))
 
 
 def verify_checkpoint(store: EventStore, note: str, vkey: str) -> CheckpointReport:
@@ -161,7 +161,7 @@ def prove(
         # proof is checked against them before it is printed.
         asked = [size] if consistency_from is None else [size, consistency_from]
         try:
-            roots = tree.leaf_roots(conn, [s for s in asked if 0 <= s <= size])
+            roots = tree_check.leaf_roots(conn, [s for s in asked if 0 <= s <= size])
         except tree.TreeDamaged as exc:
             raise ProofError(str(exc)) from None
         root = roots[size]

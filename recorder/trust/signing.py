@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 from blackbox.recorder.log.model import Kind, NewEvent
 from blackbox.recorder.private import private_dir, private_file
-from blackbox.recorder.store import EventStore, tree
+from blackbox.recorder.store import EventStore, tree, tree_check
 from blackbox.recorder.trust import keys
 from blackbox.recorder.trust.checkpoint import (
     EM_DASH,
@@ -120,7 +120,7 @@ def _refusal(conn, previous: Checkpoint, where: str, head: tree.TreeHead) -> str
         )
     if tree.root_at(conn, previous.size) != previous.root_hash:
         # Whose fault: the records' own hashes, or only the cache of the tree built over them?
-        if tree.leaf_roots(conn, [previous.size])[previous.size] == previous.root_hash:
+        if tree_check.leaf_roots(conn, [previous.size])[previous.size] == previous.root_hash:
             return (
                 f"the store's cached tree at {previous.size} records differs from the last "
                 f"checkpoint ({where}), but the records agree with it: the tree's tables were "
@@ -169,7 +169,7 @@ def issue(
         # Never sign the cache's word: the root is checked against the leaves (those after the
         # last checkpoint this key signed; all of them without one).
         try:
-            tree.checked_root(conn, head.size, trusted, claimed=head.root)
+            tree_check.checked_root(conn, head.size, trusted, claimed=head.root)
         except tree.TreeDamaged as exc:
             raise CheckpointError(f"{exc}; refusing to sign") from None
         note = sign_checkpoint(Checkpoint(signer.name, head.size, head.root), signer)

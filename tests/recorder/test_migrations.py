@@ -143,10 +143,10 @@ def test_a_store_at_0001_upgrades_and_its_unchecked_grants_go(store_url):
 
 def _tree_state(store) -> tuple[int, bytes, list[int], int]:
     """(size, root recomputed from the records, the leaves' log positions, leaves retained)."""
-    from blackbox.recorder.store import tree
+    from blackbox.recorder.store import tree, tree_check
 
     with store.transaction() as conn:
-        recomputed = tree.recompute(conn)
+        recomputed = tree_check.recompute(conn)
         runs = conn.execute(tree.tree_runs.select().order_by("first_idx")).all()
     assert recomputed.findings == []
     positions = [r.first_position + k for r in runs for k in range(r.leaves)]

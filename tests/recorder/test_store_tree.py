@@ -10,7 +10,7 @@ import time
 import pytest
 from blackbox.recorder.log import merkle
 from blackbox.recorder.log.model import new_session_id
-from blackbox.recorder.store import open_store, tree
+from blackbox.recorder.store import open_store, tree, tree_check
 from blackbox.recorder.trust.checkpoint import Signer, open_checkpoint
 from blackbox.recorder.trust.signing import issue
 
@@ -48,7 +48,7 @@ def test_sequencing_builds_the_rfc_tree_incrementally(store_url):
             )
         # nothing new: the same head, nothing written
         assert tree.sequence(conn) == tree.TreeHead(size, reference.root())
-        recomputed = tree.recompute(conn, [17, size])
+        recomputed = tree_check.recompute(conn, [17, size])
     assert recomputed.findings == []
     assert recomputed.roots == {17: reference.root(17), size: reference.root()}
     store.close()
@@ -82,7 +82,7 @@ def test_a_position_committed_late_is_sequenced_after_the_others(pg_url):
     with store.transaction() as conn:
         runs = conn.execute(tree.tree_runs.select().order_by("first_idx")).all()
         positions = [r.first_position + k for r in runs for k in range(r.leaves)]
-        recomputed = tree.recompute(conn, [first.size, second.size])
+        recomputed = tree_check.recompute(conn, [first.size, second.size])
     assert positions[-n:] == sorted(positions[-n:])
     assert positions[-n] < positions[-n - 1]  # the late commit's lower positions, at the end
     assert recomputed.findings == []
@@ -149,7 +149,7 @@ def test_four_concurrent_writers_with_checkpoints_every_100ms(pg_url):
             assert merkle.verify_consistency(
                 old.size, new.size, old.root_hash, new.root_hash, proof
             ), (old.size, new.size)
-        assert tree.recompute(conn).roots[total] == heads[-1].root_hash
+        assert tree_check.recompute(conn).roots[total] == heads[-1].root_hash
     store.close()
 
 
@@ -201,7 +201,7 @@ def test_a_forged_removal_of_a_deleted_record_is_still_a_deletion(store_url):
         ("DELETE FROM sessions WHERE session_id = :s", {"s": victim}),
     )
     with store.transaction() as conn:
-        recomputed = tree.recompute(conn, [signed.size])
+        recomputed = tree_check.recompute(conn, [signed.size])
     assert recomputed.roots[signed.size] == signed.root  # the forgery keeps the root
     assert recomputed.retained == 0
     assert any("gone from the log" in f and "no retention record" in f for f in recomputed.findings)
@@ -231,12 +231,12 @@ def test_a_deleted_run_and_a_reordered_run_are_caught(store_url):
         ),
     )
     with store.transaction() as conn:
-        reordered = tree.recompute(conn, [signed.size])
+        reordered = tree_check.recompute(conn, [signed.size])
     assert reordered.size == signed.size
     assert reordered.roots[signed.size] != signed.root
     tamper(store_url, ("DELETE FROM tree_runs WHERE first_idx = 3", {}))
     with store.transaction() as conn:
-        holed = tree.recompute(conn)
+        holed = tree_check.recompute(conn)
     assert any(f"has no leaves 3-{signed.size - 2}" in f for f in holed.findings)
     store.close()
 
@@ -252,7 +252,7 @@ def test_an_edited_record_is_named_by_its_leaf(store_url):
         store.append(session_events(calls=3, start_ns=T0 + i * 10**9))
     signed = issue(store, Signer.generate("test/log"))
     with store.transaction() as conn:
-        intact = tree.recompute(conn, [signed.size])
+        intact = tree_check.recompute(conn, [signed.size])
         victim = tree.session_leaves(conn, nth_session_id(store, 1))[2]
     assert intact.first_difference is None and intact.roots[signed.size] == signed.root
     tamper(
@@ -260,7 +260,7 @@ def test_an_edited_record_is_named_by_its_leaf(store_url):
         ("UPDATE events SET raw = :raw WHERE position = :p", {"raw": b"{}", "p": victim.position}),
     )
     with store.transaction() as conn:
-        edited = tree.recompute(conn, [signed.size])
+        edited = tree_check.recompute(conn, [signed.size])
     assert edited.first_difference == victim.index
     assert edited.roots[signed.size] != signed.root
     store.close()
