@@ -15,11 +15,19 @@ from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from blackbox.recorder.gate.decisions import args_fingerprint
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import classify_message, id_fields, parse
-from blackbox.recorder.log.model import StoredEvent
-from blackbox.recorder.log.pairing import OPPOSITE, Key, Pending, request_key, response_key
+from blackbox.recorder.gate import args_fingerprint
+from blackbox.recorder.log import (
+    OPPOSITE,
+    Key,
+    Pending,
+    StoredEvent,
+    classify_message,
+    events,
+    id_fields,
+    parse,
+    request_key,
+    response_key,
+)
 
 # The version of the copy's layout, stamped into every file of both datasets: a refresh rebuilds
 # a copy of another version. Defined here, with the calls schema, because the storage

@@ -11,8 +11,8 @@ from collections import Counter
 
 from blackbox.analytics.doctor_discovery import is_unknown
 from blackbox.analytics.doctor_walk import DoctorFinding, Walk, call_label, plural
-from blackbox.recorder.log.jsonrpc import parse
-from blackbox.recorder.query.excerpt import excerpt
+from blackbox.recorder.log import parse
+from blackbox.recorder.query import excerpt
 
 
 def _result_text(w: Walk, call: dict) -> str | None:

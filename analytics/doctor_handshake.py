@@ -8,7 +8,7 @@ versions from the handshake's own frames, which no other stage needs.
 from __future__ import annotations
 
 from blackbox.analytics.doctor_walk import DoctorFinding, Walk
-from blackbox.recorder.log.jsonrpc import parse
+from blackbox.recorder.log import parse
 
 
 def _requested_version(w: Walk, call: dict) -> str | None:

@@ -8,7 +8,7 @@ session in the watcher's own sessions, which `observed_elsewhere` adds to the wa
 from __future__ import annotations
 
 from blackbox.analytics.doctor_walk import DoctorFinding, Walk, event_doc, plural
-from blackbox.recorder.gate.tool_watch import watch_name
+from blackbox.recorder.gate import watch_name
 from blackbox.recorder.store import EventStore
 
 

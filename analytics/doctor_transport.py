@@ -8,10 +8,9 @@ invalid frames no fault names, how the session ended, and the heartbeats. The fi
 from __future__ import annotations
 
 from blackbox.analytics.doctor_walk import STAGES, DoctorFinding, Walk, plural, seq_span
-from blackbox.recorder.capture.heartbeat import heartbeat_stats
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import StoredEvent
-from blackbox.recorder.query.excerpt import excerpt
+from blackbox.recorder.capture import heartbeat_stats
+from blackbox.recorder.log import StoredEvent, events
+from blackbox.recorder.query import excerpt
 
 # Likely fixes per recorded fault kind.
 FIXES = {

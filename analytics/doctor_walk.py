@@ -14,9 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from blackbox.analytics.calls import CallTracker, as_dict
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import parse
-from blackbox.recorder.log.model import Kind, StoredEvent
+from blackbox.recorder.log import Kind, StoredEvent, events, parse
 
 # The fault tree's stages, in the order a session meets them: the order findings are listed in.
 STAGES = ("transport", "handshake", "discovery", "execution")

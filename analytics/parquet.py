@@ -60,9 +60,8 @@ from blackbox.analytics.calls import (
     Row,
     calls_table,
 )
-from blackbox.recorder.log.columns import arrow_fields
-from blackbox.recorder.log.model import Kind, StoredEvent
-from blackbox.recorder.private import FILE_MODE, private_dir, private_file
+from blackbox.recorder import FILE_MODE, private_dir, private_file
+from blackbox.recorder.log import Kind, StoredEvent, arrow_fields
 from blackbox.recorder.store import EventStore
 
 DAY_NS = 86_400 * 1_000_000_000

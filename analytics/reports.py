@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 from blackbox.analytics.parquet import ParquetCopy, Progress, RefreshResult, copy_dir
 from blackbox.analytics.views import DEFAULT_WINDOW_S, connect
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.store import EventStore
 
 KINDS = ("latency", "errors", "permissions", "sessions")

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 from blackbox.analytics.parquet import Progress
 from blackbox.analytics.reports import refreshed_connection
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.store import EventStore
 
 INVENTORY_COLUMNS = [

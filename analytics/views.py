@@ -29,8 +29,7 @@ from pathlib import Path
 
 import duckdb
 from blackbox.analytics.parquet import ParquetCopy
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.private import FILE_MODE, private_dir
+from blackbox.recorder import FILE_MODE, BlackboxError, private_dir
 
 DEFAULT_WINDOW_S = 60.0
 

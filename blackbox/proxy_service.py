@@ -13,7 +13,7 @@ import zlib
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from blackbox.recorder.serving import is_loopback
+from blackbox.recorder import is_loopback
 
 DEFAULT_PORT_BASE = 7400
 # Ports are spread over a window above the base by a hash of the server key, so a server keeps

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from blackbox.replay.results import ReplayResult
+    from blackbox.replay import ReplayResult
 
 MARKER = "blackbox_replay"
 ARGNAME = "blackbox_session"
@@ -96,9 +96,13 @@ class RecordedSession:
 
     def replay(self) -> ReplayResult:
         """Replay the session against the marker's server; the result (no verdict enforced)."""
-        from blackbox.replay.era_bridge import bridged_recording
-        from blackbox.replay.recording import build_recording
-        from blackbox.replay.replayer import ReplayOptions, default_target, replay_recording
+        from blackbox.replay import (
+            ReplayOptions,
+            bridged_recording,
+            build_recording,
+            default_target,
+            replay_recording,
+        )
 
         options = ReplayOptions(ignore=self.spec.ignore, response_timeout_s=self.spec.timeout)
         step_masks = None
@@ -113,7 +117,7 @@ class RecordedSession:
         return replay_recording(rec, target, options, step_masks=step_masks, guard=self._guard)
 
     def _guard(self, rec: Any) -> frozenset[int]:
-        from blackbox.replay.safety import check_replay_safety, decide
+        from blackbox.replay import check_replay_safety, decide
 
         writes = self.spec.writes
         risky = check_replay_safety(rec)
@@ -121,8 +125,8 @@ class RecordedSession:
 
     def check(self) -> ReplayResult:
         """Replay; fail the test with the divergence report unless the replay is equivalent."""
-        from blackbox.recorder.errors import BlackboxError
-        from blackbox.replay.report import render_text
+        from blackbox.recorder import BlackboxError
+        from blackbox.replay import render_text
 
         try:
             result = self.replay()
@@ -136,10 +140,7 @@ class RecordedSession:
 def collect_sessions(spec: ReplaySpec) -> list[RecordedSession]:
     """The sessions a marker names, read from its bundle or store."""
     if spec.bundle is not None:
-        from blackbox.recorder.compliance.bundle_read import (
-            read_bundle_sessions,
-            select_bundle_sessions,
-        )
+        from blackbox.recorder.compliance import read_bundle_sessions, select_bundle_sessions
 
         if spec.suite:
             raise pytest.UsageError("suite= needs a store, not a bundle")
@@ -147,7 +148,7 @@ def collect_sessions(spec: ReplaySpec) -> list[RecordedSession]:
         chosen = select_bundle_sessions(found, spec.sessions, spec.name)
         return [RecordedSession(s.session_id, s.name, spec, s.records) for s in chosen]
     from blackbox.recorder.store import open_store
-    from blackbox.replay.suite import select_sessions
+    from blackbox.replay import select_sessions
 
     store = open_store(str(spec.store), create=False)
     try:
@@ -175,7 +176,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker(MARKER)
     if marker is None or ARGNAME not in metafunc.fixturenames:
         return
-    from blackbox.recorder.errors import BlackboxError
+    from blackbox.recorder import BlackboxError
 
     # A marker that cannot be served is a collection error of that test module, in one line.
     problem = None

@@ -2,7 +2,7 @@
 `blackbox.recorder.store.migrate`, so the store URL logic lives in one place."""
 
 from alembic import context
-from blackbox.recorder.store.schema import metadata
+from blackbox.recorder.store import metadata
 
 connection = context.config.attributes["connection"]
 context.configure(

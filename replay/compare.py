@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 
 Segment = str | int
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from blackbox.recorder.log.jsonrpc import META_PROTOCOL_VERSION
+from blackbox.recorder.log import META_PROTOCOL_VERSION
 from blackbox.replay.recording import ReplayError
 
 if TYPE_CHECKING:

@@ -20,14 +20,16 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import (
+from blackbox.recorder.log import (
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
     MODERN_ERA,
+    Direction,
+    Kind,
+    StoredEvent,
     classify,
+    events,
 )
-from blackbox.recorder.log.model import Direction, Kind, StoredEvent
 from blackbox.replay.compare import parse_pattern
 from blackbox.replay.recording import Recording, ReplayError, build_recording
 

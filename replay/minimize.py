@@ -20,8 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Kind, NewEvent, StoredEvent, new_session_id
+from blackbox.recorder.log import Kind, NewEvent, StoredEvent, events, new_session_id
 from blackbox.recorder.store import EventStore
 from blackbox.replay.recording import Recording, ReplayError, Step, build_recording, step_at_seq
 from blackbox.replay.replayer import ReplayOptions, Target, default_target, replay_recording

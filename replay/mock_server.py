@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from blackbox.recorder.log.jsonrpc import parse
+from blackbox.recorder.log import parse
 from blackbox.recorder.store import EventStore
 from blackbox.replay.matchers import Nearest, matches, nearest
 from blackbox.replay.recording import Recording, load_recording

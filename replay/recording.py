@@ -14,11 +14,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import classify, classify_message, parse
-from blackbox.recorder.log.model import Direction, Kind, StoredEvent
-from blackbox.recorder.log.pairing import Pending, request_key, response_key
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.log import (
+    Direction,
+    Kind,
+    Pending,
+    StoredEvent,
+    classify,
+    classify_message,
+    events,
+    parse,
+    request_key,
+    response_key,
+)
 from blackbox.recorder.store import EventStore
 
 # Outcomes of session_ended that mean the server went away on its own.

@@ -24,8 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.log import Direction, Kind, NewEvent, events, new_session_id
 from blackbox.recorder.store import EventStore
 from blackbox.replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
 from blackbox.replay.drivers import HttpDriver, Inbound, StdioDriver, TransportClosed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from blackbox.recorder.log.model import NewEvent
+from blackbox.recorder.log import NewEvent
 from blackbox.replay.compare import Difference
 from blackbox.replay.drivers import ExitInfo
 from blackbox.replay.recording import Frame, RecordedFault

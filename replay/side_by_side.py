@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from blackbox.recorder.log.model import StoredEvent
-from blackbox.recorder.query.browse import answer_seq, timeline_page
+from blackbox.recorder.log import StoredEvent
+from blackbox.recorder.query import answer_seq, timeline_page
 from blackbox.recorder.store import EventStore
 from blackbox.replay.replayer import ReplayOptions, replay_session
 from blackbox.replay.report import as_json

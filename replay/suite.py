@@ -19,9 +19,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Direction, NewEvent, SessionInfo, new_session_id
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.log import Direction, NewEvent, SessionInfo, events, new_session_id
 from blackbox.recorder.store import EventStore
 from blackbox.replay.compare import summarize
 from blackbox.replay.recording import Recording, ReplayError

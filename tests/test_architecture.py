@@ -199,6 +199,64 @@ def context_violations(root: Path) -> list[str]:
     return found
 
 
+def face_names(root: Path, package: str) -> set[str]:
+    """What a context's package offers other contexts: the names of its `_FACE` table and what
+    its __init__ defines itself (functions, classes, assignments)."""
+    folder = max(
+        (f for f, p in FOLDERS.items() if _under(package, p)), key=lambda f: len(FOLDERS[f])
+    )
+    rest = package[len(FOLDERS[folder]) :].lstrip(".")
+    init = root.joinpath(folder, *rest.split(".") if rest else (), "__init__.py")
+    if not init.exists():
+        return set()
+    names: set[str] = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                    if target.id == "_FACE" and isinstance(node.value, ast.Dict):
+                        names |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+    return names
+
+
+def face_violations(root: Path) -> list[str]:
+    """Imports from another context that reach past its package (the context's one public
+    face) into its modules, or ask the face for a name it does not offer."""
+    found = []
+    packages = {name: package for package, name in CONTEXTS.items()}
+    for rel in python_files(root, PACKAGES):
+        source = context_of(".".join(module_name(rel)))
+        tree = ast.parse((root / rel).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                pairs = [(alias.name, None) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                pairs = [(node.module, [a.name for a in node.names])]
+            else:
+                continue
+            for module, names in pairs:
+                target = context_of(module)
+                if target is None or target == source:
+                    continue
+                face = packages[target]
+                where = f"{rel.as_posix()}:{node.lineno}"
+                if module != face:
+                    found.append(f"{where} imports {module}, not the face {face}")
+                    continue
+                offered = face_names(root, face)
+                found.extend(
+                    f"{where} asks {face} for {name}, which its face does not offer"
+                    for name in names or []
+                    # `from blackbox import migrations`: another context's face by its name
+                    if name not in offered and f"{module}.{name}" not in CONTEXTS
+                )
+    return found
+
+
 def replay_analytics_violations(root: Path) -> list[str]:
     other = {"replay": "blackbox.analytics", "analytics": "blackbox.replay"}
     legacy = {"replay": "analytics", "analytics": "replay"}
@@ -296,6 +354,11 @@ def crowded_folders(root: Path) -> list[str]:
 
 def test_contexts_import_only_along_the_allowed_arrows() -> None:
     found = context_violations(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_contexts_import_each_other_only_through_their_faces() -> None:
+    found = face_violations(ROOT)
     assert not found, "\n".join(found)
 
 
@@ -397,6 +460,29 @@ def test_a_clean_fake_tree_passes(tmp_path: Path) -> None:
     assert old_name_imports(root) == []
     assert bench_violations(root) == []
     assert oversize_modules(root) == []
+
+
+def test_reaching_past_a_face_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "recorder/log/__init__.py": "_FACE = {'Kind': ('blackbox.recorder.log.model', 'Kind')}"
+            "\ndef helper():\n    pass\n",
+            "recorder/log/model.py": "Kind = 1\n",
+            "recorder/store/sql.py": "from blackbox.recorder.log.model import Kind\n"
+            "from blackbox.recorder.log import Kind, helper, secret\n"
+            "import blackbox.recorder.log.model\n",
+            "recorder/log/chain.py": "from blackbox.recorder.log.model import Kind\n",  # its own
+        },
+    )
+    assert sorted(face_violations(root)) == [
+        "recorder/store/sql.py:1 imports blackbox.recorder.log.model, not the face "
+        "blackbox.recorder.log",
+        "recorder/store/sql.py:2 asks blackbox.recorder.log for secret, which its face does "
+        "not offer",
+        "recorder/store/sql.py:3 imports blackbox.recorder.log.model, not the face "
+        "blackbox.recorder.log",
+    ]
 
 
 def test_an_arrow_against_the_design_is_caught(tmp_path: Path) -> None:

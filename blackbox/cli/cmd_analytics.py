@@ -9,10 +9,18 @@ from pathlib import Path
 import click
 
 from blackbox import config
-from blackbox.analytics.doctor import SLOW_S, doctor, render_text
-from blackbox.analytics.html import render as render_html
-from blackbox.analytics.reports import GROUPS, KINDS, Filters, run_report
-from blackbox.analytics.sql import QueryCancelled, start_sql
+from blackbox.analytics import (
+    GROUPS,
+    KINDS,
+    SLOW_S,
+    Filters,
+    QueryCancelled,
+    doctor,
+    render_text,
+    run_report,
+    start_sql,
+)
+from blackbox.analytics import render as render_html
 from blackbox.cli.options import (
     Duration,
     format_option,
@@ -21,8 +29,8 @@ from blackbox.cli.options import (
     store_option,
 )
 from blackbox.cli.output import refresh_progress, render_report, render_stream
-from blackbox.recorder.capture.salvage import REFUSED_DIR, refused_files
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.capture import REFUSED_DIR, refused_files
 from blackbox.recorder.store import EventStore
 
 TABLES_QUERY = (

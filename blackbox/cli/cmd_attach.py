@@ -14,9 +14,9 @@ import click
 
 from blackbox import config as bbconfig
 from blackbox.hosts import attach as lib
-from blackbox.hosts.attach_index import attached_configs
-from blackbox.recorder.capture.salvage import REFUSED_DIR, refused_files
-from blackbox.recorder.errors import BlackboxError
+from blackbox.hosts import attached_configs
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.capture import REFUSED_DIR, refused_files
 
 
 def blackbox_executable() -> str:
@@ -221,7 +221,7 @@ def detach_command(config: str, dry_run: bool) -> None:
 
 def journals_waiting(directory: Path) -> int:
     """How many taps' journals are in `directory` (records not yet in a store, or a tap running)."""
-    from blackbox.recorder.capture.journal import parse_segment_name
+    from blackbox.recorder.capture import parse_segment_name
 
     if not directory.is_dir():
         return 0

@@ -24,17 +24,19 @@ from blackbox.cli.options import (
 )
 from blackbox.cli.output import Throttled, render
 from blackbox.cli.retention_commands import retention_schedule, retention_status_cmd
-from blackbox.recorder.compliance.export import FORMATS, ExportProgress, Selection, export_bundle
-from blackbox.recorder.compliance.retention import (
+from blackbox.recorder.compliance import (
     DEFAULT_IDLE_NS,
+    FORMATS,
+    ExportProgress,
+    Selection,
     add_hold,
     apply_retention,
+    export_bundle,
     list_holds,
     remove_hold,
+    verify_export,
 )
-from blackbox.recorder.compliance.verify_export import verify_export
-from blackbox.recorder.privacy.fingerprint import load_or_create_key, store_key_path
-from blackbox.recorder.privacy.redact import Redactor
+from blackbox.recorder.privacy import Redactor, load_or_create_key, store_key_path
 from blackbox.recorder.trust import logproof, signing
 
 
@@ -301,7 +303,7 @@ def retention_apply(
         progress=say,
     )
     if not dry_run:
-        from blackbox.recorder.compliance.retention_schedule import write_last_run
+        from blackbox.recorder.compliance import write_last_run
 
         write_last_run(config.data_dir(), result, older_than)
     doc = result.as_dict()

@@ -8,8 +8,7 @@ import click
 
 from blackbox.cli.options import open_configured_store, store_option
 from blackbox.cli.replay_safety import safety_guard
-from blackbox.replay.minimize import minimize_session
-from blackbox.replay.replayer import ReplayOptions
+from blackbox.replay import ReplayOptions, minimize_session
 
 
 @click.command()

@@ -73,11 +73,8 @@ def export_command(
       OTEL_EXPORTER_OTLP_HEADERS=x-api-key=... blackbox otel export --endpoint https://otlp.example
     """
     require_sdk()
-    from blackbox.recorder.otel.export import export
-    from blackbox.recorder.otel.sdk import Target
-    from blackbox.recorder.otel.spans import Options
-    from blackbox.recorder.otel.watermark import Watermark
-    from blackbox.recorder.privacy.redact import Redactor
+    from blackbox.recorder.otel import Options, Target, Watermark, export
+    from blackbox.recorder.privacy import Redactor
 
     redactor = Redactor.load(redact_file) if redact_file is not None else None
     # The exporters log each retry; the one line below says what matters.

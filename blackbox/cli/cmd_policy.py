@@ -13,10 +13,20 @@ import click
 from blackbox import config
 from blackbox.cli.options import format_option, open_configured_store, store_option
 from blackbox.cli.output import render
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.gate.decisions import DECIDED_BY, DECISIONS, FINALS, SOURCES, record_decision
-from blackbox.recorder.gate.hooks import MODES, HookError, run_hook
-from blackbox.recorder.gate.policy import Policy, PolicyError, evaluate_session
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.gate import (
+    DECIDED_BY,
+    DECISIONS,
+    FINALS,
+    MODES,
+    SOURCES,
+    HookError,
+    Policy,
+    PolicyError,
+    evaluate_session,
+    record_decision,
+    run_hook,
+)
 
 POLICY_FILE = click.Path(dir_okay=False, path_type=Path)
 
@@ -88,7 +98,7 @@ def policy_history_command(server: str | None, store_url: str | None, fmt: str) 
     Example:
       blackbox policy history --server github
     """
-    from blackbox.recorder.gate.policy_reload import policy_history  # only paid for when used
+    from blackbox.recorder.gate import policy_history
 
     store = open_configured_store(store_url)
     try:

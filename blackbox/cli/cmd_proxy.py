@@ -12,16 +12,16 @@ from blackbox import config
 from blackbox.cli.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.cli.options import Duration, home_option, policy_option, store_option
 from blackbox.cli.otel_options import otel_options, start_live
-from blackbox.recorder.capture.taps.http_exchange import ProxySettings
-from blackbox.recorder.capture.taps.http_server import (
+from blackbox.recorder import is_loopback
+from blackbox.recorder.capture import (
+    DEFAULT_IDLE_GAP_S,
     DEFAULT_LISTEN,
     ProxyConfig,
+    ProxySettings,
     parse_listen,
     run_proxy,
 )
-from blackbox.recorder.capture.taps.http_sessions import DEFAULT_IDLE_GAP_S
-from blackbox.recorder.privacy.fingerprint import load_or_create_key, store_key_path
-from blackbox.recorder.serving import is_loopback
+from blackbox.recorder.privacy import load_or_create_key, store_key_path
 from blackbox.recorder.store import normalise_url, open_store
 
 
@@ -157,7 +157,7 @@ def proxy(
         )
     policy = None
     if policy_file is not None:
-        from blackbox.recorder.gate.policy_reload import LivePolicy  # only paid for when used
+        from blackbox.recorder.gate import LivePolicy
 
         policy = LivePolicy(policy_file, on_notice=_notice)
     # A wrong URL is an error now; an unreachable store is only an outage the journal rides out.

@@ -13,12 +13,12 @@ from blackbox import config
 from blackbox.cli.lifecycle_options import idle_after_option, idle_after_seconds
 from blackbox.cli.options import home_option, policy_option, store_option
 from blackbox.cli.otel_options import otel_options, start_live
-from blackbox.recorder.capture.leftovers import ship_leftovers
-from blackbox.recorder.capture.taps.stdio import (
+from blackbox.recorder.capture import (
     DEFAULT_MAX_FRAME,
     FINAL_SHIP_SECONDS,
     TapConfig,
     run_tap,
+    ship_leftovers,
 )
 from blackbox.recorder.store import open_store
 
@@ -93,14 +93,12 @@ def record(
     idle_seconds = idle_after_seconds(idle_after)
     policy = None
     if policy_file is not None:
-        from blackbox.recorder.gate.policy_reload import (
-            LivePolicy,
-        )  # no import cost without --policy
+        from blackbox.recorder.gate import LivePolicy
 
         policy = LivePolicy(policy_file, on_notice=_notice)
     redactor = None
     if redact_file is not None:
-        from blackbox.recorder.privacy.redact import Redactor
+        from blackbox.recorder.privacy import Redactor
 
         redactor = Redactor.load(redact_file)
     from blackbox.recorder.store import normalise_url
@@ -205,7 +203,7 @@ def bridge(
     """
     import json
 
-    from blackbox.recorder.capture.taps.bridge import HEADERS_ENV, parse_header
+    from blackbox.recorder.capture import HEADERS_ENV, parse_header
     from blackbox.recorder.store import normalise_url
 
     if not url.startswith(("http://", "https://")):

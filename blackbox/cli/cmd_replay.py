@@ -10,10 +10,14 @@ import click
 from blackbox.cli.options import open_configured_store, store_option
 from blackbox.cli.replay_safety import safety_guard
 from blackbox.cli.suite_options import replay_suite_cli, suite_options, wants_suite
-from blackbox.replay.inject import parse_injection
-from blackbox.replay.mock_server import serve_session
-from blackbox.replay.replayer import ReplayOptions, replay_session
-from blackbox.replay.report import render_json, render_text
+from blackbox.replay import (
+    ReplayOptions,
+    parse_injection,
+    render_json,
+    render_text,
+    replay_session,
+    serve_session,
+)
 
 
 @click.command()

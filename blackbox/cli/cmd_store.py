@@ -10,11 +10,10 @@ import click
 
 from blackbox.cli.options import format_option, moment_ns, open_configured_store, store_option
 from blackbox.cli.output import render
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log.model import StoredEvent
-from blackbox.recorder.query import listing
-from blackbox.recorder.query.timeline import COLUMNS as TIMELINE_COLUMNS
-from blackbox.recorder.query.timeline import timeline_rows
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.log import StoredEvent
+from blackbox.recorder.query import COLUMNS as TIMELINE_COLUMNS
+from blackbox.recorder.query import listing, timeline_rows
 from blackbox.recorder.store import schema_head
 
 
@@ -79,7 +78,7 @@ def sessions(
     rows = [summary.row() for summary in listing.list_summaries(store, filt)]
     columns = list(listing.COLUMNS)
     if idle_only:
-        from blackbox.recorder.capture.idle import IDLE_COLUMNS, idle_session_rows
+        from blackbox.recorder.capture import IDLE_COLUMNS, idle_session_rows
 
         rows = idle_session_rows(store, rows, limit)
         columns = [*listing.COLUMNS, *IDLE_COLUMNS]
@@ -90,7 +89,7 @@ def sessions(
 def _with_tool_changes(store: object, rows: list[dict], columns: list[str]) -> list[str]:
     """Add `tools_changed` (how many tool definitions changed in the session) to the rows; the
     table shows the column only when some session has a change."""
-    from blackbox.recorder.query.kinds import kind_counts
+    from blackbox.recorder.query import kind_counts
 
     counts = kind_counts(store, [r["id"] for r in rows], "tool_changed")
     for row in rows:

@@ -8,11 +8,7 @@ from __future__ import annotations
 import click
 
 from blackbox.cli.options import open_configured_store, store_option
-from blackbox.replay.suite import (
-    list_suites,
-    load_suite,
-    save_suite,
-)
+from blackbox.replay import list_suites, load_suite, save_suite
 
 
 @click.group()

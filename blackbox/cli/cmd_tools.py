@@ -44,7 +44,7 @@ def tools(
     """
     if ctx.invoked_subcommand is not None:
         return
-    from blackbox.analytics.tools import ToolFilters, run_tools, shorten
+    from blackbox.analytics import ToolFilters, run_tools, shorten
 
     mode = "changes" if changes else "history" if history else "inventory"
     filters = ToolFilters(server=server, since_ns=moment_ns(since) if since else None, tool=history)
@@ -78,7 +78,7 @@ def approve(
       blackbox tools approve weather get_forecast
       blackbox tools approve weather get_forecast 3f9a1c2b7d4e --reason "reviewed v2"
     """
-    from blackbox.recorder.gate.pinning import approve as record_approval
+    from blackbox.recorder.gate import approve as record_approval
 
     store = open_configured_store(store_url, create=True)
     approved = record_approval(store, server, tool, hash_, reason)

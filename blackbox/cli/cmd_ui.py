@@ -30,7 +30,7 @@ def ui(listen: str, no_open: bool, store_url: str | None) -> None:
       blackbox ui
       blackbox ui --listen 127.0.0.1:9000 --no-open
     """
-    from blackbox.ui.server import run_ui, split_listen
+    from blackbox.ui import run_ui, split_listen
 
     host, port = split_listen(listen)
     store = open_configured_store(store_url)

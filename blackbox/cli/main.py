@@ -11,8 +11,7 @@ import sys
 
 import click
 
-from blackbox.recorder import __version__
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError, __version__
 
 # Command name -> the module defining it. Modules are imported only when their command runs, so a
 # hook or a tap does not pay for importing analytics, replay and the migration tooling.

@@ -13,7 +13,7 @@ import click
 
 from blackbox import config
 from blackbox.cli.output import FORMATS
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.store import EventStore, open_store
 
 store_option = click.option(

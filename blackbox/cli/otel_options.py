@@ -14,7 +14,7 @@ from blackbox import config
 from blackbox.cli.options import F
 
 if TYPE_CHECKING:
-    from blackbox.recorder.otel.live import LiveHandle
+    from blackbox.recorder.otel import LiveHandle
 
 
 WATERMARK_FILE = "otel-watermark.sqlite"
@@ -78,7 +78,7 @@ def require_sdk() -> None:
 def start_live(store_url: str, endpoint: str | None, protocol: str | None) -> LiveHandle | None:
     """Start the live follower for this process's sessions; returns a handle to close (None
     when the SDK is missing: recording goes on, and says once why nothing is sent)."""
-    from blackbox.recorder.otel.live import start
+    from blackbox.recorder.otel import start
 
     def notice(message: str) -> None:
         sys.stderr.write(f"blackbox: {message}\n")

@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from blackbox.recorder.query import listing
-from blackbox.recorder.query.timeline import COLUMNS as timeline_columns
-from blackbox.recorder.query.timeline import timeline_rows
+from blackbox.recorder.query import COLUMNS as timeline_columns
+from blackbox.recorder.query import listing, timeline_rows
 from blackbox.recorder.store import EventStore
 
 if TYPE_CHECKING:
-    from blackbox.analytics.reports import Report
+    from blackbox.analytics import Report
 
 FORMATS = ("table", "json", "jsonl", "csv")
 

@@ -10,8 +10,7 @@ from collections.abc import Callable
 
 import click
 
-from blackbox.replay.recording import Recording
-from blackbox.replay.safety import check_replay_safety, decide
+from blackbox.replay import Recording, check_replay_safety, decide
 
 
 def safety_guard(

@@ -18,7 +18,7 @@ from blackbox.cli.options import (
     store_option,
 )
 from blackbox.cli.output import render
-from blackbox.recorder.private import private_dir
+from blackbox.recorder import private_dir
 
 
 def _blackbox_executable() -> str:
@@ -69,7 +69,7 @@ def retention_schedule(
       blackbox retention schedule --every 1d
       blackbox retention schedule --every 12h --as cron --print
     """
-    from blackbox.recorder.compliance.retention_schedule import (
+    from blackbox.recorder.compliance import (
         apply_argv,
         has_systemd,
         install_systemd,
@@ -123,7 +123,7 @@ def retention_status_cmd(store_url: str | None, fmt: str) -> None:
     Example:
       blackbox retention status
     """
-    from blackbox.recorder.compliance.retention_schedule import retention_status
+    from blackbox.recorder.compliance import retention_status
 
     store = open_configured_store(store_url)
     try:

@@ -12,15 +12,17 @@ from typing import Any
 import click
 
 from blackbox.cli.options import moment_ns, open_configured_store
-from blackbox.replay.era_bridge import ERAS
-from blackbox.replay.recording import Recording
-from blackbox.replay.replayer import ReplayOptions
-from blackbox.replay.suite import (
+from blackbox.replay import (
+    ERAS,
+    Recording,
+    ReplayOptions,
     SessionOutcome,
+    render,
     run_suite,
     select_sessions,
+    summary_line,
+    write_junit,
 )
-from blackbox.replay.suite_report import render, summary_line, write_junit
 
 SUITE_KEYS = ("name_glob", "since", "suite", "jobs", "junit")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import click
 
-from blackbox.recorder.log.pairing import request_key, response_key
-from blackbox.recorder.query.follow import Record, follow
+from blackbox.recorder.log import request_key, response_key
+from blackbox.recorder.query import Record, follow
 from blackbox.recorder.store import EventStore
 
 # How long a request waits for its response to share its line: short enough to keep a frame on

@@ -35,6 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackbox import (
+    DEFAULT_PORT_BASE,
+    PORT_WINDOW,
+    free_port,
+    is_installed,
+    proxy_command,
+    proxy_url,
+    unit_name,
+    unit_text,
+)
 from blackbox.hosts.attach_bridge import (
     bridge_plan,
     bridged_entry_text,
@@ -65,17 +75,7 @@ from blackbox.hosts.jsonc import (
     remove_member_edits,
     set_member_edits,
 )
-from blackbox.proxy_service import (
-    DEFAULT_PORT_BASE,
-    PORT_WINDOW,
-    free_port,
-    is_installed,
-    proxy_command,
-    proxy_url,
-    unit_name,
-    unit_text,
-)
-from blackbox.recorder.private import private_dir
+from blackbox.recorder import private_dir
 
 SIDECAR_FORMAT = "mcp-blackbox attach state"
 
@@ -283,7 +283,7 @@ def attach(
     if http not in ("bridge", "proxy"):
         raise AttachError(f"--http must be bridge or proxy, not {http!r}")
     if data_dir is None:
-        from blackbox.config import data_dir as default_data_dir
+        from blackbox import data_dir as default_data_dir
 
         data_dir = default_data_dir()
     data_dir = Path(data_dir)

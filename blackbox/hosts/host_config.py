@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from blackbox.hosts.jsonc import JSONCError, Node, line_col, parse
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 
 # ---------------------------------------------------------------------------------------------
 # Errors

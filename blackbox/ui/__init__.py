@@ -6,3 +6,35 @@ shells, `security` the guard (token, Host by the rule the proxy shares, same-ori
 `server` how it is served; `static/` is the one script and the one stylesheet, served from the
 package (no CDN, no build step).
 """
+
+# --- the public face: all that other contexts import from this one ---
+# Other contexts import these names from the package, never from its modules
+# (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
+# until a name is used.
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from blackbox.ui.server import run_ui as run_ui
+    from blackbox.ui.server import split_listen as split_listen
+
+_FACE: dict[str, tuple[str, str | None]] = {
+    "run_ui": ("blackbox.ui.server", "run_ui"),
+    "split_listen": ("blackbox.ui.server", "split_listen"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attr = _FACE[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    found = _importlib.import_module(module)
+    return found if attr is None else getattr(found, attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FACE))
+
+
+# --- end of the public face ---

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from blackbox.recorder.query.browse import (
+from blackbox.recorder.query import (
     PAGE,
     TIMELINE_PAGE,
     SessionQuery,

@@ -17,8 +17,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.query.follow import Follower, Record
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.query import Follower, Record
 from blackbox.ui import data
 from blackbox.ui.context import Context, context
 
@@ -77,7 +77,7 @@ async def api_verify(request: Request) -> Response:
 
 
 async def api_replay(request: Request) -> Response:
-    from blackbox.replay.side_by_side import replay_side_by_side
+    from blackbox.replay import replay_side_by_side
 
     try:
         body = await request.json()
@@ -129,7 +129,7 @@ def _summary(rec: Record) -> dict[str, Any]:
 
 
 def _overview(ctx: Context) -> dict[str, Any]:
-    from blackbox.analytics.reports import refreshed_connection
+    from blackbox.analytics import refreshed_connection
 
     con, _ = refreshed_connection(ctx.store, ctx.analytics_dir)
     try:

@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 from blackbox.ui import pages
 from blackbox.ui.context import Context, context
 
@@ -65,7 +65,7 @@ async def sql_page(request: Request) -> Response:
 
 
 def _run_sql(ctx: Context, q: str) -> tuple[list[str], list[tuple], bool]:
-    from blackbox.analytics.sql import start_sql
+    from blackbox.analytics import start_sql
 
     rows: list[tuple] = []
     with start_sql(ctx.store, ctx.analytics_dir, q, timeout_s=SQL_TIMEOUT_S) as running:

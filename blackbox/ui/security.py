@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from blackbox.recorder.serving import HostGuard
+from blackbox.recorder import HostGuard
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -15,9 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackbox.recorder import serving
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.serving import is_loopback
+from blackbox.recorder import BlackboxError, is_loopback, serving
 from blackbox.recorder.store import EventStore
 from blackbox.ui.app import create_app
 from blackbox.ui.context import Context

@@ -25,8 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import id_fields, parse
+from blackbox.recorder.log import events, id_fields, parse
 
 MISSES_ENV = "BLACKBOX_HEARTBEAT_MISSES"
 DEFAULT_MISSES = 3

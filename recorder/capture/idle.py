@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from blackbox.recorder.log import events
-from blackbox.recorder.store import EventStore
-from blackbox.recorder.store.record_scan import records_of_kinds
+from blackbox.recorder.store import EventStore, records_of_kinds
 
 DEFAULT_IDLE_AFTER_S = 120 * 60.0
 # The columns `sessions --idle` adds.

@@ -47,9 +47,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log.model import NewEvent, new_session_id
-from blackbox.recorder.private import private_dir
+from blackbox.recorder import BlackboxError, private_dir
+from blackbox.recorder.log import NewEvent, new_session_id
 
 MAGIC = b"\xbb\x01"
 HEADER = struct.Struct(">2sBBHIqqqq")

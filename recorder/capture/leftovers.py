@@ -32,8 +32,7 @@ from blackbox.recorder.capture.journal import (
     read_store_mark,
 )
 from blackbox.recorder.capture.salvage import REFUSED_DIR, append_salvaging, keep_unstored
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Direction, Kind, NewEvent
+from blackbox.recorder.log import Direction, Kind, NewEvent, events
 from blackbox.recorder.store import EventStore
 
 

@@ -24,10 +24,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from blackbox.recorder.capture.heartbeat import PING, HeartbeatWatch
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, id_fields, parse
-from blackbox.recorder.log.model import Direction, Kind, NewEvent
-from blackbox.recorder.log.pairing import Pending, request_key, response_key
+from blackbox.recorder.log import (
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    Direction,
+    Kind,
+    NewEvent,
+    Pending,
+    events,
+    id_fields,
+    parse,
+    request_key,
+    response_key,
+)
 
 Emit = Callable[[str, events.Document], None]  # (session id, document)
 Observer = Callable[[Sequence[NewEvent]], None]

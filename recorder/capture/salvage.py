@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackbox.recorder.errors import (
+from blackbox.recorder import (
     BadStoreURL,
     BlackboxError,
     SchemaTooNew,
@@ -33,10 +33,9 @@ from blackbox.recorder.errors import (
     StoreMissing,
     StoreReadOnly,
     StoreUnavailable,
+    create_private,
 )
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Direction, Kind, NewEvent
-from blackbox.recorder.private import create_private
+from blackbox.recorder.log import Direction, Kind, NewEvent, events
 from blackbox.recorder.store import EventStore
 
 # Errors about the store as a whole: retried later, never blamed on a record.

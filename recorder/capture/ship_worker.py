@@ -20,17 +20,16 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from blackbox.recorder import BlackboxError, StoreError
 from blackbox.recorder.capture.journal import JournalReader
 from blackbox.recorder.capture.leftovers import ship_leftovers_quietly
 from blackbox.recorder.capture.observer import FrameObserver
 from blackbox.recorder.capture.salvage import REFUSED_DIR, Salvage, append_salvaging, keep_unstored
-from blackbox.recorder.errors import BlackboxError, StoreError
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import NewEvent
+from blackbox.recorder.log import NewEvent, events
 from blackbox.recorder.store import EventStore
 
 if TYPE_CHECKING:
-    from blackbox.recorder.trust.signing import AutoCheckpoints
+    from blackbox.recorder.trust import AutoCheckpoints
 
 # One read of a journal (by the worker and the in-process Shipper alike): records, bytes.
 BATCH_RECORDS = 1000
@@ -175,7 +174,7 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     # importing it while another opens the store (the leftovers' thread) can catch it half
     # imported.
     from blackbox.recorder.store import open_store
-    from blackbox.recorder.trust.signing import AutoCheckpoints
+    from blackbox.recorder.trust import AutoCheckpoints
 
     observer: FrameObserver | None = None
     if mode.startswith("observe"):
@@ -184,7 +183,7 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
             # One line a document: encoded JSON escapes every newline inside it.
             say(f"event\t{sid}\t{doc.KIND}\t{events.encode(doc).decode()}")
 
-        from blackbox.recorder.gate.tool_watch import ToolWatch
+        from blackbox.recorder.gate import ToolWatch
 
         tools = ToolWatch(emit, lambda: open_store(url, create=False))
         observer = FrameObserver(emit, quarantine_noise=mode == "observe-quarantine", tools=tools)

@@ -32,11 +32,11 @@ from blackbox.recorder.capture.ship_worker import (
     describe_failure,
     lower_thread_priority,
 )
-from blackbox.recorder.log.model import NewEvent
+from blackbox.recorder.log import NewEvent
 from blackbox.recorder.store import EventStore
 
 if TYPE_CHECKING:
-    from blackbox.recorder.trust.signing import AutoCheckpoints
+    from blackbox.recorder.trust import AutoCheckpoints
 
 POLL_SECONDS = 0.05
 MAX_BACKOFF = 5.0
@@ -137,7 +137,7 @@ class Shipper:
             # thread importing it while another opens the store (the proxy's shipper process
             # ships leftovers at the same moment) caught it half imported, died of the
             # ImportError and shipped nothing.
-            from blackbox.recorder.trust.signing import AutoCheckpoints
+            from blackbox.recorder.trust import AutoCheckpoints
 
             self._checkpoints = AutoCheckpoints.configured()  # off unless a key is configured
         self._thread.start()

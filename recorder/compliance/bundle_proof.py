@@ -21,11 +21,16 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from blackbox.recorder import private_file
 from blackbox.recorder.log import merkle
-from blackbox.recorder.private import private_file
 from blackbox.recorder.store import EventStore, tree
-from blackbox.recorder.trust.checkpoint import Checkpoint, Verifier, open_checkpoint
-from blackbox.recorder.trust.signing import note_checkpoint, split_notes
+from blackbox.recorder.trust import (
+    Checkpoint,
+    Verifier,
+    note_checkpoint,
+    open_checkpoint,
+    split_notes,
+)
 
 CHECKPOINT_FILE = "checkpoint.txt"
 PROOFS_FILE = "proofs.jsonl"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from blackbox.recorder.compliance.export import FILES, ExportError, read_rows
 from blackbox.recorder.compliance.verify_export import load_manifest
-from blackbox.recorder.log.model import StoredEvent
+from blackbox.recorder.log import StoredEvent
 
 
 @dataclass

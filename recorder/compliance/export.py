@@ -36,14 +36,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from blackbox.recorder import __version__
+from blackbox.recorder import BlackboxError, __version__, private_dir, private_file
 from blackbox.recorder.compliance import bundle_proof
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log import chain, events
-from blackbox.recorder.log.columns import arrow_columns, document_columns
-from blackbox.recorder.log.model import Kind, SessionInfo, StoredEvent
-from blackbox.recorder.privacy.redact import Redactor
-from blackbox.recorder.private import private_dir, private_file
+from blackbox.recorder.log import (
+    Kind,
+    SessionInfo,
+    StoredEvent,
+    arrow_columns,
+    chain,
+    document_columns,
+    events,
+)
+from blackbox.recorder.privacy import Redactor
 from blackbox.recorder.store import EventStore
 
 FORMATS = ("parquet", "jsonl", "csv")

@@ -29,11 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.compliance.export import Selection, export_bundle, iso
 from blackbox.recorder.compliance.verify_export import verify_export
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Direction, Kind, NewEvent, SessionInfo, new_session_id
+from blackbox.recorder.log import Direction, Kind, NewEvent, SessionInfo, events, new_session_id
 from blackbox.recorder.store import EventStore
 from blackbox.recorder.trust import signing
 

@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackbox.recorder import FILE_MODE, BlackboxError, private_dir
 from blackbox.recorder.compliance.export import iso
 from blackbox.recorder.compliance.retention import RETENTION_SESSION, RetentionResult, list_holds
-from blackbox.recorder.errors import BlackboxError
 from blackbox.recorder.log import events
-from blackbox.recorder.private import FILE_MODE, private_dir
 from blackbox.recorder.store import EventStore
 
 UNIT = "blackbox-retention"
@@ -200,7 +199,7 @@ def write_last_run(data_dir: Path, result: RetentionResult, older_than: str) -> 
 def retention_status(store: EventStore, data_dir: Path) -> dict[str, Any]:
     """When retention last ran (the last-run file), the runs the store recorded (newest
     first: what each removed, what holds kept), and the holds in force now."""
-    from blackbox.recorder.store.record_scan import records_of_kinds
+    from blackbox.recorder.store import records_of_kinds
 
     last_run = None
     path = data_dir / LAST_RUN_FILE

@@ -34,10 +34,8 @@ from blackbox.recorder.compliance.export import (
     read_rows,
     sha256_file,
 )
-from blackbox.recorder.log import chain, events
-from blackbox.recorder.log.jsonrpc import classify, stored_agrees
-from blackbox.recorder.log.model import DERIVED, Kind, StoredEvent
-from blackbox.recorder.trust.checkpoint import Verifier
+from blackbox.recorder.log import DERIVED, Kind, StoredEvent, chain, classify, events, stored_agrees
+from blackbox.recorder.trust import Verifier
 
 # Derived fields an unredacted frame must agree on with `classify` of its raw bytes.
 _INT_FIELDS = ("position", "seq", "wall_ns", "mono_ns")

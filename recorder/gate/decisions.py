@@ -22,12 +22,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-from blackbox.recorder.errors import AppendRefused, BlackboxError, StoreError
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import id_fields
-from blackbox.recorder.log.model import Direction, Kind, NewEvent, StoredEvent
-from blackbox.recorder.log.pairing import Key, Pending, request_key
-from blackbox.recorder.private import private_dir
+from blackbox.recorder import AppendRefused, BlackboxError, StoreError, private_dir
+from blackbox.recorder.log import (
+    Direction,
+    Key,
+    Kind,
+    NewEvent,
+    Pending,
+    StoredEvent,
+    events,
+    id_fields,
+    request_key,
+)
 from blackbox.recorder.store import EventStore
 
 DECISIONS = ("allow", "deny", "ask")

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.gate.decisions import (
     append_host_records,
     args_fingerprint,
@@ -41,9 +41,7 @@ from blackbox.recorder.gate.decisions import (
     spool_records,
 )
 from blackbox.recorder.gate.policy import Policy
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import encode_json
-from blackbox.recorder.log.model import Kind
+from blackbox.recorder.log import Kind, encode_json, events
 from blackbox.recorder.store import EventStore
 
 HOST = "claude-code"

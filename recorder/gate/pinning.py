@@ -30,13 +30,19 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.gate import tooldefs
 from blackbox.recorder.gate.policy_rules import PIN_RULE, TOOLS_CALL, PolicyError, Rule
 from blackbox.recorder.gate.tool_watch import server_sessions
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import id_fields, parse
-from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.log import (
+    Direction,
+    Kind,
+    NewEvent,
+    events,
+    id_fields,
+    new_session_id,
+    parse,
+)
 from blackbox.recorder.store import EventStore
 
 APPROVALS_NAME = "blackbox tool approvals"

@@ -38,9 +38,15 @@ from blackbox.recorder.gate.policy_rules import (
     Rule,
     parse_policy,
 )
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import FALLBACK_DEPTH, encode_json, id_fields, too_deep
-from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.log import (
+    FALLBACK_DEPTH,
+    Direction,
+    Kind,
+    encode_json,
+    events,
+    id_fields,
+    too_deep,
+)
 from blackbox.recorder.store import EventStore
 
 # JSON-RPC reserves -32000..-32099 for implementation-defined server errors; the SDKs use -32002

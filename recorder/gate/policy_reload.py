@@ -31,8 +31,7 @@ from blackbox.recorder.gate.pinning import carry_over
 from blackbox.recorder.gate.policy import GateVerdict, Policy
 from blackbox.recorder.gate.policy_rules import PolicyError, Rule
 from blackbox.recorder.log import events
-from blackbox.recorder.store import EventStore
-from blackbox.recorder.store.record_scan import records_of_kinds
+from blackbox.recorder.store import EventStore, records_of_kinds
 
 DEFAULT_INTERVAL_S = 1.0
 # A policy file is a few kilobytes; a file this large is refused rather than read every second.

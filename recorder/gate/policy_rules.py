@@ -36,7 +36,7 @@ import tomllib
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 
 DEFAULT_RULE = "default"
 # The rule id of the gate's own refusals: a frame that is not JSON, and a request whose JSON

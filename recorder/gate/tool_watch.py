@@ -30,9 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blackbox.recorder.gate import tooldefs
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import id_fields, parse
-from blackbox.recorder.log.model import Direction, Kind, NewEvent
+from blackbox.recorder.log import Direction, Kind, NewEvent, events, id_fields, parse
 from blackbox.recorder.store import EventStore
 
 Emit = Callable[[str, events.Document], None]
@@ -453,7 +451,7 @@ class OwnSession:
     `close`, written straight to the store (the proxy's journal belongs to the proxy)."""
 
     def __init__(self, open_store: Callable[[], EventStore]) -> None:
-        from blackbox.recorder.log.model import new_session_id
+        from blackbox.recorder.log import new_session_id
 
         self.session_id = new_session_id()
         self.open_store = open_store

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log.jsonrpc import encode_json
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.log import encode_json
 
 # What each list method answers, as (item kind, result key).
 LISTS: dict[str, tuple[tuple[str, str], ...]] = {

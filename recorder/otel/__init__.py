@@ -16,3 +16,43 @@ status Development. `CONVENTIONS` names it on every exported scope.
 
 CONVENTIONS = "semantic-conventions-genai@0393513 docs/gen-ai/mcp.md (Development)"
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
+
+# --- the public face: all that other contexts import from this one ---
+# Other contexts import these names from the package, never from its modules
+# (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
+# until a name is used.
+import importlib as _importlib  # noqa: E402
+from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
+
+if _TYPE_CHECKING:
+    from blackbox.recorder.otel.export import export as export
+    from blackbox.recorder.otel.live import LiveHandle as LiveHandle
+    from blackbox.recorder.otel.live import start as start
+    from blackbox.recorder.otel.sdk import Target as Target
+    from blackbox.recorder.otel.spans import Options as Options
+    from blackbox.recorder.otel.watermark import Watermark as Watermark
+
+_FACE: dict[str, tuple[str, str | None]] = {
+    "LiveHandle": ("blackbox.recorder.otel.live", "LiveHandle"),
+    "Options": ("blackbox.recorder.otel.spans", "Options"),
+    "Target": ("blackbox.recorder.otel.sdk", "Target"),
+    "Watermark": ("blackbox.recorder.otel.watermark", "Watermark"),
+    "export": ("blackbox.recorder.otel.export", "export"),
+    "start": ("blackbox.recorder.otel.live", "start"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attr = _FACE[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    found = _importlib.import_module(module)
+    return found if attr is None else getattr(found, attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FACE))
+
+
+# --- end of the public face ---

@@ -167,7 +167,7 @@ class SpanFollower:
         return read
 
     def _follow(self, sid: str, row: tuple) -> SessionSpans | None:
-        from blackbox.recorder.log.jsonrpc import parse
+        from blackbox.recorder.log import parse
         from blackbox.recorder.otel.spans import SessionSpans
 
         if row[_KIND] != "session_started" or row[_SEQ] != 1:
@@ -245,7 +245,7 @@ def follow(store_url: str, watermark_path: Path, endpoint: str | None, protocol:
 def _open_when_there(store_url: str, closed: threading.Event) -> EventStore | None:
     """The store, once the tap has created it (the follower never creates or migrates one: two
     processes migrating a fresh schema at once is what the tap's own lock exists to avoid)."""
-    from blackbox.recorder.errors import StoreMissing
+    from blackbox.recorder import StoreMissing
     from blackbox.recorder.store import open_store
 
     deadline = None

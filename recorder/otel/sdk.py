@@ -19,8 +19,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from blackbox.recorder import __version__
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError, __version__
 from blackbox.recorder.otel import CONVENTIONS, SCHEMA_URL, wire
 from blackbox.recorder.otel.spans import (
     DURATION_BUCKETS,

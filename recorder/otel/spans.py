@@ -23,9 +23,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-from blackbox.recorder.log.jsonrpc import id_fields, parse
-from blackbox.recorder.log.pairing import Pending, request_key, response_key
-from blackbox.recorder.privacy.redact import Redactor
+from blackbox.recorder.log import Pending, id_fields, parse, request_key, response_key
+from blackbox.recorder.privacy import Redactor
 
 # The conventions' bucket boundaries for both duration histograms (mcp.md, "Metrics").
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)

@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from blackbox.recorder.private import private_dir, private_file
+from blackbox.recorder import private_dir, private_file
 
 FILE_NAME = "otel-watermark.sqlite"
 

@@ -16,8 +16,7 @@ import secrets
 from functools import lru_cache
 from pathlib import Path
 
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.private import create_private
+from blackbox.recorder import BlackboxError, create_private
 
 
 class FingerprintKeyError(BlackboxError):

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.log.jsonrpc import encode_json
+from blackbox.recorder import BlackboxError
+from blackbox.recorder.log import encode_json
 from blackbox.recorder.privacy.fingerprint import (
     FingerprintKeyError,
     fingerprint,

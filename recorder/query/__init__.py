@@ -4,3 +4,65 @@ The sessions listing with its filters and handles (`listing`), paged reads for l
 (`browse`), following the log as it grows (`follow`), a session's timeline (`timeline`) and the
 short text of a record (`excerpt`).
 """
+
+# --- the public face: all that other contexts import from this one ---
+# Other contexts import these names from the package, never from its modules
+# (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
+# until a name is used.
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from blackbox.recorder.query import listing as listing
+    from blackbox.recorder.query.browse import PAGE as PAGE
+    from blackbox.recorder.query.browse import TIMELINE_PAGE as TIMELINE_PAGE
+    from blackbox.recorder.query.browse import SessionQuery as SessionQuery
+    from blackbox.recorder.query.browse import answer_seq as answer_seq
+    from blackbox.recorder.query.browse import newest_checkpoint as newest_checkpoint
+    from blackbox.recorder.query.browse import parse_cursor as parse_cursor
+    from blackbox.recorder.query.browse import session_counts as session_counts
+    from blackbox.recorder.query.browse import session_page as session_page
+    from blackbox.recorder.query.browse import timeline_page as timeline_page
+    from blackbox.recorder.query.excerpt import excerpt as excerpt
+    from blackbox.recorder.query.follow import Follower as Follower
+    from blackbox.recorder.query.follow import Record as Record
+    from blackbox.recorder.query.follow import follow as follow
+    from blackbox.recorder.query.kinds import kind_counts as kind_counts
+    from blackbox.recorder.query.timeline import COLUMNS as COLUMNS
+    from blackbox.recorder.query.timeline import timeline_rows as timeline_rows
+
+_FACE: dict[str, tuple[str, str | None]] = {
+    "COLUMNS": ("blackbox.recorder.query.timeline", "COLUMNS"),
+    "Follower": ("blackbox.recorder.query.follow", "Follower"),
+    "PAGE": ("blackbox.recorder.query.browse", "PAGE"),
+    "Record": ("blackbox.recorder.query.follow", "Record"),
+    "SessionQuery": ("blackbox.recorder.query.browse", "SessionQuery"),
+    "TIMELINE_PAGE": ("blackbox.recorder.query.browse", "TIMELINE_PAGE"),
+    "answer_seq": ("blackbox.recorder.query.browse", "answer_seq"),
+    "excerpt": ("blackbox.recorder.query.excerpt", "excerpt"),
+    "follow": ("blackbox.recorder.query.follow", "follow"),
+    "kind_counts": ("blackbox.recorder.query.kinds", "kind_counts"),
+    "listing": ("blackbox.recorder.query.listing", None),
+    "newest_checkpoint": ("blackbox.recorder.query.browse", "newest_checkpoint"),
+    "parse_cursor": ("blackbox.recorder.query.browse", "parse_cursor"),
+    "session_counts": ("blackbox.recorder.query.browse", "session_counts"),
+    "session_page": ("blackbox.recorder.query.browse", "session_page"),
+    "timeline_page": ("blackbox.recorder.query.browse", "timeline_page"),
+    "timeline_rows": ("blackbox.recorder.query.timeline", "timeline_rows"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attr = _FACE[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    found = _importlib.import_module(module)
+    return found if attr is None else getattr(found, attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FACE))
+
+
+# --- end of the public face ---

@@ -14,14 +14,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from blackbox.recorder.log.model import DERIVED
-from blackbox.recorder.log.pairing import request_key, response_key
-from blackbox.recorder.store import EventStore
-from blackbox.recorder.store.schema import events, sessions
+from blackbox.recorder.log import DERIVED, request_key, response_key
+from blackbox.recorder.store import EventStore, events, sessions
 from sqlalchemy import and_, case, func, or_, select
 
 if TYPE_CHECKING:
-    from blackbox.recorder.store.sql import SqlEventStore
+    from blackbox.recorder.store import SqlEventStore
     from sqlalchemy.engine import Connection, Engine, Row
 
 PAGE = 100

@@ -21,15 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from blackbox.recorder.capture.journal import (
-    JournalReader,
-    StoreMark,
-    parse_segment_name,
-    read_store_mark,
-)
-from blackbox.recorder.log.model import NewEvent, StoredEvent
-from blackbox.recorder.store import EventStore
-from blackbox.recorder.store.projection import derive
+from blackbox.recorder.capture import JournalReader, StoreMark, parse_segment_name, read_store_mark
+from blackbox.recorder.log import NewEvent, StoredEvent
+from blackbox.recorder.store import EventStore, derive
 
 # How often `follow` asks both sources for news when nothing came: well under the one second a
 # frame may take to reach the screen, and cheap (one indexed query, one stat per journal file).

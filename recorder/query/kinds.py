@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from blackbox.recorder.store.schema import events
+from blackbox.recorder.store import events
 from sqlalchemy import func, select
 
 

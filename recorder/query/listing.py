@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from blackbox.recorder.log.model import SessionInfo
-from blackbox.recorder.store.schema import events, sessions
+from blackbox.recorder.log import SessionInfo
+from blackbox.recorder.store import events, sessions
 from sqlalchemy import String, and_, case, column, func, or_, select, true, values
 
 # The columns the table shows, in order (json/jsonl/csv carry every key of the row).
@@ -200,7 +200,7 @@ def _candidates(store: Any, filt: SessionFilter, offset: int, limit: int | None)
 
 def list_summaries(store: Any, filt: SessionFilter | None = None) -> list[SessionSummary]:
     """Sessions newest first, with counts, derived outcome and handle, as `filt` keeps them."""
-    from blackbox.recorder.store.projection import session_info
+    from blackbox.recorder.store import session_info
 
     filt = filt or SessionFilter()
     found: list[SessionSummary] = []

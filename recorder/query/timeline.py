@@ -14,8 +14,7 @@ import base64
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from blackbox.recorder.log.model import StoredEvent
-from blackbox.recorder.log.pairing import Pending, request_key, response_key
+from blackbox.recorder.log import Pending, StoredEvent, request_key, response_key
 from blackbox.recorder.query.excerpt import excerpt
 
 COLUMNS = ["seq", "offset_ms", "direction", "kind", "method", "tool", "id", "re", "error"]

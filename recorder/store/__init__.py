@@ -16,14 +16,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from blackbox.recorder.errors import BadStoreURL
-from blackbox.recorder.log.chain import Finding
-from blackbox.recorder.log.model import NewEvent, SessionInfo, StoredEvent
+from blackbox.recorder import BadStoreURL
+from blackbox.recorder.log import Finding, NewEvent, SessionInfo, StoredEvent
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
-    from blackbox.recorder.log.events import RetentionApplied
+    from blackbox.recorder.log import RetentionApplied
     from blackbox.recorder.store.removals import Removal
     from sqlalchemy.engine import Connection
     from sqlalchemy.engine.url import URL
@@ -209,3 +208,49 @@ def schema_head() -> str:
 
 
 __all__ = ["EventStore", "normalise_url", "open_store", "public_url", "schema_head"]
+
+# --- the public face: all that other contexts import from this one ---
+# Other contexts import these names from the package, never from its modules
+# (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
+# until a name is used.
+import importlib as _importlib  # noqa: E402
+from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
+
+if _TYPE_CHECKING:
+    from blackbox.recorder.store import tree as tree
+    from blackbox.recorder.store import tree_check as tree_check
+    from blackbox.recorder.store.projection import derive as derive
+    from blackbox.recorder.store.projection import session_info as session_info
+    from blackbox.recorder.store.record_scan import records_of_kinds as records_of_kinds
+    from blackbox.recorder.store.schema import events as events
+    from blackbox.recorder.store.schema import metadata as metadata
+    from blackbox.recorder.store.schema import sessions as sessions
+    from blackbox.recorder.store.sql import SqlEventStore as SqlEventStore
+
+_FACE: dict[str, tuple[str, str | None]] = {
+    "SqlEventStore": ("blackbox.recorder.store.sql", "SqlEventStore"),
+    "derive": ("blackbox.recorder.store.projection", "derive"),
+    "events": ("blackbox.recorder.store.schema", "events"),
+    "metadata": ("blackbox.recorder.store.schema", "metadata"),
+    "records_of_kinds": ("blackbox.recorder.store.record_scan", "records_of_kinds"),
+    "session_info": ("blackbox.recorder.store.projection", "session_info"),
+    "sessions": ("blackbox.recorder.store.schema", "sessions"),
+    "tree": ("blackbox.recorder.store.tree", None),
+    "tree_check": ("blackbox.recorder.store.tree_check", None),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attr = _FACE[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    found = _importlib.import_module(module)
+    return found if attr is None else getattr(found, attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FACE))
+
+
+# --- end of the public face ---

@@ -8,9 +8,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from blackbox.recorder.log import chain
-from blackbox.recorder.log.jsonrpc import fit_stored, stored_agrees
-from blackbox.recorder.log.model import DERIVED, Kind
+from blackbox.recorder.log import DERIVED, Kind, chain, fit_stored, stored_agrees
 
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import DBAPICursor

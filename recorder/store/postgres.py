@@ -14,8 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
-from blackbox.recorder.log import chain
-from blackbox.recorder.log.model import Kind
+from blackbox.recorder.log import Kind, chain
 from blackbox.recorder.store.projection import INSERT_COLUMNS
 from blackbox.recorder.store.schema import events
 from blackbox.recorder.store.sql import SqlEventStore

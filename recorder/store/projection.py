@@ -11,9 +11,15 @@ import json
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import derived_columns, fit_era
-from blackbox.recorder.log.model import Kind, NewEvent, SessionInfo, StoredEvent
+from blackbox.recorder.log import (
+    Kind,
+    NewEvent,
+    SessionInfo,
+    StoredEvent,
+    derived_columns,
+    events,
+    fit_era,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Row

@@ -16,10 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from blackbox.recorder.errors import AppendRefused
-from blackbox.recorder.log import chain
+from blackbox.recorder import AppendRefused
+from blackbox.recorder.log import Kind, NewEvent, chain, new_session_id
 from blackbox.recorder.log import events as docs
-from blackbox.recorder.log.model import Kind, NewEvent, new_session_id
 from blackbox.recorder.store import tree
 from blackbox.recorder.store.schema import events, retention_removals, sessions
 from sqlalchemy import Join, delete, func, insert, select

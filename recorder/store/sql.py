@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from blackbox.recorder.errors import AppendRefused
+from blackbox.recorder import AppendRefused
 from blackbox.recorder.log import events as record_docs
 from blackbox.recorder.store import removals
 from blackbox.recorder.store.schema import holds

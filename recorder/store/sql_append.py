@@ -13,10 +13,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 
-from blackbox.recorder.errors import AppendRefused
-from blackbox.recorder.log import chain
-from blackbox.recorder.log.jsonrpc import derived_columns
-from blackbox.recorder.log.model import Kind, NewEvent
+from blackbox.recorder import AppendRefused
+from blackbox.recorder.log import Kind, NewEvent, chain, derived_columns
 from blackbox.recorder.store import audit, session_rows
 from blackbox.recorder.store.projection import events_row, project
 from blackbox.recorder.store.sql_base import SqlStoreBase

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-from blackbox.recorder.errors import (
+from blackbox.recorder import (
     AppendRefused,
     BadStoreURL,
     BlackboxError,

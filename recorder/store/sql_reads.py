@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
-from blackbox.recorder.errors import AmbiguousSession, SessionNotFound
-from blackbox.recorder.log import chain
-from blackbox.recorder.log.model import SessionInfo, StoredEvent
+from blackbox.recorder import AmbiguousSession, SessionNotFound
+from blackbox.recorder.log import SessionInfo, StoredEvent, chain
 from blackbox.recorder.store.projection import INSERT_COLUMNS, session_info
 from blackbox.recorder.store.schema import events, sessions
 from blackbox.recorder.store.sql_base import SqlStoreBase

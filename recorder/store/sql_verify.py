@@ -14,10 +14,8 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from blackbox.recorder.errors import SessionNotFound
-from blackbox.recorder.log import chain
-from blackbox.recorder.log.jsonrpc import derived_columns
-from blackbox.recorder.log.model import DERIVED, Kind
+from blackbox.recorder import SessionNotFound
+from blackbox.recorder.log import DERIVED, Kind, chain, derived_columns
 from blackbox.recorder.store import audit, removals
 from blackbox.recorder.store.projection import derive, replayed
 from blackbox.recorder.store.schema import events, sessions

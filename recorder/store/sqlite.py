@@ -16,7 +16,7 @@ from contextlib import closing, suppress
 from pathlib import Path
 from typing import Literal, cast
 
-from blackbox.recorder.private import private_dir, private_file
+from blackbox.recorder import private_dir, private_file
 from blackbox.recorder.store import sqlite_chain
 from blackbox.recorder.store.projection import INSERT_COLUMNS
 from blackbox.recorder.store.sql import SqlEventStore

@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import TypedDict, Unpack
 
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.log import Direction, Kind, NewEvent, events, new_session_id
 from blackbox.recorder.store import EventStore
 
 DAY_NS = 86_400 * 1_000_000_000

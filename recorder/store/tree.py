@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from blackbox.recorder.errors import StoreError
+from blackbox.recorder import StoreError
 from blackbox.recorder.log import chain, merkle
 from blackbox.recorder.store.schema import (
     checkpoints,

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from blackbox.recorder.log import chain, merkle
-from blackbox.recorder.log.model import Kind
+from blackbox.recorder.log import Kind, chain, merkle
 from blackbox.recorder.store.schema import (
     events,
     tree_nodes,

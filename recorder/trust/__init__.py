@@ -5,3 +5,51 @@ what the store committed (`signing`), and checking the log against checkpoints o
 is in it (`logproof`). The incremental tree these sign lives in the store (`store.tree`), because
 retention changes it in the same transaction as the records; its hashes are `log.merkle`.
 """
+
+# --- the public face: all that other contexts import from this one ---
+# Other contexts import these names from the package, never from its modules
+# (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
+# until a name is used.
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from blackbox.recorder.trust import keys as keys
+    from blackbox.recorder.trust import logproof as logproof
+    from blackbox.recorder.trust import proofcheck as proofcheck
+    from blackbox.recorder.trust import signing as signing
+    from blackbox.recorder.trust.checkpoint import Checkpoint as Checkpoint
+    from blackbox.recorder.trust.checkpoint import Verifier as Verifier
+    from blackbox.recorder.trust.checkpoint import open_checkpoint as open_checkpoint
+    from blackbox.recorder.trust.signing import AutoCheckpoints as AutoCheckpoints
+    from blackbox.recorder.trust.signing import note_checkpoint as note_checkpoint
+    from blackbox.recorder.trust.signing import split_notes as split_notes
+
+_FACE: dict[str, tuple[str, str | None]] = {
+    "AutoCheckpoints": ("blackbox.recorder.trust.signing", "AutoCheckpoints"),
+    "Checkpoint": ("blackbox.recorder.trust.checkpoint", "Checkpoint"),
+    "Verifier": ("blackbox.recorder.trust.checkpoint", "Verifier"),
+    "keys": ("blackbox.recorder.trust.keys", None),
+    "logproof": ("blackbox.recorder.trust.logproof", None),
+    "note_checkpoint": ("blackbox.recorder.trust.signing", "note_checkpoint"),
+    "open_checkpoint": ("blackbox.recorder.trust.checkpoint", "open_checkpoint"),
+    "proofcheck": ("blackbox.recorder.trust.proofcheck", None),
+    "signing": ("blackbox.recorder.trust.signing", None),
+    "split_notes": ("blackbox.recorder.trust.signing", "split_notes"),
+}
+
+
+def __getattr__(name: str) -> object:
+    try:
+        module, attr = _FACE[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    found = _importlib.import_module(module)
+    return found if attr is None else getattr(found, attr)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FACE))
+
+
+# --- end of the public face ---

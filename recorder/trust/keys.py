@@ -15,7 +15,7 @@ import socket
 import stat
 from pathlib import Path
 
-from blackbox.recorder.private import create_private
+from blackbox.recorder import create_private
 from blackbox.recorder.trust.checkpoint import (
     CheckpointError,
     Signer,

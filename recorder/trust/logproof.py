@@ -14,7 +14,7 @@ import base64
 import itertools
 from dataclasses import dataclass, field
 
-from blackbox.recorder.errors import BlackboxError
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import merkle
 from blackbox.recorder.store import EventStore, tree, tree_check
 from blackbox.recorder.trust.checkpoint import Checkpoint, Verifier, open_checkpoint, parse_vkey

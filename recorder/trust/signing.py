@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from blackbox.recorder.log.model import Kind, NewEvent
-from blackbox.recorder.private import private_dir, private_file
+from blackbox.recorder import private_dir, private_file
+from blackbox.recorder.log import Kind, NewEvent
 from blackbox.recorder.store import EventStore, tree, tree_check
 from blackbox.recorder.trust import keys
 from blackbox.recorder.trust.checkpoint import (

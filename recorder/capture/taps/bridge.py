@@ -28,7 +28,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from blackbox.recorder.log.jsonrpc import encode_json
+from blackbox.recorder.log import encode_json
 
 HEADERS_ENV = "BLACKBOX_BRIDGE_HEADERS"
 BRIDGE_ERROR = -32000

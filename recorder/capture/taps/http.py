@@ -77,10 +77,15 @@ from blackbox.recorder.capture.taps.http_relay import (
     fault_stage,
 )
 from blackbox.recorder.capture.taps.http_sessions import RecordingSession, SessionRouter, trace_id
-from blackbox.recorder.gate.pinning import pinner_of
-from blackbox.recorder.log import events
-from blackbox.recorder.log.jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, parse
-from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.gate import pinner_of
+from blackbox.recorder.log import (
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    Direction,
+    Kind,
+    events,
+    parse,
+)
 
 # The start of every error the proxy writes itself (the upstream gave no answer).
 OWN_ERROR_PREFIX = "blackbox proxy:"

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.capture.taps.http_headers import (
     GuardError,
     normalise_allowed_host,
     normalise_allowed_origin,
 )
 from blackbox.recorder.capture.taps.http_sessions import DEFAULT_IDLE_GAP_S, RecordingSession
-from blackbox.recorder.errors import BlackboxError
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]

@@ -25,11 +25,10 @@ from collections.abc import Iterable
 from functools import lru_cache
 from urllib.parse import unquote_plus, urlsplit
 
-from blackbox.recorder import serving
+from blackbox.recorder import GuardError as GuardError
+from blackbox.recorder import is_loopback, serving, split_host
+from blackbox.recorder import normalise_allowed_host as normalise_allowed_host
 from blackbox.recorder.privacy import fingerprint as keyed
-from blackbox.recorder.serving import GuardError as GuardError
-from blackbox.recorder.serving import is_loopback, split_host
-from blackbox.recorder.serving import normalise_allowed_host as normalise_allowed_host
 
 # RFC 9110 section 7.6.1 hop-by-hop fields, plus the pre-standard ones proxies still meet.
 HOP_BY_HOP = frozenset(

@@ -19,7 +19,7 @@ import httpx2
 from blackbox.recorder.capture.taps.http_exchange import Exchange, ProxySettings, Receive, Send
 from blackbox.recorder.capture.taps.http_headers import forwardable
 from blackbox.recorder.capture.taps.http_sse import SseEvent, SseParser
-from blackbox.recorder.log.model import Direction, Kind
+from blackbox.recorder.log import Direction, Kind
 
 if TYPE_CHECKING:
     from blackbox.recorder.capture.taps.http_sessions import SessionRouter

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackbox.recorder import is_loopback as is_loopback
 from blackbox.recorder import serving
 from blackbox.recorder.capture.journal import Journal, JournalError, StoreMark
 from blackbox.recorder.capture.leftovers import ship_leftovers_quietly
@@ -35,7 +36,6 @@ from blackbox.recorder.capture.taps.http_exchange import (
     ProxyStats,
 )
 from blackbox.recorder.capture.taps.http_relay import StreamAborted
-from blackbox.recorder.serving import is_loopback as is_loopback  # re-exported: the one rule
 from blackbox.recorder.store import EventStore
 
 DEFAULT_LISTEN = "127.0.0.1:8750"

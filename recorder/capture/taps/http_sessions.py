@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from blackbox.recorder.log.model import new_session_id
+from blackbox.recorder.log import new_session_id
 
 RULE_SESSION_ID = "mcp-session-id"
 RULE_SSE = "sse-endpoint"

@@ -28,7 +28,7 @@ from pathlib import Path
 from blackbox.recorder.capture.journal import parse_segment_name
 from blackbox.recorder.capture.leftovers import ship_leftovers_quietly
 from blackbox.recorder.capture.shipper import Shipper
-from blackbox.recorder.gate.tool_watch import OwnSession, ToolWatch
+from blackbox.recorder.gate import OwnSession, ToolWatch
 from blackbox.recorder.store import EventStore, open_store
 
 

@@ -37,17 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.capture.idle import IdleWatch
 from blackbox.recorder.capture.journal import Journal, JournalError, StoreMark
 from blackbox.recorder.capture.leftovers import hand_off_leftovers, ship_leftovers_quietly
 from blackbox.recorder.capture.observer import FrameObserver
 from blackbox.recorder.capture.ship_worker import lower_thread_priority
 from blackbox.recorder.capture.shipper import POLL_SECONDS, Shipper
-from blackbox.recorder.errors import BlackboxError
-from blackbox.recorder.gate import pinning
-from blackbox.recorder.gate.tool_watch import ToolWatch
-from blackbox.recorder.log import events
-from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
+from blackbox.recorder.gate import ToolWatch, pinning
+from blackbox.recorder.log import Direction, Kind, NewEvent, events, new_session_id
 from blackbox.recorder.store import EventStore
 
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
