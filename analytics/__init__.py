@@ -8,9 +8,9 @@ import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
-    from blackbox.analytics.doctor import SLOW_S as SLOW_S
-    from blackbox.analytics.doctor import doctor as doctor
-    from blackbox.analytics.doctor import render_text as render_text
+    from blackbox.analytics.doctor_session import SLOW_S as SLOW_S
+    from blackbox.analytics.doctor_session import doctor as doctor
+    from blackbox.analytics.doctor_session import render_text as render_text
     from blackbox.analytics.html import render as render
     from blackbox.analytics.reports import GROUPS as GROUPS
     from blackbox.analytics.reports import KINDS as KINDS
@@ -30,12 +30,12 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "KINDS": ("blackbox.analytics.reports", "KINDS"),
     "QueryCancelled": ("blackbox.analytics.sql", "QueryCancelled"),
     "Report": ("blackbox.analytics.reports", "Report"),
-    "SLOW_S": ("blackbox.analytics.doctor", "SLOW_S"),
+    "SLOW_S": ("blackbox.analytics.doctor_session", "SLOW_S"),
     "ToolFilters": ("blackbox.analytics.tools", "ToolFilters"),
-    "doctor": ("blackbox.analytics.doctor", "doctor"),
+    "doctor": ("blackbox.analytics.doctor_session", "doctor"),
     "refreshed_connection": ("blackbox.analytics.reports", "refreshed_connection"),
     "render": ("blackbox.analytics.html", "render"),
-    "render_text": ("blackbox.analytics.doctor", "render_text"),
+    "render_text": ("blackbox.analytics.doctor_session", "render_text"),
     "run_report": ("blackbox.analytics.reports", "run_report"),
     "run_tools": ("blackbox.analytics.tools", "run_tools"),
     "shorten": ("blackbox.analytics.tools", "shorten"),

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from blackbox.recorder.compliance.bundle_check import verify_export
 from blackbox.recorder.compliance.export import export_bundle
-from blackbox.recorder.compliance.verify_export import verify_export
 from blackbox.recorder.log.model import new_session_id
 from blackbox.recorder.privacy.redact import Redactor
 from blackbox.recorder.store import open_store

@@ -74,7 +74,7 @@ def synthetic_store(url: str, calls: int, per_session: int = 1000) -> int:
 
 
 def batch_part(work: Path, calls: int, receiver_url: str) -> dict[str, float]:
-    from blackbox.recorder.otel.export import build_spans, export
+    from blackbox.recorder.otel.batch import build_spans, export
     from blackbox.recorder.otel.sdk import Target, readable, resource
     from blackbox.recorder.otel.watermark import Watermark
     from blackbox.recorder.store import open_store

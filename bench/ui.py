@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from blackbox.recorder.log.model import new_session_id
-from blackbox.recorder.query.follow import Follower
+from blackbox.recorder.query.live_feed import Follower
 from blackbox.recorder.store import open_store
 from blackbox.recorder.store.synthetic import session_events
 

@@ -362,6 +362,34 @@ def test_contexts_import_each_other_only_through_their_faces() -> None:
     assert not found, "\n".join(found)
 
 
+def test_no_face_offers_a_name_its_submodule_shadows() -> None:
+    """Once a submodule is imported, Python sets it as the package's attribute of that name, and
+    the face's lazy name is never asked: `from pkg import verify_export` gave the module, not the
+    function. A face name that is not its submodule must not be a submodule's name."""
+    clashes = []
+    for package in CONTEXTS:
+        folder = max(
+            (f for f, p in FOLDERS.items() if _under(package, p)), key=lambda f: len(FOLDERS[f])
+        )
+        rest = package[len(FOLDERS[folder]) :].lstrip(".")
+        directory = ROOT.joinpath(folder, *rest.split(".") if rest else ())
+        init = (directory / "__init__.py").read_text()
+        tree = ast.parse(init)
+        for node in tree.body:
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.value, ast.Dict)):
+                continue
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                assert isinstance(key, ast.Constant) and isinstance(value, ast.Tuple)
+                attr = value.elts[1]
+                is_module = isinstance(attr, ast.Constant) and attr.value is None
+                shadowed = (directory / f"{key.value}.py").exists() or (
+                    directory / str(key.value) / "__init__.py"
+                ).exists()
+                if shadowed and not is_module:
+                    clashes.append(f"{package}: {key.value}")
+    assert not clashes, clashes
+
+
 def test_every_context_has_its_arrows_declared() -> None:
     assert set(ALLOWED) == set(CONTEXTS.values())
     assert all(targets <= set(ALLOWED) for targets in ALLOWED.values())
@@ -557,12 +585,12 @@ def test_replay_and_analytics_importing_each_other_is_caught(tmp_path: Path) -> 
             "replay/report.py": "from typing import TYPE_CHECKING\n"
             "if TYPE_CHECKING:\n    from blackbox.analytics.views import V\n",
             # relative, through the installed parent `blackbox`
-            "analytics/doctor.py": "from ..replay import matchers\n",
+            "analytics/doctor_session.py": "from ..replay import matchers\n",
         },
     )
     assert sorted(replay_analytics_violations(root)) == [
-        "analytics/doctor.py:1 imports blackbox.replay",
-        "analytics/doctor.py:1 imports blackbox.replay.matchers",
+        "analytics/doctor_session.py:1 imports blackbox.replay",
+        "analytics/doctor_session.py:1 imports blackbox.replay.matchers",
         "replay/report.py:3 imports blackbox.analytics.views",
         "replay/report.py:3 imports blackbox.analytics.views.V",
     ]

@@ -1,7 +1,7 @@
 """`blackbox tail`: records as they are stored, a request and its response on one line.
 
 Why it exists: debugging a live MCP session means watching it, not querying it afterwards. This
-module turns the `blackbox.recorder.query.follow` feed into lines: a request is held back briefly
+module turns the `blackbox.recorder.query.live_feed` feed into lines: a request is held back briefly
 (`HOLD_S`) so that, when its response comes quickly, both print as one line with the latency; a slow
 call prints its request at once and its response later with the latency. Errors and faults stand out
 (red on a terminal; plain words when piped, as `click.echo` strips colour off a pipe). Payloads

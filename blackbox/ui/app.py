@@ -4,7 +4,7 @@ Why it exists: the CLI shows a record after the fact; this shows it while it is 
 browser, every view at a URL of its own. Pages are shells (`blackbox.ui.pages`, served by
 `blackbox.ui.routes_pages`) filled by one small script from the JSON API
 (`blackbox.ui.routes_api`); live updates are server-sent events fed by
-`blackbox.recorder.query.follow` (store and running taps' journals). Each route is a module
+`blackbox.recorder.query.live_feed` (store and running taps' journals). Each route is a module
 function that finds what it reads on the app (`request.app.state.ctx`, a
 `blackbox.ui.context.Context`). Everything is read-only over the store except starting a replay,
 and everything sits behind `blackbox.ui.security.Guard`.

@@ -1,7 +1,7 @@
 """The web UI's JSON API and its live stream: each route a function over the context of the app
 that took the request (`blackbox.ui.context`). The reads are `blackbox.ui.data`'s and the query
 context's; a replay and its side-by-side diff are `blackbox.replay.side_by_side`'s; the live feed
-is `blackbox.recorder.query.follow` (store and running taps' journals) as server-sent events.
+is `blackbox.recorder.query.live_feed` (store and running taps' journals) as server-sent events.
 `blackbox.ui.app` lists them under their URLs.
 """
 

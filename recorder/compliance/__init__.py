@@ -13,6 +13,7 @@ import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
+    from blackbox.recorder.compliance.bundle_check import verify_export as verify_export
     from blackbox.recorder.compliance.bundle_read import (
         read_bundle_sessions as read_bundle_sessions,
     )
@@ -35,7 +36,6 @@ if _TYPE_CHECKING:
     from blackbox.recorder.compliance.retention_schedule import retention_status as retention_status
     from blackbox.recorder.compliance.retention_schedule import systemd_user_dir as systemd_user_dir
     from blackbox.recorder.compliance.retention_schedule import write_last_run as write_last_run
-    from blackbox.recorder.compliance.verify_export import verify_export as verify_export
 
 _FACE: dict[str, tuple[str, str | None]] = {
     "DEFAULT_IDLE_NS": ("blackbox.recorder.compliance.retention", "DEFAULT_IDLE_NS"),
@@ -58,7 +58,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
         "select_bundle_sessions",
     ),
     "systemd_user_dir": ("blackbox.recorder.compliance.retention_schedule", "systemd_user_dir"),
-    "verify_export": ("blackbox.recorder.compliance.verify_export", "verify_export"),
+    "verify_export": ("blackbox.recorder.compliance.bundle_check", "verify_export"),
     "write_last_run": ("blackbox.recorder.compliance.retention_schedule", "write_last_run"),
 }
 

@@ -2,7 +2,7 @@
 committed to a repository instead of a store (the pytest plugin replays them in CI without a
 database).
 
-Only reading: `blackbox.recorder.compliance.verify_export` is what checks a bundle. The records come
+Only reading: `blackbox.recorder.compliance.bundle_check` is what checks a bundle. The records come
 back as the store would give them (`StoredEvent`, seq order per session), so the replay side builds
 its recording from them exactly as from a store.
 """
@@ -13,8 +13,8 @@ import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blackbox.recorder.compliance.bundle_check import load_manifest
 from blackbox.recorder.compliance.export import FILES, ExportError, read_rows
-from blackbox.recorder.compliance.verify_export import load_manifest
 from blackbox.recorder.log import StoredEvent
 
 

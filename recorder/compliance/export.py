@@ -1,5 +1,5 @@
 """Compliance export: write selected sessions as a self-describing bundle an auditor can verify
-offline (`blackbox.recorder.compliance.verify_export`), without access to the store or trust in this
+offline (`blackbox.recorder.compliance.bundle_check`), without access to the store or trust in this
 tool.
 
 A bundle is a directory:

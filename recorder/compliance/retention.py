@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from blackbox.recorder import BlackboxError
+from blackbox.recorder.compliance.bundle_check import verify_export
 from blackbox.recorder.compliance.export import Selection, export_bundle, iso
-from blackbox.recorder.compliance.verify_export import verify_export
 from blackbox.recorder.log import Direction, Kind, NewEvent, SessionInfo, events, new_session_id
 from blackbox.recorder.store import EventStore
 from blackbox.recorder.trust import signing

@@ -25,7 +25,7 @@ import importlib as _importlib  # noqa: E402
 from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 
 if _TYPE_CHECKING:
-    from blackbox.recorder.otel.export import export as export
+    from blackbox.recorder.otel.batch import export as export
     from blackbox.recorder.otel.live import LiveHandle as LiveHandle
     from blackbox.recorder.otel.live import start as start
     from blackbox.recorder.otel.sdk import Target as Target
@@ -37,7 +37,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "Options": ("blackbox.recorder.otel.spans", "Options"),
     "Target": ("blackbox.recorder.otel.sdk", "Target"),
     "Watermark": ("blackbox.recorder.otel.watermark", "Watermark"),
-    "export": ("blackbox.recorder.otel.export", "export"),
+    "export": ("blackbox.recorder.otel.batch", "export"),
     "start": ("blackbox.recorder.otel.live", "start"),
 }
 

@@ -23,24 +23,24 @@ if _TYPE_CHECKING:
     from blackbox.recorder.query.browse import session_counts as session_counts
     from blackbox.recorder.query.browse import session_page as session_page
     from blackbox.recorder.query.browse import timeline_page as timeline_page
-    from blackbox.recorder.query.excerpt import excerpt as excerpt
-    from blackbox.recorder.query.follow import Follower as Follower
-    from blackbox.recorder.query.follow import Record as Record
-    from blackbox.recorder.query.follow import follow as follow
+    from blackbox.recorder.query.excerpts import excerpt as excerpt
     from blackbox.recorder.query.kinds import kind_counts as kind_counts
+    from blackbox.recorder.query.live_feed import Follower as Follower
+    from blackbox.recorder.query.live_feed import Record as Record
+    from blackbox.recorder.query.live_feed import follow as follow
     from blackbox.recorder.query.timeline import COLUMNS as COLUMNS
     from blackbox.recorder.query.timeline import timeline_rows as timeline_rows
 
 _FACE: dict[str, tuple[str, str | None]] = {
     "COLUMNS": ("blackbox.recorder.query.timeline", "COLUMNS"),
-    "Follower": ("blackbox.recorder.query.follow", "Follower"),
+    "Follower": ("blackbox.recorder.query.live_feed", "Follower"),
     "PAGE": ("blackbox.recorder.query.browse", "PAGE"),
-    "Record": ("blackbox.recorder.query.follow", "Record"),
+    "Record": ("blackbox.recorder.query.live_feed", "Record"),
     "SessionQuery": ("blackbox.recorder.query.browse", "SessionQuery"),
     "TIMELINE_PAGE": ("blackbox.recorder.query.browse", "TIMELINE_PAGE"),
     "answer_seq": ("blackbox.recorder.query.browse", "answer_seq"),
-    "excerpt": ("blackbox.recorder.query.excerpt", "excerpt"),
-    "follow": ("blackbox.recorder.query.follow", "follow"),
+    "excerpt": ("blackbox.recorder.query.excerpts", "excerpt"),
+    "follow": ("blackbox.recorder.query.live_feed", "follow"),
     "kind_counts": ("blackbox.recorder.query.kinds", "kind_counts"),
     "listing": ("blackbox.recorder.query.listing", None),
     "newest_checkpoint": ("blackbox.recorder.query.browse", "newest_checkpoint"),

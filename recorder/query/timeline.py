@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from blackbox.recorder.log import Pending, StoredEvent, request_key, response_key
-from blackbox.recorder.query.excerpt import excerpt
+from blackbox.recorder.query.excerpts import excerpt
 
 COLUMNS = ["seq", "offset_ms", "direction", "kind", "method", "tool", "id", "re", "error"]
 COLUMNS += ["latency_ms", "bytes", "excerpt"]

@@ -166,8 +166,8 @@ def test_export_refuses_a_log_inconsistent_with_its_last_checkpoint(
 def test_retention_archive_proves_its_records_and_earlier_checkpoints_still_verify(
     store_url, blackbox_env, tmp_path
 ):
+    from blackbox.recorder.compliance.bundle_check import verify_export
     from blackbox.recorder.compliance.retention import apply_retention
-    from blackbox.recorder.compliance.verify_export import verify_export
     from blackbox.recorder.trust import logproof
     from blackbox.recorder.trust.checkpoint import parse_vkey
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from blackbox.analytics.doctor import diagnose, doctor, render_text
+from blackbox.analytics.doctor_session import diagnose, doctor, render_text
 from blackbox.recorder.errors import SessionNotFound
 from blackbox.recorder.store import open_store
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from blackbox.recorder.compliance.bundle_check import verify_export
 from blackbox.recorder.compliance.export import (
     FORMATS,
     ExportError,
@@ -19,7 +20,6 @@ from blackbox.recorder.compliance.export import (
     read_rows,
 )
 from blackbox.recorder.compliance.export import RECORD_COLUMNS as COLS
-from blackbox.recorder.compliance.verify_export import verify_export
 from blackbox.recorder.log.model import Kind
 from blackbox.recorder.privacy.redact import Redactor
 from blackbox.recorder.store import open_store

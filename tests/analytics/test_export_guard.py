@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.compliance.bundle_check import verify_export
 from blackbox.recorder.compliance.export import ExportError, Selection, export_bundle
-from blackbox.recorder.compliance.verify_export import verify_export
 from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 

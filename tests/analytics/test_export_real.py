@@ -16,8 +16,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from blackbox.recorder.compliance.bundle_check import verify_export
 from blackbox.recorder.compliance.retention import apply_retention
-from blackbox.recorder.compliance.verify_export import verify_export
 from blackbox.recorder.log.model import Kind
 from blackbox.recorder.store import open_store
 from click.testing import CliRunner

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from blackbox.analytics.doctor import diagnose
+from blackbox.analytics.doctor_session import diagnose
 from blackbox.analytics.reports import refreshed_connection, run_report
 from blackbox.recorder.store import open_store
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.compliance.bundle_check import verify_export
 from blackbox.recorder.compliance.export import ExportError
 from blackbox.recorder.compliance.retention import (
     RetentionError,
@@ -18,7 +19,6 @@ from blackbox.recorder.compliance.retention import (
     list_holds,
     remove_hold,
 )
-from blackbox.recorder.compliance.verify_export import verify_export
 from blackbox.recorder.log.model import Kind
 from blackbox.recorder.store import open_store
 from blackbox.recorder.store.synthetic import DAY_NS, record_session

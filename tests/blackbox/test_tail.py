@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from blackbox.recorder.query.follow import Follower
+from blackbox.recorder.query.live_feed import Follower
 from blackbox.recorder.store import open_store
 
 from tests.fixtures import peers

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from blackbox.recorder.otel.export import export
+from blackbox.recorder.otel.batch import export
 from blackbox.recorder.otel.sdk import Target
 from blackbox.recorder.otel.spans import DURATION_BUCKETS
 from blackbox.recorder.otel.watermark import Watermark

@@ -119,7 +119,7 @@ def test_the_proxy_records_a_change_between_sessions(
     assert store.session(watcher).sealed and store.session(watcher).name == "tool watch: drift-http"
     assert store.verify() == []
     # The doctor of the observed session names the change the watcher recorded elsewhere.
-    from blackbox.analytics.doctor import diagnose
+    from blackbox.analytics.doctor_session import diagnose
 
     codes = [f.code for f in diagnose(store, observed).findings]
     assert "tool_changed" in codes
