@@ -65,7 +65,7 @@ format: $(PY_STAMP)
 # (measured: 279 s against 565 s in one process). Each worker has its own PostgreSQL database,
 # temp directories and ports picked free.
 test: setup services lint typecheck
-	$(PY) -m pytest -n 3
+	$(PY) -m pytest -n 3 --dist worksteal
 
 bench: setup $(BENCH_STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -74,7 +74,8 @@ def _run_installed(site: Path, code: str, cwd: Path) -> subprocess.CompletedProc
     )
 
 
-def test_pip_install_adds_one_top_level_import_name(installed, tmp_path):
+def test_pip_install_adds_one_top_level_import_name_and_the_plugin_loads(installed, tmp_path):
+    """One wheel built for both checks (a build is the slow part)."""
     names = {p.name for p in installed.iterdir()} - {"bin"}
     assert {n for n in names if not n.endswith(".dist-info")} == {"blackbox"}
     probe = _run_installed(
@@ -90,8 +91,6 @@ def test_pip_install_adds_one_top_level_import_name(installed, tmp_path):
     assert all(Path(line).is_relative_to(installed) for line in lines[:2]), lines
     assert lines[2:] == [f"{n} None" for n in ("recorder", "replay", "analytics", "migrations")]
 
-
-def test_the_installed_pytest_plugin_loads(installed, tmp_path):
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     probe = _run_installed(
         installed,
