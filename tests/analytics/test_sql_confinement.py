@@ -39,6 +39,21 @@ def setup(blackbox_env: dict[str, str], tmp_path: Path) -> dict:
     """A store with two sessions (a call, a tool error, a fault, a decision) and the environment
     of a `blackbox sql` run: its own data directory and its own HOME, where DuckDB would put the
     extensions it downloads."""
+    return _made(blackbox_env, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`setup` made once for the attacks, which are all refused before they read or write: one
+    store and one analytics copy for all of them. Each attack still checks that nothing was
+    written and no extension directory made."""
+    tmp = tmp_path_factory.mktemp("attacks")
+    env = {**os.environ, "BLACKBOX_HOME": str(tmp / "bbhome")}
+    env.pop("BLACKBOX_STORE", None)
+    return _made(env, tmp)
+
+
+def _made(blackbox_env: dict[str, str], tmp_path: Path) -> dict:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = open_store(url)
     good = Session(name="time")
@@ -136,8 +151,10 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
-def test_sql_reads_nothing_but_the_analytics(setup: dict, attack: str) -> None:
-    query = attack.format(copy=copy_root(setup), tmp=setup["tmp"])
+def test_sql_reads_nothing_but_the_analytics(shared: dict, attack: str) -> None:
+    setup = shared
+    copy = copy_dir(Path(setup["env"]["BLACKBOX_HOME"]) / "analytics", setup["url"])
+    query = attack.format(copy=copy, tmp=setup["tmp"])
     started = time.monotonic()
     result = sql(setup, query)
     assert result.returncode == 2, (query, result.stdout, result.stderr)
