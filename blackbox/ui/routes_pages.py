@@ -5,11 +5,14 @@ rendered here whole). `blackbox.ui.app` lists them under their URLs.
 
 from __future__ import annotations
 
+from html import escape
+
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from blackbox.recorder import BlackboxError
+from blackbox.recorder.log import SessionInfo
 from blackbox.ui import pages
 from blackbox.ui.context import Context, context
 
@@ -28,24 +31,31 @@ async def sessions_page(request: Request) -> Response:
     return HTMLResponse(pages.sessions(context(request).token, q, outcome))
 
 
-async def session_page(request: Request) -> Response:
-    ctx = context(request)
+async def _session_of(request: Request) -> tuple[str, SessionInfo] | Response:
+    """The session the path names, or the 404 page saying why (the reference escaped: it comes
+    from the URL, and a link can put markup there)."""
+    store = context(request).store
     try:
-        sid = await run_in_threadpool(ctx.store.resolve, request.path_params["sid"])
-        info = await run_in_threadpool(ctx.store.session, sid)
+        sid = await run_in_threadpool(store.resolve, request.path_params["sid"])
+        return sid, await run_in_threadpool(store.session, sid)
     except BlackboxError as exc:
-        return HTMLResponse(f"<p>{exc}</p>", status_code=404)
-    return HTMLResponse(pages.session(ctx.token, sid, info.name or sid[:8]))
+        return HTMLResponse(f"<p>{escape(str(exc))}</p>", status_code=404)
+
+
+async def session_page(request: Request) -> Response:
+    found = await _session_of(request)
+    if isinstance(found, Response):
+        return found
+    sid, info = found
+    return HTMLResponse(pages.session(context(request).token, sid, info.name or sid[:8]))
 
 
 async def replay_page(request: Request) -> Response:
-    ctx = context(request)
-    try:
-        sid = await run_in_threadpool(ctx.store.resolve, request.path_params["sid"])
-        info = await run_in_threadpool(ctx.store.session, sid)
-    except BlackboxError as exc:
-        return HTMLResponse(f"<p>{exc}</p>", status_code=404)
-    return HTMLResponse(pages.replay(ctx.token, sid, info.command or ""))
+    found = await _session_of(request)
+    if isinstance(found, Response):
+        return found
+    sid, info = found
+    return HTMLResponse(pages.replay(context(request).token, sid, info.command or ""))
 
 
 async def sql_page(request: Request) -> Response:

@@ -12,6 +12,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from blackbox.recorder.serving import Server, bind
@@ -212,3 +213,14 @@ def test_a_bad_listen_address_is_one_line(store_url) -> None:  # type: ignore[no
         assert proc.returncode == 2, (listen, proc.stderr)
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("blackbox: ") and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("page", ["/sessions/{ref}", "/sessions/{ref}/replay"])
+def test_a_session_reference_is_never_echoed_as_html(guarded, page: str) -> None:  # type: ignore[no-untyped-def]
+    """A link with markup in the session reference: the 404 page names the reference, escaped,
+    so it cannot inject markup into a page served with the token."""
+    ref = quote("<img src=x onerror=alert(1)>", safe="")
+    headers = {"X-Blackbox-Token": guarded.token}
+    status, _, body = call(guarded.port, "GET", page.format(ref=ref), headers)
+    assert status == 404
+    assert b"<img" not in body and b"&lt;img src=x onerror=alert(1)&gt;" in body
