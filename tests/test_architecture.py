@@ -201,7 +201,7 @@ def context_violations(root: Path) -> list[str]:
 
 def face_names(root: Path, package: str) -> set[str]:
     """What a context's package offers other contexts: the names of its `_FACE` table and what
-    its __init__ defines itself (functions, classes, assignments)."""
+    its __init__ defines or imports itself (functions, classes, assignments, public imports)."""
     folder = max(
         (f for f, p in FOLDERS.items() if _under(package, p)), key=lambda f: len(FOLDERS[f])
     )
@@ -213,6 +213,9 @@ def face_names(root: Path, package: str) -> set[str]:
     for node in ast.parse(init.read_text()).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
+        elif isinstance(node, ast.ImportFrom) and _under(node.module or "", package):
+            # its own module's name, imported at the top level: offered as it is
+            names |= {a.asname or a.name for a in node.names if (a.asname or a.name)[0] != "_"}
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:

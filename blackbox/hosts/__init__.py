@@ -4,8 +4,9 @@
 # Other contexts import these names from the package, never from its modules
 # (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
 # until a name is used.
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from blackbox.recorder import lazy_face as _lazy_face
 
 if _TYPE_CHECKING:
     from blackbox.hosts import attach as attach
@@ -16,18 +17,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "attached_configs": ("blackbox.hosts.attach_index", "attached_configs"),
 }
 
-
-def __getattr__(name: str) -> object:
-    try:
-        module, attr = _FACE[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    found = _importlib.import_module(module)
-    return found if attr is None else getattr(found, attr)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FACE))
+__getattr__, __dir__ = _lazy_face(__name__, _FACE, globals)
 
 
 # --- end of the public face ---

@@ -11,8 +11,9 @@ package (no CDN, no build step).
 # Other contexts import these names from the package, never from its modules
 # (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
 # until a name is used.
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from blackbox.recorder import lazy_face as _lazy_face
 
 if _TYPE_CHECKING:
     from blackbox.ui.server import run_ui as run_ui
@@ -23,18 +24,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "split_listen": ("blackbox.ui.server", "split_listen"),
 }
 
-
-def __getattr__(name: str) -> object:
-    try:
-        module, attr = _FACE[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    found = _importlib.import_module(module)
-    return found if attr is None else getattr(found, attr)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FACE))
+__getattr__, __dir__ = _lazy_face(__name__, _FACE, globals)
 
 
 # --- end of the public face ---

@@ -21,8 +21,9 @@ SCHEMA_URL = "https://opentelemetry.io/schemas/1.41.0"
 # Other contexts import these names from the package, never from its modules
 # (tests/test_architecture.py); they resolve lazily (PEP 562), so the face costs nothing
 # until a name is used.
-import importlib as _importlib  # noqa: E402
 from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
+
+from blackbox.recorder import lazy_face as _lazy_face  # noqa: E402
 
 if _TYPE_CHECKING:
     from blackbox.recorder.otel.batch import export as export
@@ -41,18 +42,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "start": ("blackbox.recorder.otel.live", "start"),
 }
 
-
-def __getattr__(name: str) -> object:
-    try:
-        module, attr = _FACE[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    found = _importlib.import_module(module)
-    return found if attr is None else getattr(found, attr)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FACE))
+__getattr__, __dir__ = _lazy_face(__name__, _FACE, globals)
 
 
 # --- end of the public face ---
