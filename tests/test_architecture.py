@@ -19,16 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.layout import FOLDERS, PACKAGES, package_dir
+
 ROOT = Path(__file__).resolve().parent.parent
-# repository folder -> the installed package it becomes (pyproject.toml's package-dir)
-FOLDERS = {
-    "blackbox": "blackbox",
-    "recorder": "blackbox.recorder",
-    "replay": "blackbox.replay",
-    "analytics": "blackbox.analytics",
-    "migrations": "blackbox.migrations",
-}
-PACKAGES = list(FOLDERS)
 
 # The bounded contexts, by installed package. A module belongs to the longest one it is under;
 # `kernel` is what every context shares (the error types, owner-only files, the version).
@@ -202,11 +195,7 @@ def context_violations(root: Path) -> list[str]:
 def face_names(root: Path, package: str) -> set[str]:
     """What a context's package offers other contexts: the names of its `_FACE` table and what
     its __init__ defines or imports itself (functions, classes, assignments, public imports)."""
-    folder = max(
-        (f for f, p in FOLDERS.items() if _under(package, p)), key=lambda f: len(FOLDERS[f])
-    )
-    rest = package[len(FOLDERS[folder]) :].lstrip(".")
-    init = root.joinpath(folder, *rest.split(".") if rest else (), "__init__.py")
+    init = package_dir(root, package) / "__init__.py"
     if not init.exists():
         return set()
     names: set[str] = set()
@@ -371,11 +360,7 @@ def test_no_face_offers_a_name_its_submodule_shadows() -> None:
     function. A face name that is not its submodule must not be a submodule's name."""
     clashes = []
     for package in CONTEXTS:
-        folder = max(
-            (f for f, p in FOLDERS.items() if _under(package, p)), key=lambda f: len(FOLDERS[f])
-        )
-        rest = package[len(FOLDERS[folder]) :].lstrip(".")
-        directory = ROOT.joinpath(folder, *rest.split(".") if rest else ())
+        directory = package_dir(ROOT, package)
         init = (directory / "__init__.py").read_text()
         tree = ast.parse(init)
         for node in tree.body:

@@ -20,15 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.environment import ROOT
-
-FOLDERS = {
-    "blackbox": "blackbox",
-    "recorder": "blackbox.recorder",
-    "replay": "blackbox.replay",
-    "analytics": "blackbox.analytics",
-    "migrations": "blackbox.migrations",
-}
-PACKAGES = list(FOLDERS)
+from tests.fixtures.layout import FOLDERS, PACKAGES
 
 
 def test_every_folder_with_an_init_is_a_declared_package():
