@@ -74,14 +74,14 @@ def check_proof(proof_text: str, checkpoint_text: str, vkey: str) -> ProofVerdic
     signed, problem = _signed(checkpoint_text, vkey)
     try:
         doc: Any = json.loads(proof_text)
+        if not isinstance(doc, dict):
+            verdict.findings.append("the proof is not a JSON object")
     except ValueError as exc:
         doc = None
         verdict.findings.append(f"the proof is not JSON: {exc}")
     if problem:
         verdict.findings.append(problem)
-    if not signed or not isinstance(doc, dict):
-        if doc is not None and not isinstance(doc, dict):
-            verdict.findings.append("the proof is not a JSON object")
+    if verdict.findings:
         return verdict
     size, root = doc.get("tree_size"), _hash(doc.get("root_hash"))
     if not isinstance(size, int) or isinstance(size, bool) or size < 0 or root is None:

@@ -143,12 +143,9 @@ def issue(
     it to this log's checkpoints file under `data_dir` and hand it to `publish`. Refuses
     (CheckpointError) a tree inconsistent with the last checkpoint in the store or in that file,
     naming which."""
-    file = None
-    if data_dir is not None:
-        with store.transaction(write=True) as conn:
-            file = checkpoints_file(data_dir, tree.log_id(conn))
-    from_file = _last_in_file(file) if file is not None else None
     with store.transaction(write=True) as conn:
+        file = checkpoints_file(data_dir, tree.log_id(conn)) if data_dir is not None else None
+        from_file = _last_in_file(file) if file is not None else None  # a tail: a few KiB
         head = tree.sequence(conn)
         last = tree.stored_checkpoints(conn, last=True)
         if from_file is not None:
