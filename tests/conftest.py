@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.trust import keys
+from blackbox.recorder.trust.checkpoint import Signer
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -67,3 +69,12 @@ def blackbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
     env = dict(os.environ)
     env["BLACKBOX_HOME"] = str(home)
     return env
+
+
+@pytest.fixture
+def signing_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Signer:
+    """The log's signing key, configured through BLACKBOX_KEY_FILE (for this process and the
+    commands it starts): checkpoints and retention's signed removals use it."""
+    signer = keys.init_key(tmp_path / "keys" / "log.key", "example.com/test-log")
+    monkeypatch.setenv(keys.KEY_ENV, str(tmp_path / "keys" / "log.key"))
+    return signer

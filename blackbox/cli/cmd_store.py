@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -202,9 +203,8 @@ def verify(
       blackbox verify last --format json
       blackbox verify --checkpoint /mnt/audit/checkpoint.txt --key "$(cat log.vkey)"
     """
-    from blackbox.recorder.trust import (
-        logproof,
-    )  # here, so that the import block stays as the store's own
+    # Here, so that the import block stays as the store's own.
+    from blackbox.recorder.trust import keys, logproof, removal_note
 
     if checkpoint_file is not None and not vkey:
         raise click.UsageError("--checkpoint is checked with --key VKEY (`blackbox keys show`)")
@@ -218,28 +218,44 @@ def verify(
     elif target is None:
         trust = logproof.verify_stored(store, vkey)
     problems = trust.findings if trust else []
+    # Removals are checked against the log's key: --key, else the signing key configured here.
+    verifier = logproof.read_verifier(vkey) if vkey else None
+    if verifier is None:
+        with contextlib.suppress(BlackboxError):
+            signer = keys.configured_signer()
+            verifier = signer.verifier if signer is not None else None
+    removal = removal_note.check_removals(store, verifier)
+    problems = [*problems, *removal.findings]
     checked = 1 if target else len(store.list_sessions())
     removed = [] if target else store.removals()
     if fmt == "json":
         doc: dict[str, object] = {"intact": not findings, "sessions_checked": checked}
         doc["findings"] = [f.as_dict() for f in findings]
         doc["removed_by_retention"] = [r._asdict() for r in removed]
+        doc["signed_removals"] = {
+            "signatures_checked": removal.signed_checked,
+            "not_checked_no_key": removal.unchecked,
+            "before_signed_removals": removal.legacy,
+            "findings": removal.findings,
+        }
+        doc["intact"] = not findings and not problems
         if trust is not None:
             doc["checkpoints"] = {
                 "checked_sizes": trust.checked,
                 "log_size": trust.log_size,
                 "signed_by_key": bool(vkey),
-                "findings": problems,
+                "findings": trust.findings,
             }
-            doc["intact"] = not findings and not problems
         click.echo(json.dumps(doc, indent=2))
         sys.exit(1 if findings or problems else 0)
     for f in findings:
         where = "log" if f.session_id == "-" else f.session_id
         at = "" if f.seq is None else f" seq {f.seq}"
         click.echo(f"{where}{at}: {f.problem}: {f.detail}")
-    for problem in problems:
+    for problem in trust.findings if trust else []:
         click.echo(f"log: checkpoint: {problem}")
+    for problem in removal.findings:
+        click.echo(f"log: removal: {problem}")
     if not findings and not problems:
         click.echo(f"intact: {checked} session(s) verified")
     if trust is not None and trust.checked and not problems:
@@ -253,6 +269,16 @@ def verify(
                 f"{how}): stored checkpoints are only as trustworthy as the database; check a "
                 "copy kept elsewhere with --checkpoint FILE --key VKEY"
             )
+    if removal.unchecked:
+        click.echo(
+            f"{removal.unchecked} signed removal(s) match their records, signatures not "
+            "checked: pass --key VKEY (`blackbox keys show`) to check them"
+        )
+    if removal.legacy:
+        click.echo(
+            f"{removal.legacy} removal(s) were made before removals were signed: bound to "
+            "their retention records only"
+        )
     # Every removal is said, not only the suspect ones: a writer who forged a retention record
     # can remove whole sessions the log then explains, and only a reader of this line sees it.
     for r in removed:

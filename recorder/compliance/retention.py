@@ -16,7 +16,9 @@ this order, so that no step loses data if the next one fails:
    run before anything is removed.
 4. The candidates are removed in one transaction (a hold added meanwhile makes the store refuse
    the whole removal), which first appends a `retention_applied` record, in a session of its own
-   named `retention`, saying what is removed, the archive's path and its manifest's sha256: the
+   named `retention`, saying what is removed (each session with its leaves in the log's tree),
+   the archive's path and its manifest's sha256, signed with the log's key
+   (`trust.removal_note`; without a key nothing is removed): the
    store's triggers let a session's records be deleted only once such a record names it
    (`blackbox.recorder.store.removals`). A run that only sealed abandoned sessions records the same
    way.
@@ -34,7 +36,7 @@ from blackbox.recorder.compliance.bundle_check import verify_export
 from blackbox.recorder.compliance.export import Selection, export_bundle, iso
 from blackbox.recorder.log import Direction, Kind, NewEvent, SessionInfo, events, new_session_id
 from blackbox.recorder.store import EventStore
-from blackbox.recorder.trust import signing
+from blackbox.recorder.trust import keys, removal_note, signing
 
 RETENTION_SESSION = "retention"
 DEFAULT_IDLE_NS = 24 * 3600 * 1_000_000_000
@@ -177,6 +179,13 @@ def apply_retention(
         return result
     if plan.remove and archive_dir is None:
         raise RetentionError("retention needs an archive directory (--archive DIR)")
+    signer = keys.configured_signer() if plan.remove else None
+    if plan.remove and signer is None:
+        raise RetentionError(
+            "retention removes records only under the log's signing key, which signs what it "
+            "removes: make one with `blackbox keys init` (or set BLACKBOX_KEY_FILE); nothing "
+            "was removed"
+        )
     sealed = [sid for sid in plan.abandoned if seal_abandoned(store, sid, plan.now_ns, idle_ns)]
     plan.kept_open.extend(sid for sid in plan.abandoned if sid not in sealed)
     plan.abandoned = sealed
@@ -222,10 +231,12 @@ def apply_retention(
         # The removal and its `retention_applied` record commit together: the store's triggers
         # let a session's records go only once such a record names it.
         result.event_session = new_session_id()
+        assert signer is not None
         result.records_removed = store.remove_sessions(
             [i.session_id for i in candidates],
             _applied(result, older_than_ns, idle_ns, archive_format),
             record_session=result.event_session,
+            authorise=lambda doc, store_id: removal_note.sign_removal(signer, doc, store_id),
         )
     elif plan.abandoned:
         result.event_session = _record_event(store, result, older_than_ns, idle_ns, archive_format)

@@ -295,6 +295,16 @@ class RetentionApplied(Document):
     broken_kept: list[str] = doc_field(
         "Sessions kept because their chain did not verify.", default=[]
     )
+    removed_leaves: dict[str, JSON] | None = doc_field(
+        "Per removed session, the leaves its records were in the log's tree: ranges "
+        "[first, last] of leaf indices, inclusive, in order.",
+        optional=True,
+    )
+    authorisation: str | None = doc_field(
+        "The log key's signed note over the sessions, leaves and archive this removes "
+        "(docs/trust.md, signed removals).",
+        optional=True,
+    )
     extra: Mapping[str, JSON] = extra_field()
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from blackbox.recorder.log import RetentionApplied
-    from blackbox.recorder.store.removals import Removal
+    from blackbox.recorder.store.removals import Authorise, Removal
     from sqlalchemy.engine import Connection
     from sqlalchemy.engine.url import URL
 
@@ -102,11 +102,13 @@ class EventStore(Protocol):
         session_ids: Sequence[str],
         applied: RetentionApplied | None = None,
         record_session: str | None = None,
+        authorise: Authorise | None = None,
     ) -> int:
         """The one sanctioned removal (retention): whole sessions, held ones refused, recorded in
-        the same transaction by a `retention_applied` record (`applied`, its ids and counts
-        filled in) in a session of its own (`record_session`, or a new id) named `retention`;
-        returns how many records were removed (`blackbox.recorder.store.removals`)."""
+        the same transaction by a `retention_applied` record (`applied`, its ids, counts and
+        leaves filled in, signed by `authorise` with the log's key) in a session of its own
+        (`record_session`, or a new id) named `retention`; returns how many records were
+        removed (`blackbox.recorder.store.removals`)."""
         ...
 
     def removals(self) -> list[Removal]:
@@ -218,6 +220,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 from blackbox.recorder import lazy_face as _lazy_face  # noqa: E402
 
 if _TYPE_CHECKING:
+    from blackbox.recorder.store import removals as removals
     from blackbox.recorder.store import tree as tree
     from blackbox.recorder.store import tree_check as tree_check
     from blackbox.recorder.store.projection import derive as derive
@@ -234,6 +237,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "events": ("blackbox.recorder.store.schema", "events"),
     "metadata": ("blackbox.recorder.store.schema", "metadata"),
     "records_of_kinds": ("blackbox.recorder.store.record_scan", "records_of_kinds"),
+    "removals": ("blackbox.recorder.store.removals", None),
     "session_info": ("blackbox.recorder.store.projection", "session_info"),
     "sessions": ("blackbox.recorder.store.schema", "sessions"),
     "tree": ("blackbox.recorder.store.tree", None),

@@ -20,7 +20,14 @@ from blackbox.recorder import AppendRefused
 from blackbox.recorder.log import Kind, NewEvent, chain, new_session_id
 from blackbox.recorder.log import events as docs
 from blackbox.recorder.store import tree
-from blackbox.recorder.store.schema import events, retention_removals, sessions
+from blackbox.recorder.store.schema import (
+    events,
+    holds,
+    retention_removals,
+    sessions,
+    signed_removals,
+    tree_removed_leaves,
+)
 from sqlalchemy import Join, delete, func, insert, select
 from sqlalchemy.engine import Connection
 
@@ -38,26 +45,52 @@ class Removal(NamedTuple):
     record_wall_ns: int | None
 
 
+# Signs what a removal takes (the filled-in `retention_applied` document, the log's store id)
+# with the log's key: the trust context's, handed in so the store never holds a key.
+Authorise = Callable[[docs.RetentionApplied, str], str]
+
+
+def leaf_ranges(indices: Sequence[int]) -> list[list[int]]:
+    """Sorted leaf indices as [first, last] ranges, inclusive: how a removal names its leaves."""
+    out: list[list[int]] = []
+    for i in sorted(indices):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
 def record_and_remove(
     conn: Connection,
     append: Callable[[Sequence[NewEvent]], int],
     ids: list[str],
     applied: docs.RetentionApplied | None,
     record_session: str | None,
+    authorise: Authorise | None = None,
 ) -> int:
     """Inside the caller's write transaction: append the retention session (`session_started`
-    named `retention`, `applied` with the removed ids and counts filled in, `session_ended`, and
-    the store's seal), list each removed session against its `retention_applied` record, and
-    delete the sessions' records and rows. Returns how many records were deleted."""
+    named `retention`, `applied` with the removed ids, counts and leaves filled in and signed by
+    `authorise`, `session_ended`, and the store's seal), list each removed session against its
+    `retention_applied` record, and delete the sessions' records and rows. Returns how many
+    records were deleted."""
     count = conn.execute(
         select(func.count()).select_from(events).where(events.c.session_id.in_(ids))
     ).scalar_one()
+    # Every removed record is a leaf before the removal is signed: the signature names them.
+    tree.sequence(conn)
+    leaves = {
+        sid: leaf_ranges([leaf.index for leaf in tree.session_leaves(conn, sid)]) for sid in ids
+    }
     doc = dataclasses.replace(
         applied or docs.RetentionApplied(),
         removed=ids,
         sessions_removed=len(ids),
         records_removed=count,
+        removed_leaves=dict(leaves),
     )
+    if authorise is not None:
+        doc = dataclasses.replace(doc, authorisation=authorise(doc, tree.log_id(conn)))
     now = time.time_ns()
     rsid = record_session or new_session_id(now)
     if rsid in ids:
@@ -115,11 +148,173 @@ def listed(conn: Connection) -> list[Removal]:
     return [Removal(*row) for row in conn.execute(query)]
 
 
+class RetentionRecord(NamedTuple):
+    """A `retention_applied` record in the log: its position, session and document (None when
+    it does not decode)."""
+
+    position: int
+    session_id: str
+    doc: docs.RetentionApplied | None
+
+
+def retention_records(conn: Connection) -> dict[int, RetentionRecord]:
+    """Every `retention_applied` record in the log, by log position."""
+    rows = conn.execute(
+        select(events.c.position, events.c.session_id, events.c.raw).where(
+            events.c.kind == str(Kind.RETENTION_APPLIED)
+        )
+    )
+    return {
+        p: RetentionRecord(p, sid, docs.decode_as(docs.RetentionApplied, chain.as_bytes(raw)))
+        for p, sid, raw in rows
+    }
+
+
+def signed_from(conn: Connection) -> int:
+    """The log position from which a removal must be signed (migration 0008; 1 without a row)."""
+    found = conn.execute(
+        select(signed_removals.c.from_position).where(signed_removals.c.id == 1)
+    ).scalar()
+    return int(found) if found is not None else 1
+
+
+def _within(ranges: object, idx: int) -> bool:
+    return isinstance(ranges, list) and any(
+        isinstance(r, list) and len(r) == 2 and r[0] <= idx <= r[1] for r in ranges
+    )
+
+
+def _leaf_count(ranges: object) -> int:
+    if not isinstance(ranges, list):
+        return -1
+    return sum(r[1] - r[0] + 1 for r in ranges if isinstance(r, list) and len(r) == 2)
+
+
+def kept_leaf_findings(conn: Connection, session_id: str | None = None) -> list[chain.Finding]:
+    """What binds a removed record's kept leaf hash to its removal, checked (docs/trust.md,
+    signed removals): each kept leaf names its session, and the retention record it names must
+    list that session with that leaf; each such record since `signed_from` lists the leaves of
+    every session it removes, carries a signature (checked with the key by
+    `trust.removal_note`), keeps exactly the leaves it lists, and removes no held session."""
+    records = retention_records(conn)
+    start = signed_from(conn)
+    held = set(conn.execute(select(holds.c.session_id)).scalars())
+    query = select(
+        tree_removed_leaves.c.idx,
+        tree_removed_leaves.c.removed_by,
+        tree_removed_leaves.c.session_id,
+    ).order_by(tree_removed_leaves.c.idx)
+    if session_id is not None:
+        query = query.where(tree_removed_leaves.c.session_id == session_id)
+    out: list[chain.Finding] = []
+    bound: dict[tuple[int, str], int] = {}
+    unbound = 0
+    for idx, by, sid in conn.execute(query):
+        rec = records.get(by) if by is not None else None
+        if rec is None or rec.doc is None:
+            unbound += 1
+            if unbound <= 3:
+                out.append(
+                    chain.Finding(
+                        sid or "-",
+                        None,
+                        "removed",
+                        f"leaf {idx}'s hash is kept as removed by log position {by}, where no "
+                        "retention_applied record is: records were deleted outside retention",
+                    )
+                )
+            continue
+        if rec.doc.removed_leaves is None and by < start:
+            continue  # made before removals were signed: bound to the record alone
+        ranges = (rec.doc.removed_leaves or {}).get(sid) if sid is not None else None
+        if ranges is None or not _within(ranges, idx):
+            unbound += 1
+            if unbound <= 3:
+                whose = f"session {sid}" if sid is not None else "its session"
+                out.append(
+                    chain.Finding(
+                        sid or "-",
+                        None,
+                        "removed",
+                        f"leaf {idx}'s hash is kept as removed by the retention record at log "
+                        f"position {by}, which does not name {whose} with that leaf: a "
+                        "deletion passed off as retention",
+                    )
+                )
+            continue
+        bound[(by, sid)] = bound.get((by, sid), 0) + 1
+    if unbound > 3:
+        out.append(
+            chain.Finding(
+                "-", None, "removed", f"... and {unbound - 3} more kept leaves no retention names"
+            )
+        )
+    for by, rec in sorted(records.items()):
+        doc = rec.doc
+        if doc is None or not doc.removed:
+            continue
+        if session_id is not None and session_id not in doc.removed:
+            continue
+        if by >= start and (doc.removed_leaves is None or not doc.authorisation):
+            out.append(
+                chain.Finding(
+                    session_id or "-",
+                    None,
+                    "unauthorised_removal",
+                    f"the retention record at log position {by} removes "
+                    f"{len(doc.removed)} session(s) without naming their leaves under the log "
+                    f"key's signature, as every removal does from log position {start}: "
+                    "sessions were removed outside retention",
+                )
+            )
+            continue
+        if doc.removed_leaves is None:
+            continue
+        if sorted(doc.removed_leaves) != sorted(doc.removed):
+            out.append(
+                chain.Finding(
+                    session_id or "-",
+                    None,
+                    "removed",
+                    f"the retention record at log position {by} lists other sessions as removed "
+                    "than it names leaves of: its document was forged",
+                )
+            )
+        for sid in doc.removed:
+            if session_id is not None and sid != session_id:
+                continue
+            if sid in held:
+                out.append(
+                    chain.Finding(
+                        sid,
+                        None,
+                        "held",
+                        f"removed by the retention record at log position {by} while on legal "
+                        "hold: a held session is never removed",
+                    )
+                )
+            want = _leaf_count(doc.removed_leaves.get(sid))
+            have = bound.get((by, sid), 0)
+            if want != have:
+                out.append(
+                    chain.Finding(
+                        sid,
+                        None,
+                        "removed",
+                        f"the retention record at log position {by} names {max(want, 0)} "
+                        f"leaves of this session; {have} are kept for it: its leaves were "
+                        "deleted or added outside retention",
+                    )
+                )
+    return out
+
+
 def findings(conn: Connection, session_id: str | None = None) -> list[chain.Finding]:
     """Removals the log does not explain as retention: a listed removal whose record is not a
     `retention_applied` of another session naming it (possible only with the triggers bypassed),
-    and a removed session of which records or a `sessions` row remain — part of it deleted, or
-    records put back after it went."""
+    a removed session of which records or a `sessions` row remain — part of it deleted, or
+    records put back after it went — and kept leaves no retention record names
+    (`kept_leaf_findings`)."""
     query = select(
         retention_removals.c.session_id,
         retention_removals.c.removed_by,
@@ -171,6 +366,7 @@ def findings(conn: Connection, session_id: str | None = None) -> list[chain.Find
                     "has a sessions row",
                 )
             )
+    out.extend(kept_leaf_findings(conn, session_id))
     return out
 
 
@@ -212,11 +408,20 @@ def position_findings(conn: Connection) -> list[chain.Finding]:
     if missing <= 0:
         return []
     explained = 0
-    for (raw,) in conn.execute(
-        select(events.c.raw).where(events.c.kind == str(Kind.RETENTION_APPLIED))
-    ):
-        doc = docs.decode_as(docs.RetentionApplied, bytes(raw))
-        if doc is not None and isinstance(doc.records_removed, int):
+    start = signed_from(conn)
+    for rec in retention_records(conn).values():
+        doc = rec.doc
+        if doc is None:
+            continue
+        if doc.removed_leaves is not None:
+            # A signed removal explains the records whose leaves it keeps, not what it claims:
+            # `kept_leaf_findings` checks each of those leaves is its to keep.
+            explained += conn.execute(
+                select(func.count())
+                .select_from(tree_removed_leaves)
+                .where(tree_removed_leaves.c.removed_by == rec.position)
+            ).scalar_one()
+        elif rec.position < start and isinstance(doc.records_removed, int):
             explained += doc.records_removed
     # Records missing from inside a session that still has its row are the chain's
     # findings (missing, truncated) already.

@@ -130,6 +130,10 @@ tree_removed_leaves = Table(
     Column("idx", Position, primary_key=True, autoincrement=False),
     Column("leaf_hash", LargeBinary(32), nullable=False),
     Column("removed_by", Position, nullable=True),
+    # The session whose record the leaf stood for (migration 0008): a kept leaf is bound to
+    # (retention record, session, idx), and the record must name both. Null on leaves kept
+    # before removals were signed.
+    Column("session_id", String(64), nullable=True),
 )
 
 # Perfect, aligned subtrees at every fourth level (16, 256, 4096, ... leaves): node (level, idx)
@@ -173,6 +177,16 @@ log_identity = Table(
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("store_id", String(36), nullable=False),
     Column("created_ns", BigInteger, nullable=False),
+)
+
+# One row: the log position from which a `retention_applied` record that removes sessions must
+# name the leaves it removes and carry the log key's signature over them (migration 0008). No row
+# (a store made from the metadata) means from position 1.
+signed_removals = Table(
+    "signed_removals",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("from_position", BigInteger, nullable=False),
 )
 
 # Every checkpoint signed over this log, as a C2SP signed note. A copy for the writer's own

@@ -66,6 +66,7 @@ class SqlEventStore(AppendMixin, ReadMixin, VerifyMixin):
         session_ids: Sequence[str],
         applied: record_docs.RetentionApplied | None = None,
         record_session: str | None = None,
+        authorise: removals.Authorise | None = None,
     ) -> int:
         ids = list(dict.fromkeys(session_ids))
         if not ids:
@@ -77,7 +78,12 @@ class SqlEventStore(AppendMixin, ReadMixin, VerifyMixin):
             if held:
                 raise AppendRefused(f"session {held[0].session_id} is on legal hold")
             removed = removals.record_and_remove(
-                conn, lambda evs: self._append_in(conn, evs), ids, applied, record_session
+                conn,
+                lambda evs: self._append_in(conn, evs),
+                ids,
+                applied,
+                record_session,
+                authorise,
             )
             conn.commit()
         return removed

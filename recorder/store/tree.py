@@ -424,14 +424,16 @@ def session_leaves(conn: Connection, session_id: str) -> list[Leaf]:
 
 def mark_removed(conn: Connection, session_ids: Sequence[str], removed_by: int) -> None:
     """Keep the leaf hashes of these sessions' records before retention removes them (the
-    record at `removed_by` says so), so that earlier checkpoints still verify."""
+    record at `removed_by` says so), so that earlier checkpoints still verify; each bound to
+    its session, which that record must name with the leaf (`removals.findings`)."""
+    columns = ("idx", "leaf_hash", "removed_by", "session_id")
     for sid in session_ids:
         kept = [
-            (leaf.index, merkle.leaf_hash(leaf.chain_hash), removed_by)
+            (leaf.index, merkle.leaf_hash(leaf.chain_hash), removed_by, sid)
             for leaf in session_leaves(conn, sid)
         ]
         if kept:
-            _bulk_insert(conn, "tree_removed_leaves", ("idx", "leaf_hash", "removed_by"), kept)
+            _bulk_insert(conn, "tree_removed_leaves", columns, kept)
 
 
 # -- checkpoints as stored -----------------------------------------------------------------------
@@ -444,6 +446,12 @@ class StoredCheckpoint:
     root_hash: bytes
     note: str
     created_ns: int
+
+
+def known_log_id(conn: Connection) -> str | None:
+    """The log's identity if the store has one yet (reading, never making it)."""
+    found = conn.execute(select(log_identity.c.store_id).where(log_identity.c.id == 1)).scalar()
+    return None if found is None else str(found)
 
 
 def log_id(conn: Connection) -> str:

@@ -139,6 +139,7 @@ def test_verify_export_of_a_directory_without_manifest(cli, tmp_path: Path) -> N
     assert result.exit_code == 1 and "manifest_missing" in result.stdout
 
 
+@pytest.mark.usefixtures("signing_key")
 def test_retention_and_holds_from_the_command_line(cli, tmp_path: Path, blackbox_env) -> None:
     run, _run_plain, store, ids = cli
     assert run("hold", "add", ids["held"][:13], "--reason", "case 7").exit_code == 0

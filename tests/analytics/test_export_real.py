@@ -187,6 +187,7 @@ def test_record_time_and_export_time_fingerprints_agree(recorded: Recorded, tmp_
     assert len(exported) == 2 and exported == stored
 
 
+@pytest.mark.usefixtures("signing_key")
 def test_retention_archives_real_sessions_in_a_bundle_that_verifies(
     recorded: Recorded, tmp_path: Path
 ) -> None:

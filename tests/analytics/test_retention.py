@@ -26,6 +26,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 HOUR_NS = DAY_NS // 24
+# Retention signs each removal with the log's key (docs/trust.md, signed removals).
+pytestmark = pytest.mark.usefixtures("signing_key")
 
 
 @pytest.fixture

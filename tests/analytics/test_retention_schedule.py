@@ -65,6 +65,7 @@ def _sessions(url: str) -> set[str]:
 def test_cron_line_runs_retention_apply_with_the_configured_settings(aged, tmp_path: Path) -> None:
     url, ids = aged
     home, archive = tmp_path / "data", tmp_path / "archives"
+    _invoke(["keys", "init", "--origin", "example.com/test-log"], home)  # signs the removals
     line = _invoke(
         [
             "retention",
@@ -112,6 +113,7 @@ def test_systemd_units_run_retention_apply_with_the_configured_settings(
 ) -> None:
     url, ids = aged
     home, archive = tmp_path / "data", tmp_path / "archives"
+    _invoke(["keys", "init", "--origin", "example.com/test-log"], home)  # signs the removals
     text = _invoke(
         [
             *("retention", "schedule", "--as", "systemd", "--print", "--every", "1d"),

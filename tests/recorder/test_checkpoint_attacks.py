@@ -17,13 +17,21 @@ from blackbox.recorder.capture.shipper import Shipper
 from blackbox.recorder.log import chain, merkle
 from blackbox.recorder.log.model import Kind
 from blackbox.recorder.store import open_store, tree
+from blackbox.recorder.trust import keys
 from blackbox.recorder.trust.checkpoint import Signer, open_checkpoint, parse_vkey
 from blackbox.recorder.trust.signing import split_notes
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, checkpoints_file, rebuild_tree, session_events, tamper
+from tests.fixtures.storekit import (
+    T0,
+    authorise,
+    checkpoints_file,
+    rebuild_tree,
+    session_events,
+    tamper,
+)
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -206,7 +214,7 @@ def test_another_key_is_refused(signed):
 
 def test_retention_then_an_earlier_checkpoint_still_verifies(signed):
     store, store_url, vkey, outside, sids = signed
-    store.remove_sessions([sids[0]])
+    store.remove_sessions([sids[0]], authorise=authorise(keys.configured_signer()))
     code, out = verify_against(store_url, vkey, outside)
     assert code == 0, out
     code, _later = run("checkpoint", "--store", store_url)

@@ -163,7 +163,7 @@ def test_the_tree_leaves_round_trip_through_0004(store_url):
     from blackbox.recorder.trust.checkpoint import Signer
     from blackbox.recorder.trust.signing import issue
 
-    from tests.fixtures.storekit import T0, session_events
+    from tests.fixtures.storekit import T0, authorise, session_events
 
     store = open_store(store_url)
     sessions = [session_events(calls=4, start_ns=T0 + i * 10**9) for i in range(4)]
@@ -175,7 +175,7 @@ def test_the_tree_leaves_round_trip_through_0004(store_url):
         store.append(events)
     removed = sessions[1][0].session_id
     records = len(list(store.read_session(removed)))
-    store.remove_sessions([removed])
+    store.remove_sessions([removed], authorise=authorise(signer))
     second = issue(store, signer)
     before = _tree_state(store)
     assert before[3] == records  # the removed session's leaves are retained

@@ -194,7 +194,7 @@ def test_a_forged_retention_record_is_permanent_and_listed_by_verify(victim):
     assert f"session {forger})" in out.output
 
 
-def test_a_retention_run_records_its_removal_and_verifies(store_url, tmp_path):
+def test_a_retention_run_records_its_removal_and_verifies(store_url, tmp_path, signing_key):
     store = open_store(store_url)
     old = session_events(calls=2, start_ns=T0)
     store.append(old)

@@ -19,12 +19,13 @@ from blackbox.recorder.store import open_store, tree
 from blackbox.recorder.store.postgres import PostgresEventStore
 from blackbox.recorder.store.sql import SqlEventStore
 from blackbox.recorder.store.sqlite import WAL_BYTES, SqliteEventStore
+from blackbox.recorder.trust.checkpoint import Signer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from tests.fixtures import independent_verifier as spec
-from tests.fixtures.storekit import T0, frame, session_events
+from tests.fixtures.storekit import T0, authorise, frame, session_events
 
 # -- what a peer may send: the lines of the property test below ---------------------------------
 
@@ -278,7 +279,8 @@ class EventStoreContract:
         assert store.list_holds()[0][:2] == (keep[0].session_id, "litigation")
         with pytest.raises(AppendRefused, match="hold"):
             store.remove_sessions([keep[0].session_id])
-        removed = store.remove_sessions([drop[0].session_id])
+        signed = authorise(Signer.generate("example.com/test-log"))
+        removed = store.remove_sessions([drop[0].session_id], authorise=signed)
         assert removed == len(drop) + 1
         assert [s.name for s in store.list_sessions()] == ["retention", "keep"]
         assert [r.session_id for r in store.removals()] == [drop[0].session_id]

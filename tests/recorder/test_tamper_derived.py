@@ -12,11 +12,12 @@ import json
 import pytest
 from blackbox.recorder.log.model import Kind, NewEvent
 from blackbox.recorder.store import open_store
+from blackbox.recorder.trust.checkpoint import Signer
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, frame, session_events, tamper
+from tests.fixtures.storekit import T0, authorise, frame, session_events, tamper
 
 
 @pytest.fixture
@@ -137,7 +138,8 @@ def test_retention_that_records_its_removal_verifies_and_one_that_does_not_is_fo
     store.append(first)
     store.append(second)
     store.append(third)
-    removed = store.remove_sessions([first[0].session_id])
+    signed = authorise(Signer.generate("example.com/test-log"))
+    removed = store.remove_sessions([first[0].session_id], authorise=signed)
     assert removed == 13
     assert store.verify() == []
     tamper(
