@@ -225,7 +225,7 @@ def kept_leaf_findings(conn: Connection, session_id: str | None = None) -> list[
                 )
             continue
         if rec.doc.removed_leaves is None and by < start:
-            continue  # made before removals were signed: bound to the record alone
+            continue  # made before removals were signed (migration 0008): bound to the record
         ranges = (rec.doc.removed_leaves or {}).get(sid) if sid is not None else None
         if ranges is None or not _within(ranges, idx):
             unbound += 1

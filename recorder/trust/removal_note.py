@@ -113,7 +113,7 @@ def check_removals(store: EventStore, verifier: Verifier | None) -> RemovalRepor
         doc = rec.doc
         if doc is None or not doc.removed:
             continue
-        if doc.removed_leaves is None and position < start:
+        if position < start and (doc.removed_leaves is None or not doc.authorisation):
             report.legacy += 1
             continue
         problem = check_removal(doc, store_id, verifier)

@@ -261,3 +261,15 @@ def leaves_of_kept(log: Log) -> list[int]:
                 "SELECT idx FROM tree_removed_leaves ORDER BY idx"
             ).scalars()
         ]
+
+
+def test_a_removal_made_before_removals_were_signed_still_verifies(log: Log) -> None:
+    """A store upgraded to migration 0008 signs removals from its next record on: the unsigned
+    removals it already holds verify, and are said to be bound to their records only."""
+    removed = log.sids[2]
+    log.store.remove_sessions([removed])  # as before 0008: no signature
+    assert verify(log)[0] == 1
+    tamper(log.url, ("UPDATE signed_removals SET from_position = 1000000", {}))
+    code, out = verify(log)
+    assert code == 0, out
+    assert "1 removal(s) were made before removals were signed" in out
