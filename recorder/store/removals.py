@@ -255,6 +255,28 @@ def kept_leaf_findings(conn: Connection, session_id: str | None = None) -> list[
             continue
         if session_id is not None and session_id not in doc.removed:
             continue
+        for sid in doc.removed:
+            if session_id is not None and sid != session_id:
+                continue
+            present = (
+                conn.execute(
+                    select(events.c.session_id).where(events.c.session_id == sid).limit(1)
+                ).first()
+                or conn.execute(
+                    select(sessions.c.session_id).where(sessions.c.session_id == sid)
+                ).first()
+            )
+            if present is not None:
+                out.append(
+                    chain.Finding(
+                        sid,
+                        None,
+                        "removed",
+                        f"the retention record at log position {by} names this session as "
+                        "removed, yet it is still in the log: the record does not describe a "
+                        "removal",
+                    )
+                )
         if by >= start and (doc.removed_leaves is None or not doc.authorisation):
             out.append(
                 chain.Finding(

@@ -156,7 +156,13 @@ def test_a_kept_leaf_under_a_record_that_names_another_session_is_refused(log: L
     victim, bystander = log.sids[0], log.sids[1]
     by = forge_retention(log.store, docs.RetentionApplied(removed=[bystander], sessions_removed=1))
     delete_as_retention(log, victim, by, victim)
-    both_refuse(log, f"which does not name session {victim}", "unauthorised_removal")
+    both_refuse(
+        log,
+        f"which does not name session {victim}",
+        "unauthorised_removal",
+        f"{bystander}: removed: the retention record at log position {by} names this session "
+        "as removed, yet it is still in the log",
+    )
 
 
 def test_a_kept_leaf_bound_to_no_session_is_refused(log: Log) -> None:
