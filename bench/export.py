@@ -4,11 +4,19 @@ plain copy + sha256 of the bundle's largest file, measured in the same run.
     python bench/export.py            # 50,000 records (under a minute of CPU)
     python bench/export.py --quick    # 10,000 records
     python bench/export.py --records 500000 --store postgresql://postgres@127.0.0.1/bench
+    python bench/export.py --signature-only   # only the signed manifest's cost (below)
 
 The store is filled with realistic sessions (handshake, tool calls with arguments and results,
 decisions, stderr, HTTP exchanges carrying secrets) through the store API; filling is not timed.
 The baseline is copying the bundle's largest file (records.jsonl) and computing its sha256: the
 least any export or verification must do. "vs baseline" is operation time / baseline time.
+
+The signed manifest (`manifest.sig`, recorder/compliance/bundle_sign.py) is measured apart: a
+JSONL export with a checkpoint and a proof per record, with the manifest signed and without,
+alternating in the same run (`--rounds` each, best of; which goes first alternates too), and
+`verify-export --key` of each (the unsigned one with `allow_unsigned_manifest`), printed as
+ratios signed / unsigned. On a shared machine one export's CPU time varies by 20 %: read the
+ratio with that in mind (the signature itself is one Ed25519 signature, under a millisecond).
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from blackbox.recorder.log.model import new_session_id
 from blackbox.recorder.privacy.redact import Redactor
 from blackbox.recorder.store import open_store
 from blackbox.recorder.store.synthetic import session_events
+from blackbox.recorder.trust.checkpoint import Signer
+from blackbox.recorder.trust.signing import issue
 
 
 def fill(store, records: int) -> int:  # type: ignore[no-untyped-def]
@@ -63,11 +73,50 @@ def timed(fn):  # type: ignore[no-untyped-def]
     return time.process_time() - t0, value
 
 
+def signature_cost(store, work: Path, count: int, rounds: int) -> None:  # type: ignore[no-untyped-def]
+    """Export (JSONL, checkpoint and proofs) with the manifest signed and without, alternating,
+    and verify-export --key of each; prints the best times and the ratios."""
+    signer = Signer.generate("bench.example/log")
+    note = issue(store, signer).note  # sequences the whole log once, not timed
+    best: dict[str, float] = {}
+    pair: list[tuple[str, Signer | None]] = [("unsigned", None), ("signed", signer)]
+    for r in range(rounds):
+        for label, who in pair if r % 2 == 0 else pair[::-1]:  # either may go first
+            out = work / f"sig-{label}-{r}"
+            secs, result = timed(
+                lambda out=out, who=who: export_bundle(
+                    store, out, fmt="jsonl", checkpoint_note=note, manifest_signer=who
+                )
+            )
+            assert (result.signed_by is not None) == (who is not None)
+            best[f"export {label}"] = min(secs, best.get(f"export {label}", secs))
+            vsecs, report = timed(
+                lambda out=out: verify_export(
+                    out, verifier=signer.verifier, allow_unsigned_manifest=True
+                )
+            )
+            assert report.ok, report.findings[:3]
+            assert report.completeness_checked == (who is not None)
+            best[f"verify {label}"] = min(vsecs, best.get(f"verify {label}", vsecs))
+            shutil.rmtree(out)
+    print(f"\nsigned manifest, {count} records, best of {rounds} alternating rounds (CPU s)\n")
+    print("| operation | unsigned | signed | signed / unsigned |")
+    print("|---|---:|---:|---:|")
+    for op in ("export", "verify"):
+        plain, signed = best[f"{op} unsigned"], best[f"{op} signed"]
+        name = "export jsonl + proofs" if op == "export" else "verify-export --key"
+        print(f"| {name} | {plain:.2f} | {signed:.2f} | {signed / plain:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--quick", action="store_true", help="10,000 records")
     parser.add_argument("--store", default=None, help="store URL (default: a temporary SQLite)")
+    parser.add_argument(
+        "--signature-only", action="store_true", help="only the signed manifest's cost"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the signature comparison")
     args = parser.parse_args()
     n = 10_000 if args.quick else args.records
     work = Path(tempfile.mkdtemp(prefix="bb-bench-export-"))
@@ -77,6 +126,10 @@ def main() -> None:
         print(f"filling {url.split('?')[0]} with ~{n} records ...", file=sys.stderr)
         fill_s, count = timed(lambda: fill(store, n))
         print(f"filled {count} records in {fill_s:.1f}s", file=sys.stderr)
+        if args.signature_only:
+            signature_cost(store, work, count, args.rounds)
+            store.close()
+            return
 
         rows: list[tuple[str, float, int]] = []
         for fmt in ("parquet", "jsonl", "csv"):
@@ -97,6 +150,7 @@ def main() -> None:
         vsecs, report = timed(lambda: verify_export(out))
         assert report.ok, report.findings[:3]
         rows.append(("verify-export parquet, redacted", vsecs, rows[-1][2]))
+        signature_cost(store, work, count, args.rounds)
         store.close()
 
         # The baseline: what merely copying and hashing the largest bundle file costs.

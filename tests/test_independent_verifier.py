@@ -28,6 +28,8 @@ from tests.fixtures.independent_verifier import (
     check_bundle,
     check_bundle_proofs,
     check_checkpoint_root,
+    check_completeness,
+    check_manifest_signature,
     genesis,
     leaf_hash,
     merkle_root,
@@ -312,3 +314,80 @@ def test_a_record_rewritten_in_a_signed_bundle_fails_its_inclusion_proof(tmp_pat
     problems = check_bundle_proofs(bundle, vkey)
     assert problems and all(victim in p and "not in the tree" in p for p in problems)
     assert any("seq 4:" in p for p in problems)
+
+
+def drop_session(bundle: Path, sid: str) -> None:
+    """A whole session taken out of a JSONL bundle by someone who knows the format: its records,
+    sessions row, decisions, proofs and manifest entry, every count and file hash recomputed."""
+    kept = {}
+    for stem in ("records", "sessions", "decisions", "proofs"):
+        path = bundle / f"{stem}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        kept[stem] = [r for r in rows if r["session_id"] != sid]
+        path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in kept[stem]))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    gone = manifest["sessions"].pop(sid)
+    counts = manifest["counts"]
+    counts["sessions"] -= 1
+    counts["records"] -= gone["records"]
+    counts["redacted_records"] -= gone["redacted_records"]
+    counts["decisions"] = len(kept["decisions"])
+    proven = sum(1 for p in kept["proofs"] if p["leaf_index"] is not None)
+    manifest["tree"]["records_proven"] = proven
+    manifest["tree"]["records_not_covered"] = len(kept["proofs"]) - proven
+    for name, meta in manifest["files"].items():
+        data = (bundle / name).read_bytes()
+        meta.update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+        if name.endswith(".jsonl"):
+            meta["rows"] = len(data.splitlines())
+    (bundle / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def test_a_signed_bundle_s_manifest_is_signed_and_lists_exactly_what_it_holds(
+    tmp_path: Path,
+) -> None:
+    bundle, vkey = make_signed_bundle(tmp_path, redact=True)
+    assert check_manifest_signature(bundle, vkey) == []
+    assert check_completeness(bundle) == []
+    other = make_evidence(tmp_path, redact=False)[1]["other_vkey"]
+    assert check_manifest_signature(bundle, other) == [
+        "manifest.sig: not signed by the trusted key"
+    ]
+
+
+def test_a_bundle_missing_a_session_fails_in_both_verifiers(tmp_path: Path) -> None:
+    bundle, vkey = make_signed_bundle(tmp_path, redact=False)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    victim = next(sid for sid, meta in manifest["sessions"].items() if meta["sealed_count"])
+    drop_session(bundle, victim)
+    # What is left is consistent with itself, proven and complete against the edited manifest ...
+    assert check_bundle(bundle) == []
+    assert check_bundle_proofs(bundle, vkey) == []
+    assert check_completeness(bundle) == []
+    # ... which is not the manifest the key signed.
+    assert check_manifest_signature(bundle, vkey) == ["manifest.sig: signs another manifest"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
+    ours = subprocess.run(
+        [CLI, "verify-export", str(bundle), "--key", vkey],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ours.returncode == 1, ours.stdout + ours.stderr
+    assert "manifest_signature_invalid" in ours.stdout
+    # Without manifest.sig both say the manifest is not signed.
+    (bundle / "manifest.sig").unlink()
+    assert check_manifest_signature(bundle, vkey) == ["manifest.sig: the manifest is not signed"]
+    ours = subprocess.run(
+        [CLI, "verify-export", str(bundle), "--key", vkey],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ours.returncode == 1 and "manifest_unsigned" in ours.stdout, ours.stdout

@@ -166,20 +166,40 @@ def export_cmd(
         f"{counts['decisions']} decision(s), {counts['redacted_records']} redacted record(s); "
         f"manifest sha256 {result.manifest_sha256}"
     )
+    if result.signed_by is not None:
+        click.echo(f"manifest signed by {result.signed_by} (manifest.sig)")
+    else:
+        click.echo(
+            "the manifest is not signed (no signing key is configured, or it is not the key of "
+            "the bundle's checkpoint), so `verify-export --key` cannot check the bundle is "
+            "complete (`blackbox keys init` makes a key)",
+            err=True,
+        )
 
 
 @click.command("verify-export")
 @click.argument("bundle", type=click.Path(path_type=Path, file_okay=False))
 @format_option(("table", "json"))
 @click.option("--key", "vkey", metavar="VKEY", default=None, help="The log's verifier key.")
-def verify_export_cmd(bundle: Path, fmt: str, vkey: str | None) -> None:
-    """Check a bundle offline: file hashes, every session's hash chain, and the inclusion proof
-    of every record in the bundle's signed checkpoint.
+@click.option(
+    "--allow-unsigned-manifest",
+    is_flag=True,
+    help="With --key, accept a bundle whose manifest is not signed (exported without a key, or "
+    "before manifests were signed): its completeness is then not checked.",
+)
+def verify_export_cmd(
+    bundle: Path, fmt: str, vkey: str | None, allow_unsigned_manifest: bool
+) -> None:
+    """Check a bundle offline: file hashes, every session's hash chain, the inclusion proof
+    of every record in the bundle's signed checkpoint, and its signed manifest.
 
     Exit 0 when everything holds, 1 with each finding (file_missing, file_hash_mismatch,
-    modified, missing, reordered, truncated, not_included, checkpoint_refused, ...) otherwise.
-    Needs no store. With --key (`blackbox keys show` on the recording side) the checkpoint must
-    be signed by that key: the bundle's origin is checked, not only its integrity.
+    modified, missing, reordered, truncated, not_included, checkpoint_refused,
+    manifest_unsigned, manifest_signature_invalid, session_missing, record_missing,
+    leaves_mismatch, ...) otherwise. Needs no store. With --key (`blackbox keys show` on the
+    recording side) the checkpoint and the manifest must be signed by that key: the bundle's
+    origin and its completeness (exactly the sessions, records and files its manifest lists)
+    are checked, not only its integrity.
 
     \b
     Example:
@@ -190,7 +210,9 @@ def verify_export_cmd(bundle: Path, fmt: str, vkey: str | None) -> None:
         raise click.BadParameter(f"{bundle} is not a directory", param_hint="BUNDLE")
     verifier = logproof.read_verifier(vkey) if vkey else None
     say = Throttled()
-    report = verify_export(bundle, lambda n: say(f"checked {n} records"), verifier)
+    report = verify_export(
+        bundle, lambda n: say(f"checked {n} records"), verifier, allow_unsigned_manifest
+    )
     if fmt == "json":
         click.echo(json.dumps(report.as_dict(), indent=2))
     elif report.ok:
@@ -205,6 +227,18 @@ def verify_export_cmd(bundle: Path, fmt: str, vkey: str | None) -> None:
             click.echo(
                 "only the bundle's integrity was checked, not its origin: pass --key VKEY "
                 "to check it comes from the log that key signs"
+            )
+        if report.completeness_checked and verifier is not None:
+            click.echo(
+                f"complete: the manifest signed by {verifier.name} lists exactly these "
+                f"{report.sessions_checked} session(s), {report.records_checked} records and "
+                f"{report.files_checked} files"
+            )
+        else:
+            click.echo(
+                "completeness was not checked against a signature: which sessions and records "
+                "belong in the bundle is the unsigned manifest's word"
+                + ("" if verifier is not None else " (pass --key VKEY)")
             )
     else:
         for finding in report.findings:

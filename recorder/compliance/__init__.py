@@ -1,8 +1,9 @@
 """Compliance: what an auditor receives, and what the store may forget.
 
-Export bundles (`export`) and their offline check (`verify_export`, `bundle_proof`), reading a
-bundle back (`bundle_read`), and retention with legal holds, run by hand or on a timer
-(`retention`, `retention_schedule`).
+Export bundles (`export`) and their offline check (`bundle_check`, `bundle_proof`), the signed
+manifest that makes a bundle complete under the log's key (`bundle_sign`), reading a bundle back
+(`bundle_read`), and retention with legal holds, run by hand or on a timer (`retention`,
+`retention_schedule`).
 """
 
 # --- the public face: all that other contexts import from this one ---

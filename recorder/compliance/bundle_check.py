@@ -7,11 +7,18 @@ two), checks each session ends at the head and sealed count the manifest states,
 indexed fields of unredacted frames, and checks the sessions and decisions files agree with the
 records.
 
+With the log's key it also checks the bundle's checkpoint and every record's inclusion proof
+(`bundle_proof`), and the manifest's signature: the bundle must hold exactly the sessions, records,
+leaves and files its signed manifest lists (`bundle_sign`). Without the key those lists are only
+the unsigned manifest's word, and the report says so (`completeness_checked`).
+
 Each finding names what is wrong: `file_missing`, `file_hash_mismatch`, `manifest_missing`,
 `manifest_invalid`, `unreadable`, `row_count_mismatch`, the chain's own `modified` / `missing` /
 `inserted` / `reordered` / `truncated`, `head_mismatch`, `session_missing`, `unexpected_session`,
-`field_modified`, `redaction_mismatch`, `sessions_mismatch`, `decisions_mismatch`, and
-`broken_in_store` for a session the export itself marked as failing the store's checks.
+`field_modified`, `redaction_mismatch`, `sessions_mismatch`, `decisions_mismatch`,
+`broken_in_store` for a session the export itself marked as failing the store's checks, and for
+completeness `manifest_unsigned`, `manifest_signature_invalid`, `record_missing`,
+`unexpected_record`, `leaves_mismatch`, `counts_mismatch` and `checkpoint_mismatch`.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TypeGuard
 
-from blackbox.recorder.compliance import bundle_proof
+from blackbox.recorder.compliance import bundle_proof, bundle_sign
 from blackbox.recorder.compliance.export import (
     BUNDLE_FORMAT,
     DECISION_COLUMNS,
@@ -84,6 +91,8 @@ class ExportReport:
     records_rehashed: int = 0
     records_attested: int = 0
     origin_checked: bool = False  # the checkpoint's signature checked with the log's key
+    # The manifest's signature checked with the log's key: the bundle holds exactly what it lists.
+    completeness_checked: bool = False
 
     @property
     def ok(self) -> bool:
@@ -99,6 +108,7 @@ class ExportReport:
             "records_rehashed": self.records_rehashed,
             "records_attested": self.records_attested,
             "origin_checked": self.origin_checked,
+            "completeness_checked": self.completeness_checked,
             "findings": [f.as_dict() for f in self.findings],
         }
 
@@ -124,10 +134,14 @@ def verify_export(
     path: Path,
     progress: Callable[[int], None] | None = None,
     verifier: Verifier | None = None,
+    allow_unsigned_manifest: bool = False,
 ) -> ExportReport:
     """Check the bundle in `path`; `progress` is called with the records checked so far. With
     `verifier` (the log's public key) the bundle's checkpoint must be signed by it and cover
-    every record; without, its proofs are checked against it, which proves integrity only."""
+    every record, and its manifest must be signed by it (`manifest.sig`) and list exactly what
+    the bundle holds; without, its proofs are checked against it, which proves integrity only.
+    `allow_unsigned_manifest` accepts a bundle with no manifest.sig (exported without a key, or
+    before manifests were signed) with a key: then completeness is not checked."""
     path = Path(path)
     report = ExportReport(path, origin_checked=verifier is not None)
     manifest, problem = load_manifest(path)
@@ -162,16 +176,67 @@ def verify_export(
                 ExportFinding("manifest_invalid", f"the manifest lists no {role} file", MANIFEST)
             )
     _check_marked_broken(manifest, report)
+    # The leaves the proofs name, for the completeness check (with the key only).
+    tally = bundle_sign.LeafTally() if verifier is not None else None
+    counts: dict[str, int] | None = None
+    records_name: str | None = None
     if "records" in by_role and (path / by_role["records"][0]).is_file():
-        rebuilt = _check_records(path, fmt, manifest, by_role["records"], report, progress)
+        records_name = by_role["records"][0]
+        rebuilt, counts = _check_records(path, fmt, manifest, by_role["records"], report, progress)
         if "sessions" in by_role and (path / by_role["sessions"][0]).is_file():
             _check_sessions(path, fmt, manifest, by_role["sessions"], report)
         if "decisions" in by_role and (path / by_role["decisions"][0]).is_file():
             _check_decisions(path, fmt, by_role["decisions"], rebuilt, report)
-        _check_tree(path, fmt, manifest, by_role["records"][0], verifier, report)
+        _check_tree(path, fmt, manifest, records_name, verifier, report, tally)
     elif verifier is not None:
-        _check_tree(path, fmt, manifest, None, verifier, report)
+        _check_tree(path, fmt, manifest, None, verifier, report, tally)
+    _check_complete(
+        path,
+        manifest,
+        by_role,
+        records_name,
+        counts,
+        tally,
+        verifier,
+        report,
+        allow_unsigned_manifest,
+    )
     return report
+
+
+def _check_complete(
+    path: Path,
+    manifest: dict,
+    by_role: dict[str, tuple[str, dict]],
+    records_name: str | None,
+    counts: dict[str, int] | None,
+    tally: bundle_sign.LeafTally | None,
+    verifier: Verifier | None,
+    report: ExportReport,
+    allow_unsigned: bool,
+) -> None:
+    """The manifest's signature and, with the key, the bundle against the manifest's lists
+    (recorder/compliance/bundle_sign.py). Without the key only a manifest.sig that names another
+    manifest is a finding: the rest is what verify-export always checked."""
+    found, signed = bundle_sign.check_signature(path, manifest, verifier, allow_unsigned)
+    tree = manifest.get("tree")
+    if verifier is not None:
+        if isinstance(tree, dict):
+            for role in ("checkpoint", "proofs"):
+                if role not in by_role:
+                    found.append(
+                        (
+                            "file_missing",
+                            f"the manifest's tree names {tree.get(role)!r}, its files list no "
+                            f"{role} file",
+                            MANIFEST,
+                            None,
+                        )
+                    )
+        found += bundle_sign.check_completeness(manifest, records_name, counts, tally)
+    for problem, detail, name, sid in found:
+        report.findings.append(ExportFinding(problem, detail, name, sid))
+    report.completeness_checked = signed and not found
 
 
 def _check_tree(
@@ -181,12 +246,13 @@ def _check_tree(
     records_name: str | None,
     verifier: Verifier | None,
     report: ExportReport,
+    tally: bundle_sign.LeafTally | None = None,
 ) -> None:
     """The signed checkpoint and every record's inclusion proof
-    (recorder/compliance/bundle_proof.py)."""
+    (recorder/compliance/bundle_proof.py); `tally` gathers the leaves the proofs name."""
     rows = read_rows(path / records_name, FILES["records"], fmt) if records_name else iter(())
     try:
-        found = bundle_proof.check(path, manifest, rows, verifier)
+        found = bundle_proof.check(path, manifest, rows, verifier, tally)
     except Exception as exc:  # a tampered records file: already a finding of its own
         found = [("proof_invalid", f"cannot check the proofs: {exc}", None, None)]
     for problem, detail, sid, seq in found:
@@ -241,13 +307,15 @@ def _check_records(
     entry: tuple[str, dict],
     report: ExportReport,
     progress: Callable[[int], None] | None,
-) -> dict[tuple[str, object], bytes]:
-    """Walk the records file session by session; returns the decision rows it implies."""
+) -> tuple[dict[tuple[str, object], bytes], dict[str, int] | None]:
+    """Walk the records file session by session; returns the decision rows it implies and how
+    many records each session has in the file (None when the file could not be read through)."""
     name, meta = entry
     expected: dict[str, dict] = manifest["sessions"]
     # (session, seq) -> digest of the decision row each decision record implies: compact, so a
     # bundle with millions of decisions is still checked in bounded memory.
     decisions: dict[tuple[str, object], bytes] = {}
+    counts: dict[str, int] = {}
     done: set[str] = set()
     current: str | None = None
     rows: list[dict] = []
@@ -257,6 +325,7 @@ def _check_records(
         if current is not None:
             _check_session(name, current, rows, expected.get(current), report)
             done.add(current)
+            counts[str(current)] = counts.get(str(current), 0) + len(rows)
 
     try:
         for row in read_rows(path / name, FILES["records"], fmt):
@@ -287,7 +356,7 @@ def _check_records(
         report.findings.append(
             ExportFinding("unreadable", f"cannot read past row {total}: {exc}", name)
         )
-        return decisions
+        return decisions, None
     report.records_checked = total
     if total != meta.get("rows"):
         report.findings.append(
@@ -302,7 +371,7 @@ def _check_records(
                     "session_missing", "listed in the manifest, no records in the bundle", name, sid
                 )
             )
-    return decisions
+    return decisions, counts
 
 
 def _events(

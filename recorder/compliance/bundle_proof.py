@@ -9,7 +9,8 @@ redacted record's leaf is its original chain hash, which the bundle keeps, so it
 
 proofs.jsonl holds one line per record, in the records file's order: `{"session_id", "seq",
 "leaf_index", "proof": [base64 hashes, leaf side first]}`; `leaf_index` is null for a record
-newer than the checkpoint.
+newer than the checkpoint. The leaves each session's records are at go into the manifest too
+(its `leaves`, compact ranges), which a signed manifest vouches for (`bundle_sign`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from blackbox.recorder import private_file
+from blackbox.recorder.compliance.bundle_sign import LeafTally, leaves_entry
 from blackbox.recorder.log import merkle
 from blackbox.recorder.store import EventStore, tree
 from blackbox.recorder.trust import (
@@ -42,21 +44,25 @@ def _sha256_file(path: Path) -> str:
 
 def write(
     store: EventStore, out_dir: Path, note: str, session_ids: Iterable[str]
-) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
+) -> tuple[dict[str, object], dict[str, dict[str, object]], dict[str, dict[str, object]]]:
     """Write checkpoint.txt and proofs.jsonl for the sessions' records (in export order); returns
-    the manifest's `tree` entry and the two files' manifest entries."""
+    the manifest's `tree` entry, the two files' manifest entries and each session's `leaves`
+    entry (the leaf indices of its records in the checkpoint's tree)."""
     notes = split_notes(note)
     checkpoint = note_checkpoint(notes[-1]) if notes else None
     if checkpoint is None:
         raise ValueError("not a signed checkpoint")
     size, root = checkpoint.size, checkpoint.root_hash
     proven = uncovered = 0
+    leaves_of: dict[str, dict[str, object]] = {}
     # Both files 0600 like the rest of the bundle (recorder/private.py).
     proofs = private_file(out_dir / PROOFS_FILE)
     with store.transaction() as conn, open(proofs, "w", encoding="utf-8") as out:
         cached = tree.BlockCache(conn)
         for sid in session_ids:
             leaves = {leaf.seq: leaf for leaf in tree.session_leaves(conn, sid)}
+            indices: list[int] = []
+            not_covered = 0
             for rec in store.read_session(sid):
                 leaf = leaves.get(rec.seq)
                 line: dict[str, object] = {"session_id": sid, "seq": rec.seq, "leaf_index": None}
@@ -74,10 +80,13 @@ def write(
                     line["leaf_index"] = leaf.index
                     line["proof"] = [base64.b64encode(h).decode("ascii") for h in proof]
                     proven += 1
+                    indices.append(leaf.index)
                 else:
                     line["proof"] = []
                     uncovered += 1
+                    not_covered += 1
                 out.write(json.dumps(line, separators=(",", ":")) + "\n")
+            leaves_of[sid] = leaves_entry(indices, not_covered)
     private_file(out_dir / CHECKPOINT_FILE).write_text(notes[-1], encoding="utf-8")
     rows = proven + uncovered
     files = {
@@ -104,7 +113,7 @@ def write(
         "leaf": "SHA-256(0x00 || the record's 32-byte chain hash)",
         "node": "SHA-256(0x01 || left || right) (RFC 9162 section 2.1)",
     }
-    return entry, files
+    return entry, files, leaves_of
 
 
 def check(
@@ -112,9 +121,12 @@ def check(
     manifest: dict,
     records: Iterator[dict],
     verifier: Verifier | None,
+    tally: LeafTally | None = None,
 ) -> list[tuple[str, str, str | None, int | None]]:
-    """Check the bundle's checkpoint (its signature, with `verifier`) and every record's
-    inclusion proof against it. Returns findings as (problem, detail, session, seq)."""
+    """Check the bundle's checkpoint (its signature, with `verifier`; its origin must be the key's
+    name) and every record's inclusion proof against it. Returns findings as (problem, detail,
+    session, seq). `tally` gathers the leaf each record's proof names, and is marked complete once
+    every record was seen."""
     entry = manifest.get("tree")
     if not isinstance(entry, dict):
         if verifier is not None:
@@ -126,7 +138,7 @@ def check(
         return [("checkpoint_unreadable", str(exc), None, None)]
     checkpoint: Checkpoint | None
     if verifier is not None:
-        checkpoint, problem = open_checkpoint(note, [verifier])
+        checkpoint, problem = open_checkpoint(note, [verifier], origin=verifier.name)
         if checkpoint is None:
             return [("checkpoint_refused", str(problem), None, None)]
     else:
@@ -135,6 +147,19 @@ def check(
             return [("checkpoint_invalid", "checkpoint.txt is not a checkpoint", None, None)]
     found: list[tuple[str, str, str | None, int | None]] = []
     size, root = checkpoint.size, checkpoint.root_hash
+    if tally is not None and (entry.get("tree_size"), entry.get("origin")) != (
+        size,
+        checkpoint.origin,
+    ):
+        found.append(
+            (
+                "checkpoint_mismatch",
+                f"the manifest's tree is {entry.get('tree_size')!r} leaves of "
+                f"{entry.get('origin')!r}, checkpoint.txt signs {size} of {checkpoint.origin!r}",
+                None,
+                None,
+            )
+        )
     try:
         proofs = (path / PROOFS_FILE).open(encoding="utf-8")
     except OSError as exc:
@@ -150,10 +175,16 @@ def check(
                 chain_hash = bytes.fromhex(str(rec.get("hash")))
             except (ValueError, KeyError, TypeError, binascii.Error):
                 found.append(("proof_invalid", "no readable proof for this record", sid, seq))
+                if tally is not None:
+                    tally.unreadable(str(sid))
                 continue
             if (doc.get("session_id"), doc.get("seq")) != (sid, seq):
                 found.append(("proof_invalid", "the proof is for another record", sid, seq))
+                if tally is not None:
+                    tally.unreadable(str(sid))
                 continue
+            if tally is not None:
+                tally.add(str(sid), index if isinstance(index, int) else None)
             if index is None:
                 if verifier is not None:
                     found.append(
@@ -172,4 +203,6 @@ def check(
                 )
         if proofs.readline():
             found.append(("proof_invalid", "proofs.jsonl has more lines than records", None, None))
+    if tally is not None:
+        tally.complete = True
     return found

@@ -10,8 +10,12 @@ A bundle is a directory:
 - `sessions.<ext>`: the sessions projection, with each session's head, record count and hold;
 - `decisions.<ext>`: the permission decisions, one row per `decision` record;
 - `manifest.json`, written last: tool and schema version, the selection, the time range, rows and
-  sha256 per file, each session's chain head / last seq / sealed count / redacted count, and
-  `chain_coverage`, which says exactly what the hash chain proves about this bundle.
+  sha256 per file, each session's chain head / last seq / sealed count / redacted count (and, with
+  a checkpoint, its leaves in the log's tree), and `chain_coverage`, which says exactly what the
+  hash chain proves about this bundle;
+- with a checkpoint, `checkpoint.txt` and `proofs.jsonl` (`bundle_proof`), and, when the key that
+  signed the checkpoint is at hand, `manifest.sig`: that key's signature over the manifest, which
+  makes the list of sessions, records and files complete under signature (`bundle_sign`).
 
 Redaction and the chain: the chain covers the stored record (session, kind, direction, times,
 raw size and raw bytes; see `blackbox.recorder.log.chain.canonical`). An unredacted record is
@@ -33,11 +37,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from blackbox.recorder import BlackboxError, __version__, private_dir, private_file
-from blackbox.recorder.compliance import bundle_proof
+from blackbox.recorder.compliance import bundle_proof, bundle_sign
 from blackbox.recorder.log import (
     Kind,
     SessionInfo,
@@ -49,11 +54,12 @@ from blackbox.recorder.log import (
 )
 from blackbox.recorder.privacy import Redactor
 from blackbox.recorder.store import EventStore
+from blackbox.recorder.trust import Signer
 
 FORMATS = ("parquet", "jsonl", "csv")
 BUNDLE_FORMAT = "mcp-blackbox-export"
 BUNDLE_VERSION = 1
-MANIFEST = "manifest.json"
+MANIFEST = bundle_sign.MANIFEST_JSON  # "manifest.json"
 CSV_NULL = "\\N"  # PostgreSQL COPY's null: CSV cannot tell an empty string from a missing value
 BATCH_ROWS = 4096
 
@@ -318,6 +324,8 @@ class ExportResult:
     sessions: list[str] = field(default_factory=list)
     # Sessions whose chain did not verify in the store at export time (exported anyway).
     broken: list[str] = field(default_factory=list)
+    # The key that signed the manifest (manifest.sig), by name; None for an unsigned bundle.
+    signed_by: str | None = None
 
     @property
     def records(self) -> int:
@@ -372,6 +380,7 @@ def export_bundle(
     sessions: Iterable[SessionInfo] | None = None,
     include_broken: bool = False,
     checkpoint_note: str | None = None,
+    manifest_signer: Signer | Literal["configured"] | None = bundle_sign.CONFIGURED,
 ) -> ExportResult:
     """Write the selected sessions (or `sessions`, when given) as a bundle in `out_dir`, which
     must be new or empty. The manifest is written last: a directory without one is incomplete.
@@ -383,7 +392,16 @@ def export_bundle(
     it. A bundle thus never vouches for what the store already could not.
 
     With `checkpoint_note` (a signed checkpoint of the log), the bundle carries it and an
-    inclusion proof of every record in it (recorder/compliance/bundle_proof.py)."""
+    inclusion proof of every record in it (recorder/compliance/bundle_proof.py), and the manifest
+    lists each session's leaves. `manifest_signer` signs the manifest (manifest.sig,
+    recorder/compliance/bundle_sign.py) with the key that signed that checkpoint: by default the
+    configured key (`keys.configured_signer`) when it is that key, so that every export and
+    retention archive made with a key is signed; None for an unsigned bundle; an explicit
+    `Signer` must be the checkpoint's key, else ExportError before anything is written."""
+    try:
+        signer = bundle_sign.manifest_signer(manifest_signer, checkpoint_note)
+    except bundle_sign.SignerMismatch as exc:
+        raise ExportError(f"{exc}; nothing was written") from None
     try:
         return _export(
             store,
@@ -395,6 +413,7 @@ def export_bundle(
             sessions,
             include_broken,
             checkpoint_note,
+            signer,
         )
     except OSError as exc:  # a full disk or a vanished directory: one clear line, no traceback
         raise ExportError(
@@ -413,6 +432,7 @@ def _export(
     sessions: Iterable[SessionInfo] | None = None,
     include_broken: bool = False,
     checkpoint_note: str | None = None,
+    signer: Signer | None = None,
 ) -> ExportResult:
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -500,20 +520,28 @@ def _export(
         }
     tree_entry = None
     if checkpoint_note is not None:
-        tree_entry, proof_files = bundle_proof.write(store, out_dir, checkpoint_note, per_session)
+        tree_entry, proof_files, leaves = bundle_proof.write(
+            store, out_dir, checkpoint_note, per_session
+        )
         files.update(proof_files)
+        for sid, entry in leaves.items():
+            per_session[sid]["leaves"] = entry
     manifest = _manifest(
         selection, fmt, files, per_session, first_ns, last_ns, redactor, redacted_total, broken
     )
     manifest["tree"] = tree_entry
-    text = json.dumps(manifest, indent=2, sort_keys=False) + "\n"
-    private_file(out_dir / MANIFEST).write_text(text, encoding="utf-8")
+    manifest["manifest_signature"] = bundle_sign.manifest_entry(signer)
+    data = (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode("utf-8")
+    if signer is not None:  # before the manifest, which stays the last file written
+        bundle_sign.sign(out_dir, data, signer)
+    private_file(out_dir / MANIFEST).write_bytes(data)
     return ExportResult(
         out_dir=out_dir,
         manifest=manifest,
-        manifest_sha256=hashlib.sha256(text.encode()).hexdigest(),
+        manifest_sha256=hashlib.sha256(data).hexdigest(),
         sessions=list(per_session),
         broken=broken,
+        signed_by=signer.name if signer is not None else None,
     )
 
 

@@ -443,3 +443,16 @@ class MemoryTree:
 
     def consistency_proof(self, old_size: int, new_size: int | None = None) -> list[bytes]:
         return consistency_proof(old_size, self._size_or_current(new_size), self.subtree_hash)
+
+
+def leaf_ranges(indices: Iterable[int]) -> list[list[int]]:
+    """Leaf indices as compact ranges: ascending `[first, last]` pairs (both inclusive), each
+    starting at least two past the last one's end. How a signed removal and a bundle's manifest
+    name a session's leaves (docs/trust.md)."""
+    ranges: list[list[int]] = []
+    for index in sorted(indices):
+        if ranges and index <= ranges[-1][1] + 1:
+            ranges[-1][1] = max(ranges[-1][1], index)
+        else:
+            ranges.append([index, index])
+    return ranges

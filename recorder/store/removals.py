@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from blackbox.recorder import AppendRefused
-from blackbox.recorder.log import Kind, NewEvent, chain, new_session_id
+from blackbox.recorder.log import Kind, NewEvent, chain, merkle, new_session_id
 from blackbox.recorder.log import events as docs
 from blackbox.recorder.store import tree
 from blackbox.recorder.store.schema import (
@@ -50,17 +50,6 @@ class Removal(NamedTuple):
 Authorise = Callable[[docs.RetentionApplied, str], str]
 
 
-def leaf_ranges(indices: Sequence[int]) -> list[list[int]]:
-    """Sorted leaf indices as [first, last] ranges, inclusive: how a removal names its leaves."""
-    out: list[list[int]] = []
-    for i in sorted(indices):
-        if out and out[-1][1] == i - 1:
-            out[-1][1] = i
-        else:
-            out.append([i, i])
-    return out
-
-
 def record_and_remove(
     conn: Connection,
     append: Callable[[Sequence[NewEvent]], int],
@@ -80,7 +69,8 @@ def record_and_remove(
     # Every removed record is a leaf before the removal is signed: the signature names them.
     tree.sequence(conn)
     leaves = {
-        sid: leaf_ranges([leaf.index for leaf in tree.session_leaves(conn, sid)]) for sid in ids
+        sid: merkle.leaf_ranges([leaf.index for leaf in tree.session_leaves(conn, sid)])
+        for sid in ids
     }
     doc = dataclasses.replace(
         applied or docs.RetentionApplied(),

@@ -182,6 +182,8 @@ def test_retention_archive_proves_its_records_and_earlier_checkpoints_still_veri
     assert result.removed == [old]
     report = verify_export(tmp_path / "archive", verifier=parse_vkey(vkey)[0])
     assert report.ok, [f.message() for f in report.findings]
+    # retention.py passes no manifest_signer: the configured key signs the archive's manifest.
+    assert (tmp_path / "archive" / "manifest.sig").is_file() and report.completeness_checked
     checked = logproof.verify_checkpoint(store, earlier, vkey)
     assert checked.findings == [] and checked.retained > 0
     store.close()

@@ -62,7 +62,7 @@ def test_an_export_bundle_is_private(
     names = sorted(p.name for p in bundle.iterdir())
     assert names == sorted(
         [f"{stem}.{fmt}" for stem in ("records", "sessions", "decisions")]
-        + ["manifest.json", "checkpoint.txt", "proofs.jsonl"]
+        + ["manifest.json", "manifest.sig", "checkpoint.txt", "proofs.jsonl"]
     )
     assert not_private(tmp_path / "audits") == []
     assert list((home / "keys").glob("fingerprint-*.key"))  # the redaction key, made here

@@ -18,7 +18,6 @@ from blackbox.recorder.log import events as docs
 from blackbox.recorder.log import merkle
 from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 from blackbox.recorder.store import EventStore, open_store, tree
-from blackbox.recorder.store.removals import leaf_ranges
 from blackbox.recorder.store.synthetic import DAY_NS
 from blackbox.recorder.trust import keys, removal_note
 from blackbox.recorder.trust.checkpoint import Signer
@@ -127,7 +126,7 @@ def delete_as_retention(log: Log, victim: str, removed_by: int, bound_to: str | 
 
 def victim_named(log: Log, victim: str, **fields: object) -> docs.RetentionApplied:
     """A retention document that names the victim with its real leaves and record count."""
-    ranges = leaf_ranges([leaf.index for leaf in leaves_of(log.store, victim)])
+    ranges = merkle.leaf_ranges([leaf.index for leaf in leaves_of(log.store, victim)])
     return docs.RetentionApplied(
         removed=[victim],
         sessions_removed=1,
