@@ -31,7 +31,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from blackbox.recorder import BlackboxError
-from blackbox.recorder.gate import tooldefs
+from blackbox.recorder.gate import tool_names, tooldefs
 from blackbox.recorder.gate.policy_rules import PIN_RULE, TOOLS_CALL, PolicyError, Rule
 from blackbox.recorder.gate.tool_watch import server_sessions
 from blackbox.recorder.log import (
@@ -213,6 +213,8 @@ class Pinner:
         self._load = load
         self._record = record
         self.current: dict[str, str] = {}
+        # Tool names the latest list gave twice, or with lookalikes: their names as listed.
+        self.ambiguous: dict[str, list[str]] = {}
         self._last_answer = b""
         self._pending: set[tuple[str, str | None, str | None]] = set()
         self.approved: dict[tuple[str, str], str] = {}
@@ -270,11 +272,15 @@ class Pinner:
             self._pending.discard(ident)
             if raw != self._last_answer:  # the same bytes again: the same definitions
                 self._last_answer = raw
-                for kind, name, item in tooldefs.listed_items("tools/list", msg.get("result")):
+                items = tooldefs.listed_items("tools/list", msg.get("result"))
+                for kind, name, item in items:
                     self.current[name] = tooldefs.definition_hash(kind, item)
+                groups = tool_names.ambiguous((kind, name) for kind, name, _ in items)
+                self.ambiguous = {name: names for (_k, name), names in groups.items()}
             if self.settings.tofu:
                 for name in list(self.current):
-                    self._first_use(name)
+                    if name not in self.ambiguous:  # nothing to trust: which one is it?
+                        self._first_use(name)
 
     def _first_use(self, tool: str) -> None:
         """Trust on first use: approve a pinned tool's definition as it is first seen."""
@@ -298,6 +304,16 @@ class Pinner:
         current = self.current.get(tool)
         if current is None:
             return None
+        names = self.ambiguous.get(tool)
+        if names is not None:
+            # Hosts pick differently among same-named definitions (the first, the last, one
+            # key for both): no definition is "the" one the host uses, so none is approved.
+            return (
+                PIN_RULE,
+                f"pinned tool {tool!r} is ambiguous: the server's tools/list names "
+                f"{tool_names.describe(names)}; no definition can be judged as the one the host "
+                "uses",
+            )
         self._loaded.wait(LOAD_WAIT_SECONDS)
         key = (server or "", tool)
         approved = self.approved.get(key)

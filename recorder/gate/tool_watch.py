@@ -29,7 +29,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from blackbox.recorder.gate import tooldefs
+from blackbox.recorder.gate import tool_names, tooldefs
 from blackbox.recorder.log import Direction, Kind, NewEvent, events, id_fields, parse
 from blackbox.recorder.store import EventStore
 
@@ -38,6 +38,9 @@ Emit = Callable[[str, events.Document], None]
 BASELINE_SESSIONS = 50
 _REQUEST_NEEDLES = (b'/list"', b'"server/discover"')
 LIST_CHANGED = "notifications/tools/list_changed"
+# A listed name a host may confuse with another (tool_names): a finding on the item, and a
+# `tool_changed` record of this change kind for each of its definitions.
+AMBIGUOUS = "ambiguous"
 WATCH_PREFIX = "tool watch: "
 ANSWER_CACHE = 256  # distinct list answers remembered (per watcher process)
 
@@ -212,6 +215,15 @@ class ToolWatch:
                     extra={"kinds": list(kinds)},
                 ),
             )
+        if not same:
+            changes += [
+                (kind, name, AMBIGUOUS, server.known.get((kind, name)), h)
+                for kind, name, h in dict.fromkeys(
+                    (k, n, h)
+                    for k, n, h in listed
+                    if any(f["rule"] == AMBIGUOUS for f in found.get(n, []))
+                )
+            ]
         for kind, name, change, old, new_hash in changes:
             extra: dict[str, Any] = {}
             if after_notice:
@@ -265,7 +277,7 @@ class ToolWatch:
         if cached is not None:
             return cached
         items = tooldefs.listed_items(method, result)
-        tool_names = [name for kind, name, _ in items if kind == "tool"]
+        listed_tools = [name for kind, name, _ in items if kind == "tool"]
         listed: list[tuple[str, str, str]] = []
         defs: dict[tuple[str, str], dict[str, Any]] = {}
         found: dict[str, list[dict[str, str]]] = {}
@@ -275,9 +287,18 @@ class ToolWatch:
             defs[(kind, name)] = tooldefs.definition(kind, item)
             key = (kind, name, h)
             if key not in self._findings:
-                self._findings[key] = tooldefs.findings(kind, name, item, self.rules, tool_names)
+                self._findings[key] = tooldefs.findings(kind, name, item, self.rules, listed_tools)
             if self._findings[key]:
                 found[name] = self._findings[key]
+        for (_kind, name), names in tool_names.ambiguous((k, n) for k, n, _ in items).items():
+            found[name] = [
+                *found.get(name, []),
+                {
+                    "rule": AMBIGUOUS,
+                    "message": f"a host may not tell it from another: {tool_names.describe(names)}",
+                    "excerpt": ascii(name),
+                },
+            ]
         if cache_key is not None:
             if len(self._answers) >= ANSWER_CACHE:
                 self._answers.clear()
@@ -427,6 +448,8 @@ def _definitions_at(
 
 
 def _diff(old: Known | None, new: dict[str, Any] | None, change: str) -> list[str]:
+    if change == AMBIGUOUS:
+        return ["(listed under a name a host cannot tell from another's: see the findings)"]
     if change == "added":
         return tooldefs.diff(None, new)
     if change == "removed":

@@ -146,3 +146,37 @@ def test_bad_pin_settings_are_one_line_errors(tmp_path: Path, sqlite_url: str) -
     assert "Traceback" not in done.stderr
     done = _blackbox(tmp_path, sqlite_url, "tools", "approve", "nope", "weather")
     assert done.returncode == 2 and "no definition of 'weather'" in done.stderr
+
+
+def test_a_pinned_tool_listed_twice_or_beside_a_lookalike_is_denied_and_recorded(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    """The sidestep: a `tools/list` naming the pinned `weather` twice — the changed definition
+    first, the approved one last — passed, because the pinner kept the last entry; so did a
+    poisoned `wеather` (Cyrillic ie) beside the approved one. Both are ambiguous now: the calls
+    are denied and the ambiguity is recorded as a change with a finding."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(PIN_POLICY)
+    gate = ("--policy", str(policy))
+    store = open_store(sqlite_url)
+    assert run_session(tmp_path, sqlite_url, "clean", False, *gate)["weather"] == "sunny in Oslo"
+    wait_sealed(store, 2)  # the session and its approval
+    twice = run_session(tmp_path, sqlite_url, "twice", False, *gate)
+    assert list(twice["first"]).count("weather") == 1  # the SDK client keeps one of the two
+    assert "weather" not in twice and "ambiguous" in twice["weather_error"]
+    assert "'weather' listed 2 times" in twice["weather_error"]
+    lookalike = run_session(tmp_path, sqlite_url, "lookalike", False, *gate)
+    assert "w\u0435ather" in lookalike["first"]
+    assert "weather" not in lookalike and "ambiguous" in lookalike["weather_error"]
+    wait_sealed(store, 4)
+    denials = [d for d in docs_of(store, "decision") if d["decision"] == "deny"]
+    assert [(d["tool"], d["rule"]) for d in denials] == [("weather", "pin"), ("weather", "pin")]
+    changes = [c for c in docs_of(store, "tool_changed") if c["change"] == "ambiguous"]
+    assert {c["tool"] for c in changes} == {"weather", "w\u0435ather"}
+    assert all(any(f["rule"] == "ambiguous" for f in c["findings"]) for c in changes)
+    # Trust on first use approved nothing it could not tell apart.
+    approvals = [d["tool"] for d in docs_of(store, "decision") if d["method"] == "tools/approve"]
+    assert "w\u0435ather" not in approvals
+    shown = _blackbox(tmp_path, sqlite_url, "tools", "--changes")
+    assert shown.returncode == 0, shown.stderr
+    assert "ambiguous" in shown.stdout
