@@ -175,7 +175,9 @@ def ship(store_url: str | None) -> None:
     "headers",
     multiple=True,
     metavar="'NAME: VALUE'",
-    help="Send this header to the server with every request (repeatable).",
+    help="Send this header to the server with every request (repeatable). Every local user "
+    "reads a command line with `ps`: for credentials set BLACKBOX_BRIDGE_HEADER_1, _2, ... "
+    "to 'NAME: VALUE' instead (what `attach` does).",
 )
 @click.option(
     "--final-ship-seconds",
@@ -196,10 +198,14 @@ def bridge(
     What `blackbox attach` puts in place of an HTTP entry, so the host starts it like any stdio
     server and nothing else has to run. Every message is recorded as `blackbox record` records
     a stdio server; headers (credentials too) are passed to the server and never recorded.
+    Headers come from the environment, BLACKBOX_BRIDGE_HEADER_1, _2, ... each 'NAME: VALUE'
+    (attach puts an entry's headers there), and from --header, which any local user can read
+    with `ps`: keep credentials out of it.
 
     \b
     Example:
-      blackbox bridge https://mcp.example.com/mcp --name docs --header 'Authorization: Bearer T'
+      BLACKBOX_BRIDGE_HEADER_1='Authorization: Bearer T' \\
+        blackbox bridge https://mcp.example.com/mcp --name docs
     """
     import json
 
@@ -208,8 +214,10 @@ def bridge(
 
     if not url.startswith(("http://", "https://")):
         raise click.ClickException(f"{url!r} is not an http(s) URL")
+    from blackbox.hosts import env_headers
+
     try:
-        pairs = dict(parse_header(h) for h in headers)
+        pairs = dict(parse_header(h) for h in [*env_headers(dict(os.environ)), *headers])
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     os.environ[HEADERS_ENV] = json.dumps(pairs)  # the relay's environment: never recorded

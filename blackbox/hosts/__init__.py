@@ -10,11 +10,13 @@ from blackbox.recorder import lazy_face as _lazy_face
 
 if _TYPE_CHECKING:
     from blackbox.hosts import attach as attach
+    from blackbox.hosts.attach_bridge import env_headers as env_headers
     from blackbox.hosts.attach_index import attached_configs as attached_configs
 
 _FACE: dict[str, tuple[str, str | None]] = {
     "attach": ("blackbox.hosts.attach", None),
     "attached_configs": ("blackbox.hosts.attach_index", "attached_configs"),
+    "env_headers": ("blackbox.hosts.attach_bridge", "env_headers"),
 }
 
 __getattr__, __dir__ = _lazy_face(__name__, _FACE, globals)

@@ -215,6 +215,7 @@ class EntryChange:
     port: int | None = None
     upstream: str | None = None
     proxy_argv: list[str] | None = None
+    bridge_env: dict[str, str] | None = None  # the bridge's headers, as the entry's env
     unit_path: str | None = None
 
 
@@ -379,7 +380,9 @@ def attach(
             change.key = key
             changes.append(change)
             if change.action == "bridged":
-                new_text = bridged_entry_text(text, node, wrapper, change.proxy_argv or [])
+                new_text = bridged_entry_text(
+                    text, node, wrapper, change.proxy_argv or [], entry, change.bridge_env or {}
+                )
                 edits.append(Edit(node.start, node.end, new_text))
                 expected[key] = parse_fragment(new_text)
                 new_records[key] = {
@@ -388,7 +391,7 @@ def attach(
                     "wrapped": new_text,
                     "upstream": url,
                 }
-                change.proxy_argv = None
+                change.proxy_argv = change.bridge_env = None
             continue
         if record and record.get("port") is not None:
             taken.discard(record["port"])  # a stale record of this key: its port is free again
@@ -510,11 +513,11 @@ def _bridge_entry(
 ) -> EntryChange:
     """The change that makes an HTTP entry a stdio bridge entry, or why it cannot be one (the
     bridge's argv rides in `proxy_argv` until the caller has rewritten the entry)."""
-    args, why = bridge_plan(key, entry, kind, store_url, home)
+    args, env, why = bridge_plan(key, entry, kind, store_url, home)
     if args is None:
         return EntryChange(key, "skipped", why)
     change = EntryChange(key, "bridged", f"{entry['url']} -> stdio bridge", upstream=entry["url"])
-    change.proxy_argv = args
+    change.proxy_argv, change.bridge_env = args, env
     return change
 
 

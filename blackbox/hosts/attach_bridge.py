@@ -2,10 +2,12 @@
 
 Every host attach knows starts stdio servers itself, so an HTTP server rewritten into a stdio
 entry that runs the bridge (recorder/capture/taps/bridge.py) works the moment the host restarts,
-with no proxy to start by hand. The entry's `headers` go into the bridge's arguments (the host
-expands its variables there as it did in `headers`), `url` becomes `command` and `args`, `type` says
-stdio; every other member keeps its text. A legacy HTTP+SSE server is not bridged: the bridge
-speaks Streamable HTTP only, so attach names it as skipped and says what to do instead.
+with no proxy to start by hand. The entry's `headers` go into the entry's `env`, one
+`BLACKBOX_BRIDGE_HEADER_<n>` variable per header (`Name: value`; the host expands its variables
+there as it did in `headers`), never into the arguments, where every local user reads them with
+`ps`; `url` becomes `command` and `args`, `type` says stdio; every other member keeps its text. A
+legacy HTTP+SSE server is not bridged: the bridge speaks Streamable HTTP only, so attach names it
+as skipped and says what to do instead.
 """
 
 from __future__ import annotations
@@ -26,17 +28,35 @@ def is_bridged(entry: dict) -> bool:
     return base in ("blackbox", "blackbox.exe") and args[:1] == ["bridge"]
 
 
-def bridge_args(
-    key: str, url: str, headers: dict, store_url: str | None, home: str | None
-) -> list[str]:
+HEADER_ENV_PREFIX = "BLACKBOX_BRIDGE_HEADER_"
+
+
+def bridge_args(key: str, url: str, store_url: str | None, home: str | None) -> list[str]:
     args = ["bridge", "--name", key]
     if store_url:
         args += ["--store", store_url]
     if home:
         args += ["--home", home]
-    for name, value in headers.items():
-        args += ["--header", f"{name}: {value}"]
     return [*args, url]
+
+
+def bridge_env(headers: dict[str, str]) -> dict[str, str]:
+    """The entry's headers as the bridge's environment: `BLACKBOX_BRIDGE_HEADER_1` = `Name:
+    value`, and so on, in the entry's order."""
+    return {
+        f"{HEADER_ENV_PREFIX}{i}": f"{name}: {value}"
+        for i, (name, value) in enumerate(headers.items(), start=1)
+    }
+
+
+def env_headers(env: dict[str, str]) -> list[str]:
+    """The `Name: value` headers a bridge's environment carries, in their numbered order."""
+    numbered = []
+    for name, value in env.items():
+        suffix = name.removeprefix(HEADER_ENV_PREFIX)
+        if suffix != name and suffix.isdigit():
+            numbered.append((int(suffix), value))
+    return [value for _, value in sorted(numbered)]
 
 
 def rebuild_entry_text(text: str, node: Any, replace: dict[str, list[tuple[str, Any]]]) -> str:
@@ -59,10 +79,21 @@ def rebuild_entry_text(text: str, node: Any, replace: dict[str, list[tuple[str, 
     return "{" + indent + ", ".join(parts) + (" " if indent else "") + "}"
 
 
-def bridged_entry_text(text: str, node: Any, wrapper: str, args: list[str]) -> str:
+def bridged_entry_text(
+    text: str, node: Any, wrapper: str, args: list[str], entry: dict, env: dict[str, str]
+) -> str:
     """An HTTP entry as a stdio entry running the bridge: `url` becomes `command` and `args`,
-    `headers` go (they are in the args), `type` says stdio."""
-    replace = {"url": [("command", wrapper), ("args", args)], "headers": []}
+    `headers` become `env` variables (beside any the entry had), `type` says stdio."""
+    replace: dict[str, list[tuple[str, Any]]] = {
+        "url": [("command", wrapper), ("args", args)],
+        "headers": [],
+    }
+    if env:
+        existing = entry.get("env")
+        if isinstance(existing, dict):
+            replace["env"] = [("env", {**existing, **env})]
+        else:
+            replace["headers"] = [("env", env)]
     replace["type"] = [("type", "stdio")]
     return rebuild_entry_text(text, node, replace)
 
@@ -71,14 +102,21 @@ def unbridged_entry_text(text: str, node: Any, entry: dict) -> str:
     """A bridge entry back as the HTTP entry it was made from (when the attach state is gone):
     the URL and the headers are read from the bridge's arguments."""
     args = entry["args"]
+    env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
+    # Headers from the environment (attach's way), or from `--header` arguments (before it).
+    lines = env_headers(env) + [
+        args[i] for i in range(1, len(args) - 1) if args[i - 1] == "--header"
+    ]
     headers = {}
-    for i, arg in enumerate(args[:-1]):
-        if i and args[i - 1] == "--header":
-            name, _, value = arg.partition(":")
-            headers[name.strip()] = value.strip()
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip()] = value.strip()
     replace: dict[str, list[tuple[str, Any]]] = {"command": [("url", args[-1])]}
     replace["args"] = [("headers", headers)] if headers else []
     replace["type"] = [("type", "http")]
+    if "env" in entry:
+        rest = {k: v for k, v in env.items() if not k.startswith(HEADER_ENV_PREFIX)}
+        replace["env"] = [("env", rest)] if rest else []
     return rebuild_entry_text(text, node, replace)
 
 
@@ -88,16 +126,26 @@ def _trailing_ws(s: str) -> str:
 
 def bridge_plan(
     key: str, entry: dict, kind: str, store_url: str | None, home: str | None
-) -> tuple[list[str] | None, str]:
-    """(the bridge's args, "") for an entry the bridge can serve, else (None, why not)."""
+) -> tuple[list[str] | None, dict[str, str], str]:
+    """(the bridge's args, its environment, "") for an entry the bridge can serve, else (None,
+    {}, why not)."""
     if kind == "sse":
-        return None, (
-            "a legacy HTTP+SSE server: the stdio bridge speaks Streamable HTTP only; attach "
-            "with --http proxy to record it through a `blackbox proxy` you keep running"
+        return (
+            None,
+            {},
+            (
+                "a legacy HTTP+SSE server: the stdio bridge speaks Streamable HTTP only; attach "
+                "with --http proxy to record it through a `blackbox proxy` you keep running"
+            ),
         )
     headers = entry.get("headers", {})
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-        return None, '"headers" is not an object of strings'
+        return None, {}, '"headers" is not an object of strings'
     if any(not k or any(c.isspace() or c == ":" for c in k) for k in headers):
-        return None, '"headers" has a name that is not a header name'
-    return bridge_args(key, entry["url"], headers, store_url, home), ""
+        return None, {}, '"headers" has a name that is not a header name'
+    env = entry.get("env")
+    if env is not None and not (
+        isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
+    ):
+        return None, {}, '"env" is not an object of strings'
+    return bridge_args(key, entry["url"], store_url, home), bridge_env(headers), ""

@@ -114,14 +114,19 @@ def test_attach_wraps_stdio_and_keeps_everything_else(tmp_path: Path, host: str)
             rest_new = {k: v for k, v in new.items() if k not in ("command", "args")}
             assert rest_new == rest_old  # env, cwd, envFile, type, dev, unknown keys
         elif "${" not in old["url"] and old.get("type") != "sse":
-            # A Streamable HTTP server becomes a stdio entry running the bridge, headers passed.
+            # A Streamable HTTP server becomes a stdio entry running the bridge, its headers
+            # passed in the entry's environment (never as arguments: `ps` shows those).
             assert new["command"] == WRAPPER and new["args"][:3] == ["bridge", "--name", key]
-            assert new["args"][-1] == old["url"]
-            passed = [a for i, a in enumerate(new["args"]) if new["args"][i - 1] == "--header"]
-            assert passed == [f"{k}: {v}" for k, v in old.get("headers", {}).items()]
+            assert new["args"][-1] == old["url"] and "--header" not in new["args"]
+            headers = old.get("headers", {})
+            passed = {
+                f"BLACKBOX_BRIDGE_HEADER_{i}": f"{k}: {v}"
+                for i, (k, v) in enumerate(headers.items(), start=1)
+            }
+            assert new.get("env", {}) == {**old.get("env", {}), **passed}
             assert new.get("type", "stdio") == "stdio"
-            rest_old = {k: v for k, v in old.items() if k not in ("url", "headers", "type")}
-            rest_new = {k: v for k, v in new.items() if k not in ("command", "args", "type")}
+            rest_old = {k: v for k, v in old.items() if k not in ("url", "headers", "type", "env")}
+            rest_new = {k: v for k, v in new.items() if k not in ("command", "args", "type", "env")}
             assert rest_new == rest_old
         else:
             assert new == old  # legacy SSE and host variables: skipped, said why

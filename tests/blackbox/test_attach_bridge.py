@@ -22,9 +22,22 @@ from tests.fixtures.environment import BLACKBOX, NODE_BIN
 from tests.fixtures.polling import eventually, free_port, wait_listening
 
 
-async def _echo(params: StdioServerParameters) -> str:
+def _command_lines() -> list[str]:
+    """Every process's command line, as `ps` shows it to any local user."""
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:  # the process ended meanwhile
+            continue
+    return lines
+
+
+async def _echo(params: StdioServerParameters, command_lines: list[str] | None = None) -> str:
     async with Client(params, mode="legacy", read_timeout_seconds=30) as client:
         result = await client.call_tool("echo", {"message": "through the bridge"})
+        if command_lines is not None:
+            command_lines.extend(_command_lines())
     return result.content[0].text
 
 
@@ -48,7 +61,8 @@ def test_an_attached_http_entry_answers_an_sdk_client_with_no_further_step(
     config.write_text(
         '{\n  // the team\'s servers\n  "servers": {\n    "everything": {\n'
         f'      "type": "http",\n      "url": "{url}",\n'
-        '      "headers": {"X-Team": "blackbox"}\n    },\n  },\n}\n'
+        '      "headers": {"X-Team": "blackbox", "Authorization": "Bearer s3cret-t0ken"}\n'
+        "    },\n  },\n}\n"
     )
     original = config.read_bytes()
     try:
@@ -63,10 +77,21 @@ def test_an_attached_http_entry_answers_an_sdk_client_with_no_further_step(
         entry = parse_json_text(config.read_text(), jsonc=True).to_python()["servers"]
         entry = entry["everything"]
         assert entry["type"] == "stdio" and entry["args"][-1] == url
-        assert "X-Team: blackbox" in entry["args"]
-        # The host starts the entry as it is: the SDK's minimal environment, nothing added.
-        params = StdioServerParameters(command=entry["command"], args=entry["args"])
-        assert anyio.run(_echo, params) == "Echo: through the bridge"
+        # Headers ride in the entry's environment, never on a command line `ps` shows.
+        assert not any("s3cret" in a or "X-Team" in a for a in entry["args"])
+        assert entry["env"] == {
+            "BLACKBOX_BRIDGE_HEADER_1": "X-Team: blackbox",
+            "BLACKBOX_BRIDGE_HEADER_2": "Authorization: Bearer s3cret-t0ken",
+        }
+        # The host starts the entry as it is: the SDK's minimal environment plus the entry's.
+        params = StdioServerParameters(
+            command=entry["command"], args=entry["args"], env=entry["env"]
+        )
+        seen_on_command_lines: list[str] = []
+        assert anyio.run(_echo, params, seen_on_command_lines) == "Echo: through the bridge"
+        # What any local user saw with `ps` while the bridge ran: no credential.
+        assert any("bridge" in line for line in seen_on_command_lines)
+        assert not [line for line in seen_on_command_lines if "s3cret" in line]
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(15)
