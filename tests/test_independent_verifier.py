@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from tests.fixtures.independent_verifier import (
+    EMPTY_ROOT,
     SEAL_KIND,
     chain_hash,
     check_bundle,
@@ -30,11 +31,18 @@ from tests.fixtures.independent_verifier import (
     check_checkpoint_root,
     check_completeness,
     check_manifest_signature,
+    check_proof_file,
+    check_removals,
+    check_store,
     genesis,
     leaf_hash,
     merkle_root,
     node_hash,
     read_records_jsonl,
+    read_store,
+    split_notes,
+    verify_consistency,
+    verify_inclusion,
 )
 
 # == The evidence, made by the project in a child process =====================================
@@ -391,3 +399,297 @@ def test_a_bundle_missing_a_session_fails_in_both_verifiers(tmp_path: Path) -> N
         check=False,
     )
     assert ours.returncode == 1 and "manifest_unsigned" in ours.stdout, ours.stdout
+
+
+# == Proofs (docs/trust.md "Checking a proof") ================================================
+
+APPEND_SESSION = """
+import sys
+from blackbox.recorder.store import open_store
+from tests.fixtures.storekit import T0, session_events
+
+open_store(sys.argv[1], create=False).append(
+    session_events(calls=2, start_ns=T0 + 5 * 10**9, name="later")
+)
+"""
+
+
+def subproof(m: int, leaves: list[bytes], whole: bool) -> list[bytes]:
+    """RFC 9162 2.1.4.1 SUBPROOF, to make consistency proofs for the verifier to check."""
+    n = len(leaves)
+    if m == n:
+        return [] if whole else [merkle_root(leaves)]
+    k = 1 << ((n - 1).bit_length() - 1)
+    if m <= k:
+        return [*subproof(m, leaves[:k], whole), merkle_root(leaves[k:])]
+    return [*subproof(m - k, leaves[k:], False), merkle_root(leaves[:k])]
+
+
+def inclusion_path(index: int, leaves: list[bytes]) -> list[bytes]:
+    """RFC 9162 2.1.3.1 PATH, leaf side first."""
+    n = len(leaves)
+    if n == 1:
+        return []
+    k = 1 << ((n - 1).bit_length() - 1)
+    if index < k:
+        return [*inclusion_path(index, leaves[:k]), merkle_root(leaves[k:])]
+    return [*inclusion_path(index - k, leaves[k:]), merkle_root(leaves[:k])]
+
+
+def test_the_proof_algorithms_accept_rfc_9162_proofs_and_refuse_any_other() -> None:
+    leaves = [hashlib.sha256(bytes([i])).digest() for i in range(19)]
+    for n in range(1, len(leaves) + 1):
+        root = merkle_root(leaves[:n])
+        for i in range(n):
+            path = inclusion_path(i, leaves[:n])
+            assert verify_inclusion(leaves[i], i, n, path, root)
+            assert not verify_inclusion(leaves[i], (i + 1) % n, n, path, root) or n == 1
+            if path:
+                bad = [path[0][:-1] + bytes([path[0][-1] ^ 1]), *path[1:]]
+                assert not verify_inclusion(leaves[i], i, n, bad, root)
+        for m in range(1, n):
+            old = merkle_root(leaves[:m])
+            proof = subproof(m, leaves[:n], True)
+            assert verify_consistency(m, n, old, root, proof), (m, n)
+            assert not verify_consistency(m, n, root, root, proof)
+            assert not verify_consistency(m, n, old, root, proof[:-1])
+            assert not verify_consistency(m, n, old, root, [])
+    # The cases the RFC leaves open, decided as the page says.
+    root = merkle_root(leaves)
+    assert verify_consistency(0, 19, EMPTY_ROOT, root, [])
+    assert not verify_consistency(0, 19, EMPTY_ROOT, root, [root])
+    assert not verify_consistency(0, 19, root, root, [])
+    assert verify_consistency(19, 19, root, root, [])
+    assert not verify_consistency(19, 19, root, root, [root])
+    assert not verify_consistency(19, 19, EMPTY_ROOT, root, [])
+
+
+def make_proof(tmp_path: Path) -> tuple[str, str, str, str]:
+    """A store, a checkpoint, a later session, a second checkpoint, and `blackbox prove` of the
+    later session against the second with consistency from the first: (proof, the last note,
+    the file of both notes, the verifier key)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run(sys.executable, "-c", MAKE_STORE, url, env=env)
+    vkey = run(CLI, "keys", "init", "--origin", "blackbox.example/log", env=env).split()[-1]
+    first = run(CLI, "checkpoint", "--store", url, env=env)
+    run(sys.executable, "-c", APPEND_SESSION, url, env=env)
+    last = run(CLI, "checkpoint", "--store", url, env=env)
+    (tmp_path / "cp.txt").write_text(last)
+    size = first.split("\n")[1]
+    against = ["--checkpoint", str(tmp_path / "cp.txt"), "--consistency-from", size]
+    proof = run(CLI, "prove", "last", "--store", url, *against, env=env)
+    filed = next((tmp_path / "home" / "checkpoints").glob("*.txt")).read_text()
+    return proof, last, filed, vkey
+
+
+def another_vkey() -> str:
+    """The verifier key of another key named as the log's key is."""
+    make = "from blackbox.recorder.trust.checkpoint import Signer as S\n"
+    make += "print(S.generate('blackbox.example/log').vkey)"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return run(sys.executable, "-c", make, env=env).strip()
+
+
+def our_verify_proof(tmp_path: Path, proof: str, checkpoint: str, vkey: str) -> int:
+    (tmp_path / "p.json").write_text(proof)
+    (tmp_path / "c.txt").write_text(checkpoint)
+    args = [str(tmp_path / "p.json"), "--checkpoint", str(tmp_path / "c.txt"), "--key", vkey]
+    done = subprocess.run(
+        [CLI, "verify-proof", *args], cwd=ROOT, capture_output=True, timeout=120, check=False
+    )
+    return done.returncode
+
+
+def test_a_proof_checks_against_its_checkpoint_and_every_change_fails_in_both(
+    tmp_path: Path,
+) -> None:
+    proof, note, filed, vkey = make_proof(tmp_path)
+    doc = json.loads(proof)
+    assert doc["inclusion"] and doc["consistency"]["old_size"] < doc["tree_size"]
+    assert check_proof_file(proof, note, vkey) == []
+    assert check_proof_file(proof, filed, vkey) == []  # old root checked against its note too
+    assert len(split_notes(filed)) == 2
+    assert our_verify_proof(tmp_path, proof, filed, vkey) == 0
+    flipped = json.loads(proof)
+    path = flipped["inclusion"][0]["proof"]
+    path[0] = base64.b64encode(bytes(32)).decode()
+    moved = json.loads(proof)
+    moved["inclusion"][-1]["leaf_index"] -= 1
+    forked = json.loads(proof)
+    forked["consistency"]["old_root_hash"] = base64.b64encode(bytes(32)).decode()
+    for bad in (flipped, moved, forked):
+        assert check_proof_file(json.dumps(bad), filed, vkey), bad
+    # tests/test_vectors.py holds our CLI to each such verdict; once here, in a process of its own.
+    assert our_verify_proof(tmp_path, json.dumps(forked), filed, vkey) == 1
+    assert check_proof_file(proof, note, another_vkey()) == [
+        "checkpoint: not signed by the trusted key"
+    ]
+
+
+# == Signed removals (docs/trust.md "Retention, in detail") ===================================
+
+MAKE_RETAINED = """
+import sys
+from pathlib import Path
+from blackbox.recorder.compliance.retention import apply_retention
+from blackbox.recorder.store import open_store
+from blackbox.recorder.trust import keys, signing
+from tests.fixtures.storekit import T0, session_events
+
+DAY = 86_400 * 10**9
+store = open_store(sys.argv[1])
+for i in range(3):
+    store.append(session_events(calls=2, start_ns=T0 + i * 10**9, name=f"old-{i}"))
+store.append(session_events(calls=1, start_ns=T0 + 100 * DAY, name="recent"))
+signer = keys.configured_signer()
+signing.issue(store, signer, keys.data_dir())
+result = apply_retention(
+    store, 90 * DAY, Path(sys.argv[2]), now_ns=T0 + 101 * DAY, archive_format="jsonl"
+)
+assert len(result.removed) == 3, result.removed
+signing.issue(store, signer, keys.data_dir())
+"""
+
+
+def make_retained(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
+    """A store whose three old sessions a signed retention run removed, checkpoints before and
+    after: the store, the verifier key, the environment."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
+    vkey = run(CLI, "keys", "init", "--origin", "blackbox.example/log", env=env).split()[-1]
+    db = tmp_path / "store.db"
+    run(sys.executable, "-c", MAKE_RETAINED, f"sqlite:///{db}", str(tmp_path / "arc"), env=env)
+    return db, vkey, env
+
+
+def raw_sql(db: Path, *statements: tuple[str, tuple]) -> None:
+    """Triggers dropped, then rows edited: what the database's administrator can do."""
+    conn = sqlite3.connect(db)
+    with conn:
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+            conn.execute(f'DROP TRIGGER "{name}"')
+        for sql, params in statements:
+            conn.execute(sql, params)
+    conn.close()
+
+
+def our_verify(db: Path, vkey: str, env: dict[str, str]) -> tuple[int, str]:
+    args = ["verify", "--store", f"sqlite:///{db}", "--key", vkey]
+    done = subprocess.run(
+        [CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    return done.returncode, done.stdout
+
+
+def test_a_signed_removal_verifies_from_the_store_s_tables(tmp_path: Path) -> None:
+    db, vkey, env = make_retained(tmp_path)
+    store = read_store(db)
+    [record] = [r for r in store["events"] if r["kind"] == "retention_applied"]
+    doc = json.loads(record["raw"])
+    assert len(doc["removed_leaves"]) == 3 and doc["authorisation"]
+    assert len(store["tree_removed_leaves"]) == doc["records_removed"]
+    assert store["signed_removals"][0]["from_position"] == 1
+    assert check_removals(store, vkey) == []
+    assert check_store(db, vkey) == []
+    filed = next((tmp_path / "home" / "checkpoints").glob("*.txt")).read_text()
+    assert check_store(db, vkey, filed) == []
+    assert our_verify(db, vkey, env)[0] == 0
+    # The note is the log key's: another key of the same name does not open it.
+    other = another_vkey()
+    assert any("not signed by the trusted key" in p for p in check_removals(store, other))
+
+
+def test_a_kept_leaf_deleted_or_a_held_session_removed_fails_in_both(tmp_path: Path) -> None:
+    db, vkey, env = make_retained(tmp_path)
+    first = read_store(db)["tree_removed_leaves"][0]
+    removed = first["session_id"]
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(db.read_bytes())
+    raw_sql(cut, ("DELETE FROM tree_removed_leaves WHERE idx = ?", (first["idx"],)))
+    problems = check_store(cut, vkey)
+    assert any(f"{removed}: the record at" in p for p in problems), problems
+    assert any("leaves gone with no kept hash" in p for p in problems), problems
+    code, out = our_verify(cut, vkey, env)
+    assert code == 1 and "removed" in out, out
+    held = tmp_path / "held.db"
+    held.write_bytes(db.read_bytes())
+    raw_sql(held, ("INSERT INTO holds VALUES (?, 'litigation', 1)", (removed,)))
+    assert check_removals(read_store(held), vkey) == [
+        f"{removed}: removed at {read_store(held)['tree_removed_leaves'][0]['removed_by']} "
+        "while on legal hold"
+    ]
+    code, out = our_verify(held, vkey, env)
+    assert code == 1 and "held" in out, out
+
+
+RECORD_COLUMNS = [
+    "position",
+    "session_id",
+    "seq",
+    "wall_ns",
+    "mono_ns",
+    "kind",
+    "direction",
+    "raw",
+    "raw_size",
+    "hash",
+]
+
+
+def forge_retention_session(session_id: str, first_position: int) -> list[dict]:
+    """A `retention` session whose `retention_applied` record names no session, chained with the
+    page's hashes alone, as rows of `events` from `first_position` on."""
+    documents = [
+        ("session_started", {"v": 1, "name": "retention", "transport": None, "command": []}),
+        ("retention_applied", {"v": 1, "removed": [], "sessions_removed": 0}),
+        ("session_ended", {"v": 1, "reason": "completed"}),
+    ]
+    prev, rows = genesis(session_id), []
+    for seq, (kind, doc) in enumerate(documents, start=1):
+        record = {
+            "session_id": session_id,
+            "seq": seq,
+            "wall_ns": seq,
+            "mono_ns": seq,
+            "kind": kind,
+            "direction": "-",
+            "raw": json.dumps(doc).encode(),
+            "raw_size": None,
+        }
+        prev = chain_hash(prev, record)
+        rows.append(dict(record, position=first_position + seq - 1, hash=prev))
+    return rows
+
+
+def test_a_deletion_laundered_as_retention_fails_in_both(tmp_path: Path) -> None:
+    """The administrator's attack, written with the page alone: a retention session that names
+    no session, chained with the page's hashes and inserted row by row; a live session deleted
+    and its leaf hashes kept under that record."""
+    db, vkey, env = make_retained(tmp_path)
+    store = read_store(db)
+    victim = next(r["session_id"] for r in store["sessions"] if r["name"] == "recent")
+    top = max(r["position"] for r in store["events"])
+    forged = forge_retention_session("01a0c450-6c00-7000-8000-0000000000ff", top + 1)
+    by = forged[1]["position"]
+
+    def index(position: int) -> int:
+        run_ = next(
+            r for r in store["tree_runs"] if 0 <= position - r["first_position"] < r["leaves"]
+        )
+        return run_["first_idx"] + position - run_["first_position"]
+
+    insert = f"INSERT INTO events ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' * 10)})"
+    keep = "INSERT INTO tree_removed_leaves VALUES (?, ?, ?, ?)"
+    victims = [r for r in store["events"] if r["session_id"] == victim]
+    raw_sql(
+        db,
+        *((insert, tuple(r[c] for c in RECORD_COLUMNS)) for r in forged),
+        ("DELETE FROM events WHERE session_id = ?", (victim,)),
+        ("DELETE FROM sessions WHERE session_id = ?", (victim,)),
+        *((keep, (index(r["position"]), leaf_hash(r["hash"]), by, victim)) for r in victims),
+        ("INSERT INTO retention_removals VALUES (?, ?)", (victim, by)),
+    )
+    problems = check_store(db, vkey)
+    assert any(f"does not name {victim}" in p for p in problems), problems
+    code, out = our_verify(db, vkey, env)
+    assert code == 1 and f"which does not name session {victim} with that leaf" in out, out

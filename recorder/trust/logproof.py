@@ -63,7 +63,7 @@ def verify_checkpoint(store: EventStore, note: str, vkey: str) -> CheckpointRepo
     notes = split_notes(note) or [note]
     opened: list[Checkpoint] = []
     for text in notes:
-        checkpoint, problem = open_checkpoint(text, [verifier])
+        checkpoint, problem = open_checkpoint(text, [verifier], origin=verifier.name)
         if checkpoint is None:
             report.findings.append(f"the checkpoint is refused: {problem}")
             return report
@@ -116,7 +116,7 @@ def verify_stored(store: EventStore, vkey: str | None = None) -> CheckpointRepor
     opened: list[Checkpoint] = []
     for row in kept:
         if verifier is not None:
-            checkpoint, problem = open_checkpoint(row.note, [verifier])
+            checkpoint, problem = open_checkpoint(row.note, [verifier], origin=verifier.name)
             if checkpoint is None:
                 report.findings.append(f"stored checkpoint {row.id} is refused: {problem}")
                 continue

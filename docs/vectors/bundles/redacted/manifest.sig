@@ -1,0 +1,5 @@
+mcp-blackbox bundle manifest v1
+vectors.example/log
+manifest 8c16a08a919fe6f8484950052726aeff8f6b05ca2af0c6786b27fbb23863a8d8
+
+— vectors.example/log c9s/S3peBpLAqsnzuSbVRVrMiUGFNS6Q1FwOv43y9LlDlI6CZMrz1GQO4bx8guO53avIzHDiQ5ECuJ7IUcfavhc3+wI=

@@ -1,0 +1,5 @@
+mcp-blackbox bundle manifest v1
+vectors.example/log
+manifest d005d16896bb13008c2afcaf6cbe4dfee965307142fad264b5519eac36d0e8cb
+
+— vectors.example/log c9s/SwjQr41cFKe9M8z2cMAZw45xvFSoklyCEZHYp2yutrM8I5/nxmxOmYIyLZmz5YbKIyoDk/HwT6QowsceISuTNQA=
