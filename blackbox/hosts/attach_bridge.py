@@ -102,7 +102,8 @@ def unbridged_entry_text(text: str, node: Any, entry: dict) -> str:
     """A bridge entry back as the HTTP entry it was made from (when the attach state is gone):
     the URL and the headers are read from the bridge's arguments."""
     args = entry["args"]
-    env = entry.get("env") if isinstance(entry.get("env"), dict) else {}
+    found = entry.get("env")
+    env: dict[str, str] = found if isinstance(found, dict) else {}
     # Headers from the environment (attach's way), or from `--header` arguments (before it).
     lines = env_headers(env) + [
         args[i] for i in range(1, len(args) - 1) if args[i - 1] == "--header"
