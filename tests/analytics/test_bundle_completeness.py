@@ -11,7 +11,6 @@ signed.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from blackbox.recorder.trust.signing import note_for_export
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
+from tests.fixtures import bundlekit
 
 ORIGIN = "example.com/audit"
 
@@ -66,94 +66,24 @@ def signed(store_url: str, blackbox_env: dict[str, str], tmp_path: Path) -> Bund
     return Bundle(bundle, out.strip().splitlines()[-1], ids, store_url)
 
 
-# -- the attacker's tools: they know the format (docs/trust.md), not the key --------------------
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _put(path: Path, docs: list[dict]) -> None:
-    path.write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in docs))
-
-
-def _manifest(bundle: Path) -> dict:
-    return json.loads((bundle / "manifest.json").read_text())
-
-
-def _save(bundle: Path, manifest: dict, rehash: bool = True) -> None:
-    """The manifest written back; with `rehash`, every file's sha256, bytes and rows first."""
-    if rehash:
-        for name, meta in manifest["files"].items():
-            data = (bundle / name).read_bytes()
-            meta["sha256"] = hashlib.sha256(data).hexdigest()
-            meta["bytes"] = len(data)
-            if name.endswith(".jsonl"):
-                meta["rows"] = sum(1 for line in data.splitlines() if line.strip())
-    (bundle / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-
-
-def _relist_leaves(manifest: dict, proofs: list[dict]) -> None:
-    """What a thorough attacker does: each session's listed leaves recomputed from the proofs."""
-    for sid, meta in manifest["sessions"].items():
-        if "leaves" not in meta:
-            continue
-        indices = sorted(p["leaf_index"] for p in proofs if p["session_id"] == sid)
-        covered = [i for i in indices if i is not None]
-        ranges: list[list[int]] = []
-        for i in covered:
-            if ranges and ranges[-1][1] + 1 == i:
-                ranges[-1][1] = i
-            else:
-                ranges.append([i, i])
-        meta["leaves"] = {
-            "ranges": ranges,
-            "covered": len(covered),
-            "not_covered": len(indices) - len(covered),
-        }
-
-
-def drop_session(bundle: Path, sid: str) -> None:
-    """The session's records, sessions row, decisions, proofs and manifest entry removed; every
-    count and every file hash in the manifest recomputed."""
-    manifest = _manifest(bundle)
-    kept: dict[str, list[dict]] = {}
-    for stem in ("records", "sessions", "decisions", "proofs"):
-        rows = _lines(bundle / f"{stem}.jsonl")
-        kept[stem] = [r for r in rows if r["session_id"] != sid]
-        _put(bundle / f"{stem}.jsonl", kept[stem])
-    entry = manifest["sessions"].pop(sid)
-    counts = manifest["counts"]
-    counts["sessions"] -= 1
-    counts["records"] -= entry["records"]
-    counts["redacted_records"] -= entry["redacted_records"]
-    counts["decisions"] = len(kept["decisions"])
-    coverage = manifest["chain_coverage"]
-    coverage["records_rehashed"] -= entry["records"] - entry["redacted_records"]
-    coverage["records_attested"] -= entry["redacted_records"]
-    proven = sum(1 for p in kept["proofs"] if p["leaf_index"] is not None)
-    manifest["tree"]["records_proven"] = proven
-    manifest["tree"]["records_not_covered"] = len(kept["proofs"]) - proven
-    walls = [r["wall_ns"] for r in kept["records"]]
-    manifest["time_range"]["first_ns"], manifest["time_range"]["last_ns"] = min(walls), max(walls)
-    _relist_leaves(manifest, kept["proofs"])
-    _save(bundle, manifest)
-
-
 def drop_seal(bundle: Path, sid: str, rehash: bool = True) -> None:
     """The last record of a sealed session (its seal) removed from the records and proofs; with
     `rehash`, the session made to look never sealed and the manifest recomputed to match."""
-    records = _lines(bundle / "records.jsonl")
+    records = bundlekit.read_jsonl(bundle / "records.jsonl")
     seal = next(r for r in records if r["session_id"] == sid and r["kind"] == "session_sealed")
     before = next(r for r in records if r["session_id"] == sid and r["seq"] == seal["seq"] - 1)
     records.remove(seal)
-    _put(bundle / "records.jsonl", records)
+    bundlekit.write_jsonl(bundle / "records.jsonl", records)
     gone = (sid, seal["seq"])
-    proofs = [p for p in _lines(bundle / "proofs.jsonl") if (p["session_id"], p["seq"]) != gone]
-    _put(bundle / "proofs.jsonl", proofs)
+    proofs = [
+        p
+        for p in bundlekit.read_jsonl(bundle / "proofs.jsonl")
+        if (p["session_id"], p["seq"]) != gone
+    ]
+    bundlekit.write_jsonl(bundle / "proofs.jsonl", proofs)
     if not rehash:
         return
-    sessions = _lines(bundle / "sessions.jsonl")
+    sessions = bundlekit.read_jsonl(bundle / "sessions.jsonl")
     for row in sessions:
         if row["session_id"] == sid:
             row.update(
@@ -163,8 +93,8 @@ def drop_seal(bundle: Path, sid: str, rehash: bool = True) -> None:
                 sealed_count=None,
                 head=before["hash"],
             )
-    _put(bundle / "sessions.jsonl", sessions)
-    manifest = _manifest(bundle)
+    bundlekit.write_jsonl(bundle / "sessions.jsonl", sessions)
+    manifest = bundlekit.manifest_of(bundle)
     entry = manifest["sessions"][sid]
     entry.update(
         records=entry["records"] - 1, last_seq=before["seq"], head=before["hash"], sealed_count=None
@@ -172,8 +102,8 @@ def drop_seal(bundle: Path, sid: str, rehash: bool = True) -> None:
     manifest["counts"]["records"] -= 1
     manifest["chain_coverage"]["records_rehashed"] -= 1
     manifest["tree"]["records_proven"] -= 1
-    _relist_leaves(manifest, proofs)
-    _save(bundle, manifest)
+    bundlekit.relist_leaves(manifest, proofs)
+    bundlekit.save_manifest(bundle, manifest)
 
 
 def sign_as(bundle: Path, signer: Signer) -> None:
@@ -192,14 +122,14 @@ def problems(bundle: Path, *key: str) -> tuple[int, list[str]]:
 
 
 def test_a_signed_bundle_lists_its_leaves_and_verifies_complete(signed: Bundle) -> None:
-    manifest = _manifest(signed.path)
+    manifest = bundlekit.manifest_of(signed.path)
     note = (signed.path / "manifest.sig").read_text()
     digest = hashlib.sha256((signed.path / "manifest.json").read_bytes()).hexdigest()
     text, _, signature = note.partition("\n\n")
     assert text.split("\n") == ["mcp-blackbox bundle manifest v1", ORIGIN, f"manifest {digest}"]
     assert signature.startswith(f"\u2014 {ORIGIN} ")
     assert manifest["manifest_signature"]["file"] == "manifest.sig"
-    proofs = _lines(signed.path / "proofs.jsonl")
+    proofs = bundlekit.read_jsonl(signed.path / "proofs.jsonl")
     for sid in signed.ids:
         leaves = manifest["sessions"][sid]["leaves"]
         assert leaves["covered"] + leaves["not_covered"] == manifest["sessions"][sid]["records"]
@@ -221,7 +151,7 @@ def test_a_signed_bundle_lists_its_leaves_and_verifies_complete(signed: Bundle) 
 
 
 def test_a_whole_session_dropped_with_every_hash_recomputed_fails(signed: Bundle) -> None:
-    drop_session(signed.path, signed.ids[1])
+    bundlekit.drop_session(signed.path, signed.ids[1])
     code, lines = problems(signed.path, "--key", signed.vkey)
     assert code == 1, lines
     assert any("manifest_signature_invalid" in line for line in lines), lines
@@ -231,9 +161,9 @@ def test_a_whole_session_dropped_with_every_hash_recomputed_fails(signed: Bundle
     assert code == 1 and any("manifest_signature_invalid" in line for line in lines), lines
     # ... and with it gone too the bundle is consistent with itself, which is all it proves then.
     (signed.path / "manifest.sig").unlink()
-    manifest = _manifest(signed.path)
+    manifest = bundlekit.manifest_of(signed.path)
     manifest["manifest_signature"] = None
-    _save(signed.path, manifest)
+    bundlekit.save_manifest(signed.path, manifest)
     code, lines = problems(signed.path)
     assert code == 0 and any("completeness was not checked" in line for line in lines), lines
 
@@ -244,8 +174,10 @@ def test_a_session_dropped_under_the_signed_manifest_is_named(signed: Bundle) ->
     victim = signed.ids[0]
     for stem in ("records", "sessions", "decisions", "proofs"):
         path = signed.path / f"{stem}.jsonl"
-        _put(path, [r for r in _lines(path) if r["session_id"] != victim])
-    _save(signed.path, _manifest(signed.path))
+        bundlekit.write_jsonl(
+            path, [r for r in bundlekit.read_jsonl(path) if r["session_id"] != victim]
+        )
+    bundlekit.save_manifest(signed.path, bundlekit.manifest_of(signed.path))
     code, lines = problems(signed.path, "--key", signed.vkey)
     assert code == 1
     assert any("manifest_signature_invalid" in line for line in lines), lines
@@ -269,18 +201,18 @@ def test_one_record_dropped_under_the_signed_manifest_is_named(signed: Bundle) -
 
 
 def test_the_signature_dropped_fails_with_the_key(signed: Bundle) -> None:
-    drop_session(signed.path, signed.ids[1])
+    bundlekit.drop_session(signed.path, signed.ids[1])
     (signed.path / "manifest.sig").unlink(missing_ok=True)
-    manifest = _manifest(signed.path)
+    manifest = bundlekit.manifest_of(signed.path)
     manifest["manifest_signature"] = None  # and the manifest made to look unsigned
-    _save(signed.path, manifest)
+    bundlekit.save_manifest(signed.path, manifest)
     code, lines = problems(signed.path, "--key", signed.vkey)
     assert code == 1
     assert len(lines) == 1 and "manifest_unsigned" in lines[0], lines
 
 
 def test_a_manifest_re_signed_with_another_key_of_the_same_name_fails(signed: Bundle) -> None:
-    drop_session(signed.path, signed.ids[1])
+    bundlekit.drop_session(signed.path, signed.ids[1])
     sign_as(signed.path, Signer.generate(ORIGIN))
     code, lines = problems(signed.path, "--key", signed.vkey)
     assert code == 1
@@ -290,10 +222,10 @@ def test_a_manifest_re_signed_with_another_key_of_the_same_name_fails(signed: Bu
 
 
 def test_edited_manifest_counts_fail(signed: Bundle) -> None:
-    manifest = _manifest(signed.path)
+    manifest = bundlekit.manifest_of(signed.path)
     manifest["counts"]["records"] += 5
     manifest["tree"]["records_proven"] += 5
-    _save(signed.path, manifest, rehash=False)
+    bundlekit.save_manifest(signed.path, manifest, rehash=False)
     code, lines = problems(signed.path, "--key", signed.vkey)
     assert code == 1
     assert any("manifest_signature_invalid" in line for line in lines), lines
@@ -303,9 +235,9 @@ def test_edited_manifest_counts_fail(signed: Bundle) -> None:
 
 
 def test_the_manifest_s_tree_made_larger_than_the_checkpoint_fails(signed: Bundle) -> None:
-    manifest = _manifest(signed.path)
+    manifest = bundlekit.manifest_of(signed.path)
     manifest["tree"]["tree_size"] += 1
-    _save(signed.path, manifest, rehash=False)
+    bundlekit.save_manifest(signed.path, manifest, rehash=False)
     code, lines = problems(signed.path, "--key", signed.vkey)
     assert code == 1
     assert any("manifest_signature_invalid" in line for line in lines), lines
@@ -313,11 +245,11 @@ def test_the_manifest_s_tree_made_larger_than_the_checkpoint_fails(signed: Bundl
 
 
 def test_listed_leaves_moved_fail(signed: Bundle) -> None:
-    manifest = _manifest(signed.path)
+    manifest = bundlekit.manifest_of(signed.path)
     victim = signed.ids[2]
     leaves = manifest["sessions"][victim]["leaves"]
     leaves["ranges"] = [[a + 1, b + 1] for a, b in leaves["ranges"]]
-    _save(signed.path, manifest, rehash=False)
+    bundlekit.save_manifest(signed.path, manifest, rehash=False)
     code, lines = problems(signed.path, "--key", signed.vkey)
     assert code == 1
     assert any("manifest_signature_invalid" in line for line in lines), lines
@@ -339,7 +271,7 @@ def test_a_bundle_exported_without_a_key_says_so_in_one_line(
     key.rename(tmp_path / "elsewhere.key")  # no key configured: the stored checkpoint is used
     _export(store_url, tmp_path / "b")
     assert not (tmp_path / "b" / "manifest.sig").exists()
-    assert _manifest(tmp_path / "b")["manifest_signature"] is None
+    assert bundlekit.manifest_of(tmp_path / "b")["manifest_signature"] is None
     code, lines = problems(tmp_path / "b", "--key", vkey)
     assert code == 1
     assert len(lines) == 1 and "manifest_unsigned" in lines[0] and "keys init" in lines[0], lines
