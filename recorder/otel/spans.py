@@ -121,6 +121,32 @@ class SpanData:
         return name, max(0, self.end_ns - self.start_ns) / 1e9, attrs
 
 
+# Not passed through the redaction rules as text: captured content, redacted as parsed JSON (by
+# key and by value) when it was captured; and values that are ids, numbers or names from a fixed
+# set (methods, versions, outcomes, fault names), which redacting would only slow: every span has
+# them, and on the batch export that was a 1.4x slowdown for nothing.
+_NOT_TEXT = frozenset(
+    {
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+        "error.type",
+        "gen_ai.operation.name",
+        "jsonrpc.request.id",
+        "mcp.method.name",
+        "mcp.protocol.version",
+        "mcp.session.id",
+        "mcp_blackbox.direction",
+        "mcp_blackbox.fault",
+        "mcp_blackbox.outcome",
+        "mcp_blackbox.session_id",
+        "mcp_blackbox.stage",
+        "network.protocol.name",
+        "network.transport",
+        "rpc.response.status_code",
+    }
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Options:
     """What the mapping may include: arguments and results are opt-in (the conventions say so),
@@ -199,6 +225,7 @@ class SessionSpans:
         self.done: list[SpanData] = []
         self.ended = False
         self._redactor: Redactor | None = None
+        self._texts: dict[str, str] = {}
 
     # -- feeding -------------------------------------------------------------------------------
 
@@ -246,9 +273,37 @@ class SessionSpans:
             self._ended(raw, seq, wall_ns, position)
 
     def take(self) -> list[SpanData]:
-        """The spans completed since the last `take`."""
+        """The spans completed since the last `take`, redacted: every text that leaves for a
+        collector goes through the same rules as the stored and exported records."""
         done, self.done = self.done, []
+        return [self._redacted(span) for span in done]
+
+    def _text(self, text: str) -> str:
+        # Short texts (tool and prompt names) repeat span after span: redacted once each.
+        done = self._texts.get(text)
+        if done is not None:
+            return done
+        if self._redactor is None:
+            self._redactor = self.options.redactor or Redactor.default()
+        done = self._redactor.redact_text(text)
+        if len(text) <= 128 and len(self._texts) < 1024:
+            self._texts[text] = done
         return done
+
+    def _redacted_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            k: self._text(v) if isinstance(v, str) and k not in _NOT_TEXT else v
+            for k, v in attrs.items()
+        }
+
+    def _redacted(self, span: SpanData) -> SpanData:
+        """Error messages, resource URIs, fault details and every other text attribute and
+        event of `span` redacted (the captured content is redacted as JSON already)."""
+        span.attributes = self._redacted_attrs(span.attributes)
+        if span.status_message is not None:
+            span.status_message = self._text(span.status_message)
+        span.events = [(n, ts, self._redacted_attrs(a)) for n, ts, a in span.events]
+        return span
 
     # -- the records ---------------------------------------------------------------------------
 
