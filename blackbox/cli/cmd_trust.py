@@ -5,6 +5,7 @@ blackbox.recorder.trust.signing, blackbox.recorder.trust.logproof."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -63,8 +64,10 @@ def keys_show(key_file: Path | None) -> None:
     "--publish",
     metavar="DIR|CMD",
     default=None,
-    help="Also hand the checkpoint to this directory (checkpoint-<size>.txt, checkpoint.txt) "
-    "or command (the note on its stdin): a place the database's administrator does not control.",
+    help="Also hand the checkpoint to this existing directory (checkpoint-<size>.txt and "
+    "checkpoint.txt, the latest) or command (the note on its stdin): a place the database's "
+    "administrator does not control. The latest checkpoint is handed on even when nothing new "
+    "was signed; exit 1 when it cannot be (the checkpoint is still signed and kept).",
 )
 def checkpoint(store_url: str | None, key_file: Path | None, publish: str | None) -> None:
     """Sign a checkpoint (C2SP tlog-checkpoint) over the log as it stands, keep it in the store
@@ -78,7 +81,14 @@ def checkpoint(store_url: str | None, key_file: Path | None, publish: str | None
     """
     signer = keyfile.load_signer(keyfile.key_file(key_file))
     store = open_configured_store(store_url, create=True)
-    issued = signing.issue(store, signer, keyfile.data_dir(), publish)
+    try:
+        issued = signing.issue(store, signer, keyfile.data_dir(), publish)
+    except signing.PublishError as exc:
+        # Signed and kept, not published: the note is printed, the failure said, exit 1.
+        if exc.issued is not None:
+            click.echo(exc.issued.note, nl=False)
+        click.echo(f"blackbox: checkpoint signed and kept, but not published: {exc}", err=True)
+        sys.exit(1)
     click.echo(issued.note, nl=False)
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from blackbox.recorder import private_dir, private_file
 from blackbox.recorder.log import Kind, NewEvent
@@ -145,36 +145,50 @@ def issue(
     naming which."""
     with store.transaction(write=True) as conn:
         file = checkpoints_file(data_dir, tree.log_id(conn)) if data_dir is not None else None
-        from_file = _last_in_file(file) if file is not None else None  # a tail: a few KiB
-        head = tree.sequence(conn)
-        last = tree.stored_checkpoints(conn, last=True)
-        if from_file is not None:
-            problem = _refusal(conn, from_file, f"in {file}", head)
-            if problem:
-                raise CheckpointError(problem)
-        trusted = None
-        if last:
-            previous = Checkpoint(signer.name, last[0].size, last[0].root_hash)
-            problem = _refusal(conn, previous, "in the store", head)
-            if problem:
-                raise CheckpointError(problem)
-            opened, _ = open_note(last[0].note, [signer.verifier])
-            if last[0].size == head.size and opened is not None:
-                return Issued(last[0].note, head.size, head.root, False)
-            if opened is not None:
-                trusted = (last[0].size, last[0].root_hash)
-        # Never sign the cache's word: the root is checked against the leaves (those after the
-        # last checkpoint this key signed; all of them without one).
-        try:
-            tree_check.checked_root(conn, head.size, trusted, claimed=head.root)
-        except tree.TreeDamaged as exc:
-            raise CheckpointError(f"{exc}; refusing to sign") from None
-        note = sign_checkpoint(Checkpoint(signer.name, head.size, head.root), signer)
-        tree.store_checkpoint(conn, head.size, head.root, note)
-    if file is not None:
-        append_to_file(file, note, head.size)
+        issued = _sign_if_grown(conn, signer, file)
+    if issued.new and file is not None:
+        append_to_file(file, issued.note, issued.size)
     if publish:
-        publish_note(publish, note, head.size)
+        # Also when nothing new was signed: a publication place set up after the last
+        # checkpoint gets the latest now (`--publish` never exits 0 having written nothing).
+        try:
+            publish_note(publish, issued.note, issued.size)
+        except PublishError as exc:
+            exc.issued = issued
+            raise
+    return issued
+
+
+def _sign_if_grown(conn: Any, signer: Signer, file: Path | None) -> Issued:
+    """In the caller's write transaction (`conn`, the store's connection: SQLAlchemy stays in
+    the store): the last checkpoint when the log has not grown since, else a new one, signed
+    and stored; refusals as `issue` says."""
+    from_file = _last_in_file(file) if file is not None else None  # a tail: a few KiB
+    head = tree.sequence(conn)
+    last = tree.stored_checkpoints(conn, last=True)
+    if from_file is not None:
+        problem = _refusal(conn, from_file, f"in {file}", head)
+        if problem:
+            raise CheckpointError(problem)
+    trusted = None
+    if last:
+        previous = Checkpoint(signer.name, last[0].size, last[0].root_hash)
+        problem = _refusal(conn, previous, "in the store", head)
+        if problem:
+            raise CheckpointError(problem)
+        opened, _ = open_note(last[0].note, [signer.verifier])
+        if last[0].size == head.size and opened is not None:
+            return Issued(last[0].note, head.size, head.root, False)
+        if opened is not None:
+            trusted = (last[0].size, last[0].root_hash)
+    # Never sign the cache's word: the root is checked against the leaves (those after the
+    # last checkpoint this key signed; all of them without one).
+    try:
+        tree_check.checked_root(conn, head.size, trusted, claimed=head.root)
+    except tree.TreeDamaged as exc:
+        raise CheckpointError(f"{exc}; refusing to sign") from None
+    note = sign_checkpoint(Checkpoint(signer.name, head.size, head.root), signer)
+    tree.store_checkpoint(conn, head.size, head.root, note)
     return Issued(note, head.size, head.root, True)
 
 
@@ -194,11 +208,31 @@ def append_to_file(path: Path, note: str, size: int) -> None:
         os.fsync(out.fileno())
 
 
+class PublishError(CheckpointError):
+    """The checkpoint was signed and kept, but could not be handed to `--publish`'s target;
+    `issued` is the checkpoint (set by `issue`)."""
+
+    issued: Issued | None = None
+
+
 def publish_note(target: str, note: str, size: int) -> None:
     """Hand a new checkpoint to `target`: an existing directory gets `checkpoint-<size>.txt` and
     `checkpoint.txt` (the latest, replaced atomically); anything else is a command run with the
     note on its standard input (split like a shell would, not run by one)."""
     directory = Path(target).expanduser()
+    argv = shlex.split(target) if not directory.is_dir() else []
+    # A path that names no directory is a mistake, not a command to run: a trailing slash, or a
+    # single word with a slash in it that is not a program.
+    looks_like_dir = target.endswith("/") or (
+        len(argv) == 1
+        and ("/" in argv[0] or argv[0].startswith("~"))
+        and not os.access(Path(argv[0]).expanduser(), os.X_OK)
+    )
+    if not directory.is_dir() and looks_like_dir:
+        raise PublishError(
+            f"--publish {target}: no such directory (make it first; a command is run with the "
+            "note on its standard input)"
+        )
     if directory.is_dir():
         (directory / f"checkpoint-{size:012d}.txt").write_text(note, encoding="utf-8")
         latest = directory / "checkpoint.txt"
@@ -206,9 +240,8 @@ def publish_note(target: str, note: str, size: int) -> None:
         partial.write_text(note, encoding="utf-8")
         os.replace(partial, latest)
         return
-    argv = shlex.split(target)
     if not argv:
-        raise CheckpointError("--publish names no directory and no command")
+        raise PublishError("--publish names no directory and no command")
     try:
         done = subprocess.run(
             argv,
@@ -219,10 +252,10 @@ def publish_note(target: str, note: str, size: int) -> None:
             env={**os.environ, "BLACKBOX_CHECKPOINT_SIZE": str(size)},
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CheckpointError(f"publishing the checkpoint with {argv[0]} failed: {exc}") from None
+        raise PublishError(f"publishing the checkpoint with {argv[0]} failed: {exc}") from None
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        raise CheckpointError(f"publishing the checkpoint with {argv[0]} failed: {why}")
+        raise PublishError(f"publishing the checkpoint with {argv[0]} failed: {why}")
 
 
 class AutoCheckpoints:

@@ -321,4 +321,21 @@ def test_publish_to_a_directory_and_to_a_command(signed, tmp_path):
     assert code == 0 and copied.read_text() == note
     store.append(session_events(calls=1, start_ns=T0 + 11 * 10**9))
     code, out = run("checkpoint", "--store", store_url, "--publish", "false")
-    assert code == 2 and "publishing the checkpoint with false failed" in out
+    assert code == 1 and "publishing the checkpoint with false failed" in out
+    assert "signed and kept, but not published" in out
+
+
+def test_publish_hands_on_the_latest_when_nothing_new_was_signed(signed, tmp_path):
+    """`checkpoint --publish DIR` exited 0 and wrote nothing when the log had not grown since
+    the last checkpoint; a DIR that does not exist was run as a command."""
+    _store, store_url, _vkey, _outside, _ = signed
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    code, note = run("checkpoint", "--store", store_url, "--publish", str(shelf))
+    assert code == 0, note
+    assert (shelf / "checkpoint.txt").read_text() == note
+    missing = tmp_path / "no" / "such" / "dir"
+    for target in (str(missing), f"{missing}/"):
+        code, out = run("checkpoint", "--store", store_url, "--publish", target)
+        assert code == 1, out
+        assert "no such directory" in out and not missing.exists()
