@@ -11,6 +11,7 @@ its database differs.
 from __future__ import annotations
 
 import errno
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -53,6 +54,15 @@ def describe_db_error(exc: BaseException, url: str) -> StoreError:
         )
     if "file is not a database" in low:
         return StoreUnavailable(f"store {url} is not a SQLite database")
+    # Before "connection failed": psycopg says a missing database or role in the same line, and
+    # the server was reached — "unreachable" would send the user to look at the wrong thing.
+    missing = re.search(r'(database|role) "([^"]*)" does not exist', text)
+    if missing is not None:
+        what, name = missing.groups()
+        hint = f"create it (createdb {name})" if what == "database" else "check the user name"
+        return StoreUnavailable(
+            f"store {url}: the server answered, but {what} {name!r} does not exist there: {hint}"
+        )
     if "connection refused" in low or "could not connect" in low or "connection failed" in low:
         return StoreUnavailable(f"store {url} is unreachable (is PostgreSQL running there?)")
     if "does not exist" in low and "database" in low:

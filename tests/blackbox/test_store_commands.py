@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.store import open_store
 
-from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.environment import BLACKBOX, PG_URL
 from tests.fixtures.storekit import T0, session_events
 
 
@@ -110,6 +110,14 @@ def test_default_store_lives_in_the_data_directory(blackbox_env):
 def test_postgresql_unreachable():
     proc = run("sessions", "--store", "postgresql://postgres@127.0.0.1:1/test")
     assert_one_line_error(proc, "unreachable")
+
+
+def test_a_postgresql_database_that_does_not_exist_is_not_called_unreachable():
+    """The server answers and says the database is missing: it was reported as unreachable."""
+    url = PG_URL.rsplit("/", 1)[0] + "/bb_no_such_database"
+    proc = run("sessions", "--store", url)
+    assert_one_line_error(proc, "database 'bb_no_such_database' does not exist there")
+    assert "unreachable" not in proc.stderr and "createdb bb_no_such_database" in proc.stderr
 
 
 def test_sqlite_locked(tmp_path):
