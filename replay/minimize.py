@@ -340,21 +340,25 @@ def _since(began: float) -> float:
 
 def _trial_options(options: ReplayOptions, baseline: ReplayResult) -> ReplayOptions:
     """Options for trials of an exit goal. With the recorded exit in a trial the replayer waits
-    for the server to exit on its own, up to the response timeout: in every trial that does not
-    reproduce, so the wait is cut to a few times the slowest response of the full replay."""
+    for the server to exit on its own: in every trial that does not reproduce, so that wait is
+    cut to a few times the slowest response of the full replay.
+
+    The first response also carries the server's start-up (what was sent before the server was
+    up waited for it): the responses a trial waits for keep it in, since every trial starts a
+    server; the exit wait, which begins once every response is in, counts each response from
+    when it was sent or from the server's first answer, whichever came later (an SDK server's
+    start-up of 1.5 s, tripled, made every trial that does not reproduce wait 5 s for an exit
+    that a crashing server makes within milliseconds)."""
     run = baseline.run
-    slowest = 0.0
-    if run is not None:
-        slowest = max(
-            (
-                (run.arrived_at[n] - run.sent_at[n]) / 1e9
-                for n in run.arrived_at
-                if n in run.sent_at
-            ),
-            default=0.0,
-        )
+    slowest = after_start = 0.0
+    if run is not None and run.arrived_at:
+        up = min(run.arrived_at.values())
+        answered = [(run.sent_at[n], run.arrived_at[n]) for n in run.arrived_at if n in run.sent_at]
+        slowest = max(((got - sent) / 1e9 for sent, got in answered), default=0.0)
+        after_start = max(((got - max(sent, up)) / 1e9 for sent, got in answered), default=0.0)
     trial = copy.copy(options)
     trial.response_timeout_s = min(options.response_timeout_s, max(EXIT_WAIT_S, 3 * slowest))
+    trial.exit_wait_s = min(trial.response_timeout_s, max(EXIT_WAIT_S, 3 * after_start))
     return trial
 
 

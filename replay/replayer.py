@@ -91,6 +91,9 @@ class ReplayOptions:
     injections: Sequence[Injection] = ()
     expect_fault: bool = False
     response_timeout_s: float = 10.0
+    # How long a server whose recording exited on its own gets to exit again once every
+    # response is in (None: the response timeout). replay/minimize.py cuts it for its trials.
+    exit_wait_s: float | None = None
     server_request_wait_s: float = 2.0
     default_masks: bool = True
     skip_steps: frozenset[int] = frozenset()  # steps not sent (replay/safety.py, --read-only)
@@ -424,7 +427,8 @@ class _Driving:
         if any(f.fault == "server_exit" for f in self.rec.faults):
             # The recorded server exited on its own: give the replayed one the same chance
             # before closing its input, or its exit would look like our doing.
-            deadline = time.monotonic() + self.opt.response_timeout_s
+            wait = self.opt.exit_wait_s
+            deadline = time.monotonic() + (self.opt.response_timeout_s if wait is None else wait)
             while not self.gone and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
         deadline = time.monotonic() + self.opt.server_request_wait_s

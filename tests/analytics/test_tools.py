@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 from blackbox.recorder.store import open_store
@@ -15,13 +14,20 @@ from tests.fixtures import peers
 from tests.fixtures.taps import run_session, wait_sealed
 
 
-@pytest.fixture
-def drifted(tmp_path: Path, sqlite_url: str) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def drifted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Two sessions of the drift server, clean then poisoned, recorded once for the tests
+    below, which only read them: the environment of a `blackbox` run over them."""
+    tmp_path = tmp_path_factory.mktemp("drifted")
+    sqlite_url = f"sqlite:///{tmp_path / 'store.db'}"
     run_session(tmp_path, sqlite_url, "clean")
     store = open_store(sqlite_url)
-    wait_sealed(store, 1)
-    run_session(tmp_path, sqlite_url, "poisoned")
-    wait_sealed(store, 2)
+    try:
+        wait_sealed(store, 1)
+        run_session(tmp_path, sqlite_url, "poisoned")
+        wait_sealed(store, 2)
+    finally:
+        store.close()
     return {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home"), "BLACKBOX_STORE": sqlite_url}
 
 

@@ -33,20 +33,27 @@ def sent(store, sid: str) -> list[dict]:  # type: ignore[no-untyped-def]
     ]
 
 
-@pytest.fixture
-def sessions(sqlite_url: str, tmp_path: Path) -> tuple[str, str]:
-    store = open_store(sqlite_url)
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+    """A legacy and a stateless session of the example server, recorded once for the tests
+    that replay or read them (a replay stores a session of its own and leaves these as they
+    were): (store URL, legacy id, modern id)."""
+    tmp = tmp_path_factory.mktemp("eras")
+    url = f"sqlite:///{tmp / 'store.db'}"
+    store = open_store(url)
     server = peers.EXAMPLE_SERVER
-    legacy = record_session(store, sqlite_url, tmp_path, server, CALLS, "legacy", "old")
-    modern = record_session(store, sqlite_url, tmp_path, server, CALLS, "modern", "new")
-    store.close()
-    return legacy, modern
+    try:
+        legacy = record_session(store, url, tmp, server, CALLS, "legacy", "old")
+        modern = record_session(store, url, tmp, server, CALLS, "modern", "new")
+    finally:
+        store.close()
+    return url, legacy, modern
 
 
 def test_legacy_session_replays_in_the_stateless_era_with_no_divergence(
-    sqlite_url: str, sessions: tuple[str, str]
+    recorded: tuple[str, str, str],
 ) -> None:
-    legacy, _ = sessions
+    sqlite_url, legacy, _ = recorded
     store = open_store(sqlite_url)
     result = replay_session(store, legacy, options=ReplayOptions(era="2026-07-28"))
     assert result.exit_code == 0, render_text(result)
@@ -76,10 +83,8 @@ def test_legacy_session_replays_in_the_stateless_era_with_no_divergence(
     store.close()
 
 
-def test_stateless_session_replays_in_a_legacy_era(
-    sqlite_url: str, sessions: tuple[str, str]
-) -> None:
-    _, modern = sessions
+def test_stateless_session_replays_in_a_legacy_era(recorded: tuple[str, str, str]) -> None:
+    sqlite_url, _, modern = recorded
     code = CliRunner().invoke(
         main, ["replay", modern, "--era", "2025-11-25", "--format", "json", "--store", sqlite_url]
     )
@@ -114,8 +119,8 @@ def test_a_legacy_only_server_fails_the_stateless_handshake_visibly(
     store.close()
 
 
-def test_bridge_round_trip_keeps_the_calls(sqlite_url: str, sessions: tuple[str, str]) -> None:
-    legacy, _ = sessions
+def test_bridge_round_trip_keeps_the_calls(recorded: tuple[str, str, str]) -> None:
+    sqlite_url, legacy, _ = recorded
     store = open_store(sqlite_url)
     records = list(store.read_session(legacy))
     back = bridge_records(bridge_records(records, "2026-07-28"), "2025-11-25")

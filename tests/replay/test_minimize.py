@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Direction, Kind
-from blackbox.recorder.store import EventStore, open_store
-from blackbox.replay.minimize import closure, ddmin, dependencies
+from blackbox.recorder.store import open_store
+from blackbox.replay.minimize import EXIT_WAIT_S, _trial_options, closure, ddmin, dependencies
 from blackbox.replay.recording import load_recording
 from blackbox.replay.replayer import ReplayOptions, replay_session
 from blackbox.replay.report import render_text
+from blackbox.replay.results import ReplayResult, Run
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
@@ -114,43 +116,70 @@ def test_ddmin_is_one_minimal_and_cheap() -> None:
     assert ddmin(list(range(10)), needs(set())) == []
 
 
-def _mixed_session(sqlite_url: str, tmp_path: Path) -> tuple[EventStore, str]:
-    """A tool error, two echoes, a sleep and a crash: several faults to choose a goal from."""
-    store = open_store(sqlite_url)
+def test_trials_wait_for_an_exit_without_the_servers_start_up() -> None:
+    """The first answer of the full replay also carries the server's start-up (1.5 s here; the
+    calls took 10 ms, and 400 ms): the responses of a trial may take that long again, but the
+    wait for an exit that does not come is counted from the calls alone."""
+    ms = 1_000_000
+
+    def trial(sent: dict[int, int], arrived: dict[int, int]) -> ReplayOptions:
+        run = Run(sent_at={n: t * ms for n, t in sent.items()},
+                  arrived_at={n: t * ms for n, t in arrived.items()})  # fmt: skip
+        baseline = ReplayResult("s", None, "t", "stdio", None, "none", [], [], [], [], [], None,
+                                2.0, False, run=run)  # fmt: skip
+        return _trial_options(ReplayOptions(), baseline)
+
+    fast = trial({1: 0, 3: 1500, 4: 1510}, {1: 1500, 3: 1510, 4: 1520})
+    assert fast.response_timeout_s == pytest.approx(4.5) and fast.exit_wait_s == EXIT_WAIT_S
+    # sent before the server was up: counted from its first answer
+    early = trial({1: 0, 3: 0}, {1: 1500, 3: 1900})
+    assert early.response_timeout_s == pytest.approx(5.7)
+    assert early.exit_wait_s == pytest.approx(1.2)
+    assert ReplayOptions().exit_wait_s is None  # a plain replay waits the response timeout
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A tool error, two echoes, a sleep and a crash: several faults to choose a goal from.
+    Recorded once for the tests below, which only read it (each minimisation adds a derived
+    session of its own and leaves the recorded one as it was): (store URL, session id)."""
+    tmp = tmp_path_factory.mktemp("mixed")
+    url = f"sqlite:///{tmp / 'store.db'}"
+    store = open_store(url)
     calls = [("fail", {"reason": "r"}), ("echo", {"message": "a"}), ("echo", {"message": "b"})]
     calls += [("sleep", {"seconds": 0}), ("crash", {"code": 5})]
-    sid = record_session(store, sqlite_url, tmp_path, peers.EXAMPLE_SERVER, calls, "legacy", "mix")
-    return store, sid
+    try:
+        sid = record_session(store, url, tmp, peers.EXAMPLE_SERVER, calls, "legacy", "mix")
+    finally:
+        store.close()
+    return url, sid
 
 
-def test_until_divergence_keeps_the_diverging_call(sqlite_url: str, tmp_path: Path) -> None:
-    store, sid = _mixed_session(sqlite_url, tmp_path)
+def test_until_divergence_keeps_the_diverging_call(mixed: tuple[str, str]) -> None:
+    url, sid = mixed
     louder = f"{peers.PYTHON} {SERVERS / 'variant.py'} louder"
     code, out, err = cli("minimize", sid, "--against", louder, "--until", "divergence",
-                         "--store", sqlite_url)  # fmt: skip
+                         "--store", url)  # fmt: skip
     assert code == 0, out + err
     assert "goal: tools/call echo diverged" in err
     assert "kept: initialize, notifications/initialized, tools/call echo\n" in out
-    store.close()
 
 
-def test_until_text_keeps_what_makes_the_server_print_it(sqlite_url: str, tmp_path: Path) -> None:
-    store, sid = _mixed_session(sqlite_url, tmp_path)
+def test_until_text_keeps_what_makes_the_server_print_it(mixed: tuple[str, str]) -> None:
+    url, sid = mixed
     # a text of the server's stderr: the crash's own message
     code, out, err = cli("minimize", sid, "--until", "crashing with exit code 5",
-                         "--store", sqlite_url)  # fmt: skip
+                         "--store", url)  # fmt: skip
     assert code == 0, out + err
     assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
-    code, out, _ = cli("minimize", sid, "--until", "never printed", "--store", sqlite_url)
+    code, out, _ = cli("minimize", sid, "--until", "never printed", "--store", url)
     assert code == 1 and "'never printed' does not appear" in out
-    store.close()
 
 
-def test_of_several_faults_the_crash_is_the_goal(sqlite_url: str, tmp_path: Path) -> None:
-    store, sid = _mixed_session(sqlite_url, tmp_path)
+def test_of_several_faults_the_crash_is_the_goal(mixed: tuple[str, str]) -> None:
+    url, sid = mixed
     # several faults reproduce (a tool error, then the crash): the crash is the goal
-    code, out, err = cli("minimize", sid, "--store", sqlite_url)
+    code, out, err = cli("minimize", sid, "--store", url)
     assert code == 0, out + err
     assert "goal: fault server_exit at tools/call crash" in err
     assert "kept: initialize, notifications/initialized, tools/call crash\n" in out
-    store.close()

@@ -25,23 +25,29 @@ def test_recorded(blackbox_session):
 """
 
 
-@pytest.fixture
-def recorded(sqlite_url: str, tmp_path: Path) -> tuple[str, str, Path]:
-    """Two sessions of the example server (one per era) and a bundle holding both."""
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str, Path]:
+    """Two sessions of the example server (one per era) and a bundle holding both, made once
+    for the tests below (the bundle is only read; the store gains a suite and replays, which
+    the bundle test never looks at): (store URL, legacy id, modern id, bundle)."""
+    tmp_path = tmp_path_factory.mktemp("plugin")
+    sqlite_url = f"sqlite:///{tmp_path / 'store.db'}"
     store = open_store(sqlite_url)
     server = peers.EXAMPLE_SERVER
-    legacy = record_session(
-        store, sqlite_url, tmp_path, server, [("echo", {"message": "hi"})], "legacy", "greet"
-    )
-    modern = record_session(
-        store, sqlite_url, tmp_path, server, [("fail", {"reason": "no"})], "modern", "refuse"
-    )
-    bundle = tmp_path / "bundle"
-    export_bundle(
-        store, bundle, fmt="jsonl", sessions=[store.session(legacy), store.session(modern)]
-    )
-    store.close()
-    return legacy, modern, bundle
+    try:
+        legacy = record_session(
+            store, sqlite_url, tmp_path, server, [("echo", {"message": "hi"})], "legacy", "greet"
+        )
+        modern = record_session(
+            store, sqlite_url, tmp_path, server, [("fail", {"reason": "no"})], "modern", "refuse"
+        )
+        bundle = tmp_path / "bundle"
+        export_bundle(
+            store, bundle, fmt="jsonl", sessions=[store.session(legacy), store.session(modern)]
+        )
+    finally:
+        store.close()
+    return sqlite_url, legacy, modern, bundle
 
 
 def run(pytester: pytest.Pytester, source: str, variant: str) -> pytest.RunResult:
@@ -51,9 +57,9 @@ def run(pytester: pytest.Pytester, source: str, variant: str) -> pytest.RunResul
 
 
 def test_bundle_sessions_pass_unchanged_and_fail_with_the_report_when_changed(
-    pytester: pytest.Pytester, recorded: tuple[str, str, Path]
+    pytester: pytest.Pytester, recorded: tuple[str, str, str, Path]
 ) -> None:
-    legacy, modern, bundle = recorded
+    _url, legacy, modern, bundle = recorded
     source = f"bundle={str(bundle)!r}"
     same = run(pytester, source, "same")
     same.assert_outcomes(passed=2)
@@ -73,9 +79,9 @@ def test_bundle_sessions_pass_unchanged_and_fail_with_the_report_when_changed(
 
 
 def test_store_sessions_by_name(
-    pytester: pytest.Pytester, sqlite_url: str, recorded: tuple[str, str, Path]
+    pytester: pytest.Pytester, recorded: tuple[str, str, str, Path]
 ) -> None:
-    legacy, _modern, _bundle = recorded
+    sqlite_url, legacy, _modern, _bundle = recorded
     source = f"store={sqlite_url!r}, name='greet'"
     changed = run(pytester, source, "louder")
     changed.assert_outcomes(failed=1)
