@@ -9,8 +9,14 @@ Three kinds of rules:
 
 - by key name anywhere in a payload (`password`, `authorization`, ...): the whole value goes;
 - by JSON path (`$.params.arguments.card`, `$.result.content[*].text`): the whole value goes;
-- by regular expression over string values (bearer tokens, API-key shapes, e-mail addresses):
-  the match goes, or only its group named `secret` when the pattern has one.
+- by pattern over string values: the built-in shapes of secrets (API keys of the well-known
+  services, JWTs, PEM keys, bearer and basic credentials, URL passwords and query credentials,
+  e-mail addresses; `rules`), values introduced by a secret's name inside text (a JSON object
+  quoted in a tool's text, `PASSWORD=...`, `Authorization: ...`; `embedded`), and a rules
+  file's regular expressions: the match goes, or only its group named `secret` when it has one.
+
+Every pattern runs on RE2 (`engine`), in time linear in the text: a frame from a hostile server
+cannot make redaction slow, and a rules file's pattern RE2 cannot run is refused at load.
 
 A redacted value becomes `[redacted:<fingerprint>]`, where the fingerprint is the first 16 hex
 digits of HMAC-SHA256(key, secret). The key comes from the rules file or a key file, so equal
@@ -24,6 +30,7 @@ that cannot redact must not leak).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import secrets
@@ -31,129 +38,60 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import encode_json
+from blackbox.recorder.privacy.embedded import (
+    PHRASE,
+    QUOTED_TAILS,
+    URL_AND_HEADERS,
+    keyed_rules,
+    make_rules,
+)
+from blackbox.recorder.privacy.engine import (
+    MARKER,
+    MARKER_PREFIX,
+    Context,
+    Hit,
+    Match,
+    Picker,
+    RedactionRulesError,
+    Regex,
+    Rule,
+    apply_rules,
+    compile_builtin,
+    compile_user,
+    strip_group_names,
+)
 from blackbox.recorder.privacy.fingerprint import (
     FingerprintKeyError,
     fingerprint,
     load_or_create_key,
 )
+from blackbox.recorder.privacy.rules import (
+    BLOCKS,
+    BUILTIN_KEYS,
+    EMAIL,
+    KEY_SHAPES,
+    NOT_SECRET_KEYS,
+    PATH_KEYS,
+    STRING_ONLY_KEYS,
+    fold_key,
+    has_token_word,
+    is_placeholder,
+    is_schema,
+    key_variants,
+    make_rule,
+)
 
-MARKER_PREFIX = "[redacted:"
 FINGERPRINT_HEX = 16
 
 
-class RedactionRulesError(BlackboxError):
-    """A rules file that cannot be read or makes no sense."""
-
-
-# Key names whose values are secrets wherever they appear. Names are compared after folding
-# camelCase to snake_case, lower-casing and turning '-' into '_' (so `X-Api-Key`, `apiKey` and
-# `api_key` all match). A name matches when it equals one of these or ends with `_<one of these>`.
-BUILTIN_KEYS = (
-    "pass",
-    "password",
-    "passwd",
-    "pwd",
-    "passphrase",
-    "secret",
-    "client_secret",
-    "token",
-    "access_token",
-    "refresh_token",
-    "id_token",
-    "auth_token",
-    "api_key",
-    "apikey",
-    "x_api_key",
-    "authorization",
-    "proxy_authorization",
-    "cookie",
-    "set_cookie",
-    "private_key",
-    "credentials",
-    "session_token",
-)
-# Names that would match a suffix above but are protocol plumbing, not secrets.
-NOT_SECRET_KEYS = frozenset({"progress_token", "next_token", "max_tokens", "tokens"})
-# Besides, any name with a word containing "token" (`tokenValue`, `x_token_id`, `csrftoken`) is a
-# secret, except token counts and tokenizers (`input_tokens`, `token_count`, `tokenizer`).
-_TOKEN_WORD = re.compile(r"token(?!s\b|s_|_count\b|_limit\b|i[sz])")
-
-# (name, pattern). A group named `secret` narrows what is replaced.
-#
-# Every built-in pattern runs in time linear in the text, because a hostile server can put
-# anything in a frame and these run on the tap's path (`--redact`) and on every export. Each one
-# either starts with a literal (the engine skips to its occurrences), or may start only where a
-# run of its characters starts (a negative lookbehind), and no two unbounded repetitions in it can
-# share characters. A pattern that breaks these rules is quadratic on a crafted run (an e-mail
-# pattern rescans from every word start to the `@`); bench/redact.py prints each rule's ratio
-# against a plain text of the same size.
-BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("bearer", r"(?i)\b(?:bearer|token)\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})"),
-    ("basic_auth", r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"),
-    # Anchored on `://`: the scheme in front adds nothing to find the password after the user.
-    ("url_password", r"://[^/\s:@]+:(?P<secret>[^/\s@]+)@"),
-    (
-        "assignment",
-        r"(?i)\b(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key)"
-        r"\s*[=:]\s*[\"']?(?P<secret>[^\s\"'&,;]{3,})",
-    ),
-    # "my password is hunter2.", "the passphrase was: x y" (the first word; trailing
-    # punctuation is the sentence's, not the password's).
-    (
-        "password_phrase",
-        r"(?i)\b(?:password|passwd|passphrase|passcode|pwd)\s+(?:is|was)\s*:?\s*[\"']?"
-        r"(?P<secret>[^\s\"'&,;]*[^\s\"'&,;.!?)\]}])",
-    ),
-    ("openai_anthropic_key", r"\bsk-[A-Za-z0-9_-]{16,}"),
-    ("stripe_key", r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"),
-    ("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    (
-        "jwt",
-        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    ),
-    # The body may not hold another BEGIN line, so each scan for the END ends at the next key.
-    (
-        "private_key_block",
-        r"-----BEGIN [A-Z ]{0,64}PRIVATE KEY-----(?:[^-]|-(?!----BEGIN ))*?"
-        r"-----END [A-Z ]{0,64}PRIVATE KEY-----",
-    ),
-    (
-        "email",
-        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
-    ),
-)
-
-# Literals (lower-case) at least one of which every match of a built-in pattern contains: a
-# string containing none of them cannot match, which is far cheaper to check than the regexes.
-BUILTIN_TRIGGERS: dict[str, tuple[str, ...]] = {
-    "bearer": ("bearer", "token"),
-    "basic_auth": ("basic",),
-    "url_password": ("://",),
-    "assignment": ("password", "passwd", "pwd", "secret", "token", "api", "access"),
-    "password_phrase": ("passw", "passphrase", "passcode", "pwd"),
-    "openai_anthropic_key": ("sk-",),
-    "stripe_key": ("k_live_", "k_test_"),
-    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    "aws_access_key": ("akia", "asia"),
-    "slack_token": ("xox",),
-    "google_api_key": ("aiza",),
-    "jwt": ("eyj",),
-    "private_key_block": ("-----begin",),
-    "email": ("@",),
-}
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def _fold_key(name: str) -> str:
-    return _CAMEL.sub("_", name).lower().replace("-", "_")
+@functools.cache
+def _builtin_rules() -> tuple[tuple[Rule, ...], tuple[Rule, ...], tuple[Rule, ...]]:
+    """The built-in rules, compiled once: (before the keyed rules, after them, last)."""
+    first = tuple(make_rule(spec) for spec in BLOCKS) + make_rules(URL_AND_HEADERS)
+    first += tuple(make_rule(spec) for spec in KEY_SHAPES)
+    return first, make_rules((*QUOTED_TAILS, PHRASE)), (make_rule(EMAIL),)
 
 
 def _parse_path(path: str) -> tuple[str, ...]:
@@ -169,12 +107,16 @@ def _parse_path(path: str) -> tuple[str, ...]:
     return parts
 
 
-@dataclass(slots=True)
-class _Pattern:
-    name: str
-    regex: re.Pattern[str]
-    has_secret_group: bool
-    builtin: bool = False
+def _user_pick(has_secret: bool) -> Picker:
+    """A rules file's pattern: the match goes, or only its group named `secret`."""
+
+    def pick(buf: bytes, m: Match, ctx: Context) -> Hit | None:
+        start, end = m.span("secret") if has_secret else m.span()
+        if start < 0 or start == end or buf.startswith(MARKER, start):
+            return None
+        return start, end, ctx.marker(buf[start:end]).encode()
+
+    return pick
 
 
 @dataclass
@@ -185,16 +127,18 @@ class Redactor:
     keys: frozenset[str] = frozenset()
     key_suffixes: tuple[str, ...] = ()
     paths: tuple[tuple[str, ...], ...] = ()
-    patterns: tuple[_Pattern, ...] = ()
+    # Every pattern rule, in the order they run: built-in shapes, values named in text, the rules
+    # file's patterns.
+    rules: tuple[Rule, ...] = ()
     source: str = "builtin"
     # How many values were replaced, by rule name: what a caller reports.
     counts: dict[str, int] = field(default_factory=dict)
-    # One regex that matches wherever any pattern could: most strings match none, and one
-    # search is far cheaper than one substitution per pattern (None: patterns not combinable).
+    # Whether a string may match any rule: the built-ins' literals and one pattern joining the
+    # rules file's; most strings match none (None: every rule runs on every string).
     prefilter: _Prefilter | None = None
     # Substrings any secret key name contains (lower-cased): with the prefilter, lets a frame
     # with no candidate at all skip parsing (None: no fast path for these rules).
-    key_needles: re.Pattern[str] | None = None
+    key_needles: Regex | None = None
     # Whether the built-in key rules (which include "any name with a token word") apply.
     builtin_keys: bool = False
     _key_cache: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -212,39 +156,35 @@ class Redactor:
         source: str = "custom",
     ) -> Redactor:
         """A redactor from explicit rules; the built-in rules are included unless `builtins` is
-        False. A pattern is a regex or a (name, regex) pair."""
-        names = {_fold_key(k) for k in keys}
+        False. A pattern is a regex or a (name, regex) pair, in RE2's syntax (Python's for
+        common patterns); RedactionRulesError, naming it, if RE2 cannot run it."""
+        names = {fold_key(k) for k in keys}
         if builtins:
             names.update(BUILTIN_KEYS)
-        compiled: list[_Pattern] = []
-        n_builtin = len(BUILTIN_PATTERNS) if builtins else 0
-        sources: list[tuple[str, str]] = list(BUILTIN_PATTERNS) if builtins else []
+        user: list[Rule] = []
         for i, pat in enumerate(patterns):
-            sources.append(pat if isinstance(pat, tuple) else (f"pattern_{i + 1}", pat))
-        for i, (name, text) in enumerate(sources):
-            try:
-                regex = re.compile(text)
-            except re.error as exc:
-                raise RedactionRulesError(f"bad regular expression {text!r}: {exc}") from None
-            if i >= n_builtin:
-                _refuse_catastrophic(name, text)
-            compiled.append(_Pattern(name, regex, "secret" in regex.groupindex, i < n_builtin))
+            name, text = pat if isinstance(pat, tuple) else (f"pattern_{i + 1}", pat)
+            regex = compile_user(name, text)
+            user.append(Rule(name, regex, _user_pick("secret" in regex.groupindex)))
+        first, phrase, last = _builtin_rules() if builtins else ((), (), ())
+        rules = (*first, *keyed_rules(names), *phrase, *last, *user)
         parsed_paths = tuple(_parse_path(p) for p in paths)
         return cls(
             key=key if key is not None else secrets.token_bytes(32),
             keys=frozenset(names),
             key_suffixes=tuple("_" + n for n in sorted(names)),
             paths=parsed_paths,
-            patterns=tuple(compiled),
+            rules=rules,
             source=source,
-            prefilter=_Prefilter.build(compiled),
-            key_needles=_needles(names, compiled, parsed_paths),
+            prefilter=_Prefilter.build(rules, user),
+            key_needles=_needles(names, user, parsed_paths),
             builtin_keys=builtins,
         )
 
     @classmethod
     def default(cls, key: bytes | None = None) -> Redactor:
-        """The built-in rules: bearer tokens, API-key shapes, password-like keys, e-mails."""
+        """The built-in rules: secret key names, the shapes of well-known secrets, secrets named
+        in text, e-mail addresses."""
         return cls.build(key=key, builtins=True, source="builtin")
 
     @classmethod
@@ -256,7 +196,7 @@ class Redactor:
             key_file = "redact.key"        # relative to this file; made (random) if missing
             keys = ["x-session-token"]     # key names, anywhere in a payload
             paths = ["$.params.arguments.card_number", "$.result.content[*].text"]
-            patterns = ['\\b4[0-9]{15}\\b']  # regexes over string values
+            patterns = ['\\b4[0-9]{15}\\b']  # regexes (RE2) over string values
             [patterns_named]               # or named regexes (the name shows in counts)
             iban = '\\bDE[0-9]{20}\\b'
 
@@ -320,38 +260,23 @@ class Redactor:
         self.counts[rule] = self.counts.get(rule, 0) + 1
 
     def redact_text(self, text: str) -> str:
-        """A string with every pattern match replaced."""
-        if self.prefilter is not None and not self.prefilter.may_match(text):
+        """A string with every pattern match replaced (the very same string when none)."""
+        raw = text.encode("utf-8", "surrogatepass")
+        out = self._redact_bytes(raw)
+        if out is raw:
             return text
-        low = text.lower() if len(text) > 256 else None
-        for pat in self.patterns:
-            # A long text runs only the built-ins whose literals it holds: each regex pass scans
-            # the whole text, so a long frame of one hostile kind pays for one rule, not fourteen.
-            triggers = BUILTIN_TRIGGERS.get(pat.name) if pat.builtin else None
-            if low is not None and triggers and not any(t in low for t in triggers):
-                continue
-            if pat.has_secret_group:
+        try:
+            return out.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:  # a lone surrogate cut by a match: keep the rest readable
+            return out.decode("utf-8", "replace")
 
-                def repl(m: re.Match[str], pat: _Pattern = pat) -> str:
-                    secret = m.group("secret")
-                    if secret is None or secret.startswith(MARKER_PREFIX):
-                        return m.group(0)
-                    self._count(pat.name)
-                    start, end = m.span("secret")
-                    base = m.start(0)
-                    whole = m.group(0)
-                    return whole[: start - base] + self.marker(secret) + whole[end - base :]
+    def _redact_bytes(self, raw: bytes) -> bytes:
+        if self.prefilter is not None and not self.prefilter.may_match(raw):
+            return raw
+        return apply_rules(self.rules, raw, self, self._count)
 
-            else:
-
-                def repl(m: re.Match[str], pat: _Pattern = pat) -> str:
-                    self._count(pat.name)
-                    return self.marker(m.group(0))
-
-            text = pat.regex.sub(repl, text)
-        return text
-
-    def _is_secret_key(self, name: str) -> bool:
+    def is_secret_key(self, name: str) -> bool:
+        """Whether a value named `name` (a JSON key, a variable, a header) is a secret."""
         known = self._key_cache.get(name)
         if known is not None:
             return known
@@ -361,12 +286,12 @@ class Redactor:
         return known
 
     def _judge_key(self, name: str) -> bool:
-        folded = _fold_key(name)
+        folded = fold_key(name)
         if folded in NOT_SECRET_KEYS:
             return False
         if folded in self.keys or folded.endswith(self.key_suffixes):
             return True
-        return self.builtin_keys and _TOKEN_WORD.search(folded) is not None
+        return self.builtin_keys and has_token_word(folded)
 
     def _whole(self, value: object, rule: str) -> str:
         if isinstance(value, str):
@@ -389,9 +314,10 @@ class Redactor:
         if self.paths and path and any(_path_matches(p, path) for p in self.paths):
             return self._whole(obj, "path")
         if isinstance(obj, dict):
+            named = self._names_a_secret(obj)
             out: dict[str, object] = {}
             for k, v in obj.items():
-                if v is not None and isinstance(k, str) and self._is_secret_key(k):
+                if v is not None and isinstance(k, str) and self._is_secret_value(k, v, named):
                     out[k] = self._whole(v, "key")
                 else:
                     out[k] = self._walk(v, (*path, str(k)))
@@ -401,6 +327,30 @@ class Redactor:
         if isinstance(obj, str):
             return self._redact_string(obj)
         return obj
+
+    def _names_a_secret(self, obj: dict) -> bool:
+        """`{"name": "DB_PASSWORD", "value": "..."}`: a list of variables (Kubernetes, ECS,
+        a completion request's argument) names the secret in one key, holds it in another."""
+        if "value" not in obj and "Value" not in obj:
+            return False
+        name = obj.get("name", obj.get("Name", obj.get("key", obj.get("Key"))))
+        return isinstance(name, str) and len(name) <= 200 and self.is_secret_key(name)
+
+    def _is_secret_value(self, key: str, value: object, named: bool) -> bool:
+        if named and key in ("value", "Value"):
+            return True
+        if isinstance(value, bool) or not self.is_secret_key(key):
+            return False  # a flag (`has_password: true`) holds no secret
+        folded = fold_key(key)
+        if isinstance(value, dict | list):
+            # A JSON Schema describing a secret (a tool's `inputSchema`) is not one, nor is a
+            # configuration object under `auth`.
+            return not (folded in STRING_ONLY_KEYS or is_schema(value))
+        if isinstance(value, str):
+            if folded in PATH_KEYS and value.startswith(("/", "~")):
+                return False  # `PWD=/home/me`: a working directory
+            return not is_placeholder(value.encode("utf-8", "surrogatepass"))
+        return True
 
     def _redact_string(self, text: str) -> str:
         # Tool results often carry JSON inside a string (content[].text): redact it as JSON so
@@ -432,16 +382,12 @@ class Redactor:
             return self.marker(bytes(raw)).encode()
 
     def _redact_frame(self, raw: bytes) -> bytes:
-        if self.key_needles is not None and self.prefilter is not None:
+        if self.key_needles is not None and self.prefilter is not None and b"\\" not in raw:
             # Fast path, for frames with no escapes: JSON strings then appear verbatim in the
-            # text, so no pattern match and no key-name substring in the whole frame means no
+            # text, so no rule's literal and no key-name substring in the whole frame means no
             # match in any of its strings or keys.
-            text = raw.decode("utf-8", "surrogateescape")
-            if (
-                "\\" not in text
-                and not self.prefilter.may_match(text)
-                and self.key_needles.search(text.lower()) is None
-            ):
+            low = raw.lower()
+            if not self.prefilter.may_match(raw, low) and self.key_needles.search(low) is None:
                 return raw
         before = sum(self.counts.values())
         body = raw.strip()
@@ -450,11 +396,9 @@ class Redactor:
         except ValueError:
             value = _NOT_JSON
         if value is _NOT_JSON:
-            text = raw.decode("utf-8", "surrogateescape")
-            out = self.redact_text(text)
-            if sum(self.counts.values()) == before:
-                return raw
-            return out.encode("utf-8", "surrogateescape")
+            # The bytes themselves: what is not UTF-8 passes through untouched.
+            out = self._redact_bytes(raw)
+            return raw if sum(self.counts.values()) == before else out
         redacted = self.redact_value(value)
         if sum(self.counts.values()) == before:
             return raw
@@ -472,76 +416,56 @@ _NOT_JSON = object()
 
 
 def _needles(
-    names: Iterable[str], patterns: Iterable[_Pattern], paths: tuple[tuple[str, ...], ...]
-) -> re.Pattern[str] | None:
-    """A regex of the substrings every secret key name contains, in each spelling (snake,
+    names: Iterable[str], user: Iterable[Rule], paths: tuple[tuple[str, ...], ...]
+) -> Regex | None:
+    """A pattern of the substrings every secret key name contains, in each spelling (snake,
     camel folded, kebab); None when the fast path would be unsound: path rules (they match any
-    value) or rules-file patterns anchored to a string's edges or looking around it."""
-    edges = re.compile(r"(?<![\[\\])\^|(?<!\\)\$|\\[AZbB]|\(\?<[=!]|\(\?!")
-    # Built-ins are prefiltered by their literals, which a string's edges cannot hide.
-    custom = [p for p in patterns if not (p.builtin and p.name in BUILTIN_TRIGGERS)]
-    if paths or any(edges.search(p.regex.pattern.replace(r"\b", "")) for p in custom):
+    value) or rules-file patterns anchored to a string's edges."""
+    edges = re.compile(r"(?<![\[\\])\^|(?<!\\)\$|\\[AZzbB]")
+    if paths or any(edges.search(r.regex.pattern.replace(r"\b", "")) for r in user):
         return None
-    variants = set()
-    for name in names:
-        variants.update({name, name.replace("_", ""), name.replace("_", "-")})
+    variants = key_variants(set(names))
     if not variants:
-        return re.compile(r"(?!x)x")  # never matches: no key rules
-    return re.compile("|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True)))
+        return compile_builtin(r"[^\s\S]")  # never matches: no key rules
+    return compile_builtin("|".join(re.escape(v) for v in variants))
 
 
 class _Prefilter:
-    """Whether a string may match any pattern: built-ins by their trigger literals, the rules
-    file's patterns by one combined regex (most strings match nothing, and one check is far
-    cheaper than one substitution per pattern)."""
+    """Whether a text may match any rule: built-ins by their literals, the rules file's patterns
+    by one pattern joining them (most strings match nothing, and one check is far cheaper than
+    one pass per rule)."""
 
-    def __init__(self, triggers: tuple[str, ...], combined: re.Pattern[str] | None) -> None:
+    def __init__(self, triggers: tuple[bytes, ...], combined: Regex | None) -> None:
         self.triggers = triggers
+        # One pattern of all the literals: one pass over the text, not one per literal.
+        self.literals = compile_builtin("|".join(re.escape(t.decode()) for t in triggers))
         self.combined = combined
 
     @classmethod
-    def build(cls, patterns: Iterable[_Pattern]) -> _Prefilter | None:
-        """None when the patterns cannot be combined soundly (then every pattern runs)."""
-        triggers: list[str] = []
-        custom: list[_Pattern] = []
-        for pat in patterns:
-            known = BUILTIN_TRIGGERS.get(pat.name)
-            if known is not None and pat.builtin:
-                triggers.extend(known)
-            else:
-                custom.append(pat)
+    def build(cls, rules: Iterable[Rule], user: list[Rule]) -> _Prefilter | None:
+        """None when some built-in rule has no literal (then every rule runs on every text)."""
+        triggers: list[bytes] = []
+        for rule in rules:
+            if rule.triggers:
+                triggers.extend(rule.triggers)
+            elif rule not in user:
+                return None
         combined = None
-        if custom:
-            combined = _combine(custom)
-            if combined is None:
+        if user:
+            joined = "|".join(f"(?:{strip_group_names(r.regex.pattern)})" for r in user)
+            try:
+                combined = Regex(joined)
+            except Exception:  # re2.error: the joined pattern is too large for RE2
                 return None
         return cls(tuple(dict.fromkeys(triggers)), combined)
 
-    def may_match(self, text: str) -> bool:
-        if self.triggers:
-            low = text.lower()
-            if any(t in low for t in self.triggers):
-                return True
-        return self.combined is not None and self.combined.search(text) is not None
-
-
-def _combine(patterns: Iterable[_Pattern]) -> re.Pattern[str] | None:
-    """One alternation of all patterns: leading global flags become scoped groups and named
-    groups plain ones (names may repeat across patterns). None when that does not compile or
-    when back-references would point at the wrong group once combined."""
-    parts = []
-    for pat in patterns:
-        if re.search(r"\\[1-9]|\(\?P=|\(\?\(", pat.regex.pattern):
-            return None
-        text = re.sub(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>", "(", pat.regex.pattern)
-        flags = re.match(r"^\(\?([aiLmsux]+)\)", text)
-        if flags:
-            text = f"(?{flags.group(1)}:{text[flags.end() :]})"
-        parts.append(f"(?:{text})")
-    try:
-        return re.compile("|".join(parts))
-    except re.error:
-        return None
+    def may_match(self, text: str | bytes, low: bytes | None = None) -> bool:
+        """Whether any rule may match `text` (`low`: the text in lower case, if at hand)."""
+        raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        low = raw.lower() if low is None else low
+        if self.triggers and self.literals.search(low) is not None:
+            return True
+        return self.combined is not None and self.combined.search(raw) is not None
 
 
 def _path_matches(pattern: tuple[str, ...], path: tuple[str, ...]) -> bool:
@@ -557,44 +481,4 @@ def _strings(doc: dict, name: str, path: Path) -> list[str]:
     return value
 
 
-__all__ = ["RedactionRulesError", "Redactor", "load_or_create_key"]
-
-
-def _refuse_catastrophic(name: str, text: str) -> None:
-    """Refuse a rule with a repetition of varying length inside a repetition (`(a+)+`,
-    `(\\w*\\s?)*`), which backtracks exponentially on a near-miss. Rules run on the tap's
-    path and Python's engine cannot be interrupted, so such a rule is refused at load, not timed.
-    (Possessive and atomic repeats do not backtrack and are allowed.)"""
-    if TYPE_CHECKING:
-        import sre_parse  # typeshed describes re._parser under its old public name
-    else:
-        from re import _parser as sre_parse  # the parse tree the compiler itself uses
-
-    repeats = (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT)
-
-    def walk(items: Any, inside: bool) -> bool:  # a SubPattern: (op, arg) pairs, arg untyped
-        for op, arg in items:
-            if op in repeats:
-                lo, hi, body = arg
-                if inside and lo != hi:
-                    return True
-                if walk(body, inside or hi is sre_parse.MAXREPEAT or hi > 1):
-                    return True
-            elif op is sre_parse.SUBPATTERN:
-                children = [arg[-1]]
-            elif op is sre_parse.BRANCH:
-                children = arg[1]
-            elif op in (sre_parse.ASSERT, sre_parse.ASSERT_NOT):
-                children = [arg[1]]
-            else:
-                continue  # literals, classes; atomic groups and possessive repeats never backtrack
-            if op not in repeats and any(walk(child, inside) for child in children):
-                return True
-        return False
-
-    if walk(sre_parse.parse(text), False):
-        raise RedactionRulesError(
-            f"redaction rule {name} ({text!r}) nests a repetition inside a repetition, which can "
-            "take exponential time on a hostile frame: rewrite it without the outer or inner "
-            "repeat (e.g. '(a+)+' as 'a+')"
-        )
+__all__ = ["MARKER_PREFIX", "RedactionRulesError", "Redactor", "load_or_create_key"]

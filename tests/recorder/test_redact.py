@@ -229,18 +229,48 @@ def test_without_a_key_fingerprints_join_within_one_redactor_only() -> None:
     assert a.marker("s") == a.marker("s") and a.marker("s") != b.marker("s")
 
 
-def test_patterns_with_back_references_still_apply() -> None:
-    """The combined prefilter must never hide a match of a pattern it cannot combine."""
-    redactor = Redactor.build(key=KEY, patterns=[r"(\w)\1\1-secret", r"(?P<d>\d)(?P=d)x"])
-    assert redactor.prefilter is None
-    assert redactor.redact_text("id aaa-secret and 77x") == (
-        f"id {redactor.marker('aaa-secret')} and {redactor.marker('77x')}"
+@pytest.mark.parametrize(
+    ("pattern", "construct"),
+    [
+        (r"(\w)\1\1-secret", "back-reference"),
+        (r"(?P<d>\d)(?P=d)x", "back-reference"),
+        (r"EMP-\d{4}(?!\d)", "lookahead"),
+        (r"(?<!x)EMP-\d{4}", "lookbehind"),
+        (r"(?>a+)b", "atomic group"),
+        (r"a++b", "possessive repeat"),
+        (r"(a)?(?(1)b|c)", "conditional group"),
+        (r"(?x) EMP - \d+", "flag"),
+    ],
+)
+def test_patterns_re2_cannot_run_are_refused_naming_the_pattern_and_why(
+    tmp_path: Path, pattern: str, construct: str
+) -> None:
+    """Before: these loaded and ran on Python's backtracking engine (a back-reference can make
+    a pattern super-linear); now every pattern runs on RE2, which has none of them."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text(f"[patterns_named]\nemployee_id = '{pattern}'\n", encoding="utf-8")
+    with pytest.raises(RedactionRulesError) as caught:
+        Redactor.load(rules)
+    message = str(caught.value)
+    assert "employee_id" in message and repr(pattern) in message and construct in message
+    assert "\n" not in message
+    with pytest.raises(RedactionRulesError, match="employee_id"):
+        Redactor.build(key=KEY, patterns=[("employee_id", pattern)])
+
+
+def test_rules_file_patterns_are_joined_into_one_prefilter() -> None:
+    redactor = Redactor.build(
+        key=KEY, patterns=[r"(?P<secret>\d{3})-\d{3}", r"(?i)emp-(?P<secret>x+)"]
+    )
+    assert redactor.prefilter is not None and redactor.prefilter.combined is not None
+    assert redactor.redact_text("id 123-456 and EMP-xx") == (
+        f"id {redactor.marker('123')}-456 and EMP-{redactor.marker('xx')}"
     )
     assert Redactor.default(key=KEY).prefilter is not None
 
 
 @pytest.mark.parametrize(
-    "pattern", [r"^EMP-\d{4}$", r"EMP-\d{4}(?!\d)", r"(?<!x)EMP-\d{4}", r"\AEMP-\d{4}\Z"]
+    "pattern", [r"^EMP-\d{4}$", r"EMP-\d{4}\b", r"\bEMP-\d{4}", r"\AEMP-\d{4}\Z"]
 )
 def test_patterns_that_see_string_edges_are_applied_per_string(pattern: str) -> None:
     """The whole-frame fast path would miss these: they must disable it, not leak."""
