@@ -10,7 +10,7 @@ import json
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import anyio
@@ -93,7 +93,9 @@ def test_stdio_tap_reloads_a_rewritten_policy_and_keeps_it_through_a_broken_one(
         first = tap.call("echo", {"message": "one"})
         assert "result" in first
         write_atomically(policy, DENY_ECHO)
-        time.sleep(2.5)  # the watcher reads the file once a second
+        # The watcher reads the file once a second; the tap says so once the new version is in
+        # force (the notice follows the swap).
+        eventually(lambda: any("reloaded" in line for line in tap.stderr), timeout=5)
         second = tap.call("echo", {"message": "two"})
         assert second["error"]["data"]["rule"] == "no-echo"
         write_atomically(policy, BROKEN)
@@ -145,6 +147,14 @@ def test_stdio_tap_reloads_a_rewritten_policy_and_keeps_it_through_a_broken_one(
     assert sha(ALLOW)[:12] in report.output and sha(DENY_ECHO)[:12] in report.output
 
 
+async def _said(notices: list[str], text: str, timeout: float = 10) -> None:
+    """Wait until a notice holds `text`: a watcher says a reload once the new version is in
+    force, and a failed load once it has kept the old one."""
+    with anyio.fail_after(timeout):
+        while not any(text in notice for notice in notices):
+            await anyio.sleep(0.02)
+
+
 async def _denied(session: ClientSession, message: str) -> str:
     try:
         await session.call_tool("echo", {"message": message})
@@ -167,10 +177,10 @@ def test_proxy_reloads_a_rewritten_policy_and_keeps_it_through_a_broken_one(
             await s.initialize()
             out.append(await s.call_tool("echo", {"message": "one"}))
             write_atomically(policy_file, DENY_ECHO)
-            await anyio.sleep(0.6)
+            await _said(notices, "reloaded")
             out.append(await _denied(s, "two"))
             write_atomically(policy_file, BROKEN)
-            await anyio.sleep(0.6)
+            await _said(notices, "did not load")
             out.append(await _denied(s, "three"))
         return out
 
@@ -207,6 +217,11 @@ def test_a_policy_that_does_not_load_at_start_is_an_error(tmp_path: Path) -> Non
     assert out.exit_code == 2 and "Traceback" not in out.output
 
 
+def _read_lines(stream, into: list[str]) -> None:  # type: ignore[no-untyped-def]
+    for line in stream:
+        into.append(line)
+
+
 def test_blackbox_proxy_process_reloads_its_policy(
     store_url: str, blackbox_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -222,10 +237,10 @@ def test_blackbox_proxy_process_reloads_its_policy(
             await s.initialize()
             out.append(await _denied(s, "one"))
             write_atomically(policy_file, DENY_ECHO)
-            await anyio.sleep(2.5)
+            await _said(said, "reloaded")
             out.append(await _denied(s, "two"))
             write_atomically(policy_file, BROKEN)
-            await anyio.sleep(2.5)
+            await _said(said, "did not load")
             out.append(await _denied(s, "three"))
         return out
 
@@ -241,12 +256,18 @@ def test_blackbox_proxy_process_reloads_its_policy(
             text=True,
             env=blackbox_env,
         )
+        # Its stderr, line by line as the proxy says them (a reload, a failed load).
+        said: list[str] = []
+        reader = threading.Thread(target=_read_lines, args=(proc.stderr, said), daemon=True)
+        reader.start()
         try:
             wait_listening(port, proc, timeout=20.0)
             results = anyio.run(calls, f"http://127.0.0.1:{port}/mcp")
         finally:
             proc.send_signal(signal.SIGINT)
-            _out, err = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
+            reader.join(timeout=30)
+        err = "".join(said)
     assert results == ["allowed", *["denied by policy rule no-echo: echo is switched off"] * 2]
     assert "did not load, keeping version " + sha(DENY_ECHO)[:12] in err
     store = open_store(store_url)
