@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from blackbox import migrations
+from tests.fixtures.clirun import run_blackbox
 
 ROOT = Path(__file__).resolve().parents[1]
 STORES = ROOT / "tests" / "fixtures" / "stores"
 VERSIONS = sorted(p.name for p in STORES.glob("schema-*"))
-BLACKBOX = str(Path(sys.executable).with_name("blackbox"))
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,9 +50,7 @@ class Old:
         self.vkey = key.read_text().strip() if key.exists() else None
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [BLACKBOX, *args], env=self.env, cwd=ROOT, capture_output=True, text=True, timeout=120
-        )
+        return run_blackbox(*args, env=self.env, cwd=ROOT)
 
     def sessions(self) -> dict[str, dict]:
         out = self.run("sessions", "--format", "json")

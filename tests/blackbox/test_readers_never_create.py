@@ -17,6 +17,7 @@ from blackbox.recorder.store import open_store
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.environment import BLACKBOX, PG_URL, pg_schema
 
 pytestmark = pytest.mark.timeout(300)
@@ -41,6 +42,12 @@ def readers(tmp_path: Path) -> list[list[str]]:
 
 
 def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The command in this process: what each reader does to the store is the question, not how
+    a process starts (the reported typo below runs the installed command)."""
+    return run_blackbox(*args, env=env)
+
+
+def run_installed(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [BLACKBOX, *args],
         env=env,
@@ -64,7 +71,7 @@ def test_the_reported_typo_creates_nothing(blackbox_env: dict[str, str]) -> None
     url = "sqlite:////typo/x.db"
     assert not Path("/typo").exists()
     try:
-        proc = run(blackbox_env, "sessions", "--store", url)
+        proc = run_installed(blackbox_env, "sessions", "--store", url)
         assert not Path("/typo").exists(), "a reader created the directory"
         assert_no_store(proc, url)
     finally:
