@@ -24,6 +24,7 @@ from blackbox.recorder.store import open_store
 
 from blackbox import config
 from tests.fixtures.analytics_kit import Session
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.environment import BLACKBOX
 
 # Runs for hours: 10^12 products.
@@ -156,7 +157,9 @@ def test_sql_reads_nothing_but_the_analytics(shared: dict, attack: str) -> None:
     copy = copy_dir(Path(setup["env"]["BLACKBOX_HOME"]) / "analytics", setup["url"])
     query = attack.format(copy=copy, tmp=setup["tmp"])
     started = time.monotonic()
-    result = sql(setup, query)
+    # In this process: the guard is the question, not how `blackbox sql` starts (the tests
+    # below run the installed command).
+    result = run_blackbox("sql", query, "--store", setup["url"], env=setup["env"])
     assert result.returncode == 2, (query, result.stdout, result.stderr)
     assert result.stderr.startswith("blackbox: refused:"), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.store import open_store
 
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.environment import BLACKBOX, PG_URL
 from tests.fixtures.storekit import T0, session_events
 
 
-def run(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [BLACKBOX, *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command in this process (what it prints and exits with is the question here; the
+    installed command is run by the stdio tap's tests)."""
+    return run_blackbox(*args, env=env)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, needle: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from blackbox.recorder.store import EventStore, open_store
 
-from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.taps import run_session, wait_sealed
 
 
@@ -75,9 +75,7 @@ trust_on_first_use = true
 
 def _blackbox(tmp_path: Path, store_url: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home"), "BLACKBOX_STORE": store_url}
-    return subprocess.run(
-        [peers.BLACKBOX, *args], capture_output=True, text=True, env=env, timeout=120
-    )
+    return run_blackbox(*args, env=env)
 
 
 def test_a_pinned_tool_is_denied_under_a_new_definition_until_approved(
