@@ -15,6 +15,7 @@ import duckdb
 from blackbox.analytics.parquet import ParquetCopy, Progress, RefreshResult, copy_dir
 from blackbox.analytics.views import DEFAULT_WINDOW_S, connect
 from blackbox.recorder import BlackboxError
+from blackbox.recorder.query import short_handles
 from blackbox.recorder.store import EventStore
 
 KINDS = ("latency", "errors", "permissions", "sessions")
@@ -45,7 +46,7 @@ class Filters:
     since_ns: int | None = None
     until_ns: int | None = None
     session: str | None = None
-    server: str | None = None
+    server: str | None = None  # a shell glob (DuckDB's GLOB reads it as fnmatch does)
 
 
 @dataclass
@@ -101,7 +102,7 @@ def _call_where(filters: Filters, by: str, alias: str = "") -> tuple[str, list]:
         clauses.append(f"{a}session_id = ?")
         params.append(filters.session)
     if filters.server is not None:
-        clauses.append(f"{a}server = ?")
+        clauses.append(f"{a}server GLOB ?")
         params.append(filters.server)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
@@ -197,7 +198,7 @@ def _decision_where(filters: Filters) -> tuple[str, list]:
         clauses.append("(session_id = ? OR call_session_id = ?)")
         params.extend([filters.session, filters.session])
     if filters.server is not None:
-        clauses.append("server = ?")
+        clauses.append("server GLOB ?")
         params.append(filters.server)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
@@ -286,7 +287,7 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
         clauses.append("s.session_id = ?")
         params.append(filters.session)
     if filters.server is not None:
-        clauses.append("s.server = ?")
+        clauses.append("s.server GLOB ?")
         params.append(filters.server)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
     base = f"""
@@ -454,6 +455,21 @@ def refreshed_connection(
     return connect(copy, window_s), result
 
 
+def _add_handles(store: EventStore, sections: list[Section]) -> None:
+    """A `handle` column after every column of session ids: the handle `blackbox sessions`
+    prints and every command takes."""
+    named = [(s, key) for s in sections for key in ("session", "session_id") if key in s.columns]
+    ids = [row[key] for s, key in named for row in s.rows if isinstance(row.get(key), str)]
+    if not ids:
+        return
+    handles = short_handles(store, sorted(set(ids)))
+    for section, key in named:
+        at = section.columns.index(key) + 1
+        section.columns = [*section.columns[:at], "handle", *section.columns[at:]]
+        for row in section.rows:
+            row["handle"] = handles.get(str(row.get(key)), "")
+
+
 def run_report(
     store: EventStore,
     base_dir: Path,
@@ -478,6 +494,7 @@ def run_report(
     con, result = refreshed_connection(store, base_dir, progress, window_s)
     try:
         report = Report(kind, by, filters, BUILDERS[kind](con, by, filters), refresh=result)
+        _add_handles(store, report.sections)
         if with_charts:
             report.charts = chart_data(con, filters)
     finally:

@@ -69,7 +69,7 @@ class ToolsError(BlackboxError):
 class ToolFilters:
     """Which servers and times an inventory covers; times are UTC ns."""
 
-    server: str | None = None
+    server: str | None = None  # a shell glob
     since_ns: int | None = None
     tool: str | None = None
 
@@ -118,7 +118,7 @@ def _where(filters: ToolFilters) -> tuple[str, list]:
     clauses: list[str] = []
     params: list[object] = []
     if filters.server is not None:
-        clauses.append("json_extract_string(doc, '$.server') = ?")
+        clauses.append("json_extract_string(doc, '$.server') GLOB ?")
         params.append(filters.server)
     if filters.since_ns is not None:
         clauses.append("wall_ns >= ?")

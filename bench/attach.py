@@ -76,11 +76,9 @@ def main() -> None:
             t0 = time.perf_counter()
             baseline(plain)
             t1 = time.perf_counter()
-            report = lib.attach(
-                config, wrapper=WRAPPER, store_url="sqlite:///bench.db", data_dir=Path(tmp)
-            )
+            report = lib.attach(config, wrapper=WRAPPER, data_dir=Path(tmp))
             t2 = time.perf_counter()
-            lib.detach(config)
+            lib.detach(config, data_dir=Path(tmp))
             t3 = time.perf_counter()
             times["json load+dump"].append(t1 - t0)
             times["attach"].append(t2 - t1)

@@ -17,101 +17,21 @@ thousands of real secrets, whose cost is per secret replaced.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import random
 import sys
 import time
 
+from blackbox.recorder.privacy.hostile import (
+    HOSTILE_PIECES,
+    QUICK_RUN_CHARS,
+    RUN_CHARS,
+    candidates,
+    frame,
+    plain_text,
+)
 from blackbox.recorder.privacy.redact import Redactor
 
 N = 80_000
-
-# The words each built-in rule starts from (its literals, and heads that need a value after them).
-HOSTILE: dict[str, tuple[str, ...]] = {
-    "private_key_block": ("-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----"),
-    "jwt": ("eyJ", "eyJabcdefgh.", "eyJabcdefgh.eyJabcdefgh"),
-    "url_password": ("://", "://a:", "://user:pw"),
-    "url_query": ("?token=", "&sig=", "?X-Amz-Signature=", "&key"),
-    "authorization_header": ("Authorization:", "Authorization: Bearer ", "Proxy-Authorization="),
-    "cookie_header": ("Cookie: ", "cookie=", "Set-Cookie:"),
-    "bearer": ("Bearer ", "token ", "Bearer abcdefg"),
-    "basic_auth": ("Basic ", "Basic abcdefg"),
-    "openai_anthropic_key": ("sk-", "sk-abcdefghijklmno"),
-    "stripe_key": ("sk_live_", "rk_test_", "whsec_"),
-    "github_token": ("ghp_", "github_pat_"),
-    "gitlab_token": ("glpat-", "gl"),
-    "aws_access_key": ("AKIA", "AKIA0123456789ABCDE"),
-    "slack_token": ("xoxb-", "xapp-1-"),
-    "slack_webhook": ("hooks.slack.com/services/T", "hooks.slack.com/services/T1/B"),
-    "google_api_key": ("AIza", "-AIza"),
-    "google_oauth": ("ya29.", "GOCSPX-"),
-    "azure_storage_key": ("AccountKey=",),
-    "sendgrid_key": ("SG.", "SG.abcdefghijklmnop."),
-    "npm_token": ("npm_",),
-    "pypi_token": ("pypi-AgE",),
-    "huggingface_token": ("hf_",),
-    "telegram_bot_token": ("12345678:AA",),
-    "mailchimp_key": ("0123456789abcdef0123456789abcdef-us",),
-    "digitalocean_token": ("dop_v1_",),
-    "shopify_token": ("shpat_",),
-    "embedded_json": ('"token"', '"api_key": ', '\\"secret\\": ', "'apiKey':"),
-    "name_value": ('{"name": "password", "value": ', '"name": "DB_PASSWORD"'),
-    "assignment": ("password=", "api_key:", "x-api-key: "),
-    "cli_flag": (" --password ", " -api-key "),
-    "quoted_after_name": ("PASSWORD '", 'client_secret "'),
-    "markdown_table": ("| user | password |\n|---|---|\n", "| a | b |\n"),
-    "sql_password": ("IDENTIFIED BY '",),
-    "netrc_password": ("\npassword ", "\nmachine h login u password "),
-    "password_phrase": ("password is", "password is:", "passphrase is '"),
-    "email": ("a.", "a@", "@a."),
-}
-RUN_CHARS = " \t\n.-_:=/@\"'\\aA0+%~;,&{[?#*$<é"
-QUICK_RUN_CHARS = " \n.-:=@\"'\\aA0"
-
-
-def _tile(unit: str, size: int) -> str:
-    return (unit * (size // len(unit) + 1))[:size]
-
-
-def plain_text(size: int) -> str:
-    rng = random.Random(7)
-    words = [
-        "the",
-        "server",
-        "returned",
-        "a",
-        "result",
-        "with",
-        "status",
-        "ok",
-        "and",
-        "the",
-        "tool",
-        "listed",
-        "files",
-        "in",
-    ]
-    sprinkle = [
-        "alice.auditor@example.org",
-        "https://user:hunter2pw@db.example.com/x",
-        "password=tiger-lily-42",
-        "Bearer abc123def456ghi789",
-        "sk-proj-Abc123Def456Ghi789Jkl012",
-        '{"api_key": "k-123456789"}',
-        "https://x.example/cb?code=abc123&state=s",
-    ]
-    parts: list[str] = []
-    length = 0
-    while length < size:
-        word = rng.choice(sprinkle) if rng.random() < 0.002 else rng.choice(words)
-        parts.append(word)
-        length += len(word) + 1
-    return " ".join(parts)[:size]
-
-
-def frame(text: str) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"text": text}}).encode()
 
 
 def timed(redactor: Redactor, raw: bytes, repeat: int) -> tuple[float, int]:
@@ -123,13 +43,6 @@ def timed(redactor: Redactor, raw: bytes, repeat: int) -> tuple[float, int]:
         redactor.redact_frame(raw)
         best = min(best, time.perf_counter() - start)
     return best, redactor.total
-
-
-def candidates(pieces: tuple[str, ...], chars: str, size: int) -> list[str]:
-    texts = [_tile(p, size) for p in pieces]
-    texts += [_tile(a + b, size) for a in pieces for b in (*pieces, *chars)]
-    texts += [p + c * (size - len(p)) for p in pieces for c in chars]
-    return texts
 
 
 def worst(redactor: Redactor, texts: list[str], secrets: bool) -> tuple[float, int, str]:
@@ -153,7 +66,7 @@ def main() -> int:
     chars = QUICK_RUN_CHARS if args.quick else RUN_CHARS
     redactor = Redactor.default(key=b"bench")
     rules = {rule.name for rule in redactor.rules}
-    missing = rules - set(HOSTILE)
+    missing = rules - set(HOSTILE_PIECES)
     if missing:
         print(f"no hostile words for: {', '.join(sorted(missing))}")
         return 1
@@ -168,8 +81,8 @@ def main() -> int:
         f" | {'with secrets':>12} {'us/secret':>9}"
     )
     worst_ratio = worst_ms = 0.0
-    for name in HOSTILE:
-        texts = candidates(HOSTILE[name], chars, N)
+    for name in HOSTILE_PIECES:
+        texts = candidates(HOSTILE_PIECES[name], chars, N)
         near_s, _, near = worst(redactor, texts, secrets=False)
         dense_s, replaced, _ = worst(redactor, texts, secrets=True)
         quarter = timed(redactor, frame(near[: N // 4]), 5)[0] if near else 0.0

@@ -41,6 +41,7 @@ from blackbox.analytics.reports import run_report
 from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 from blackbox.recorder.query import listing
+from blackbox.recorder.query.handles import all_session_ids, short_handles
 from blackbox.recorder.query.timeline import timeline_rows
 from blackbox.recorder.store import open_store
 from blackbox.recorder.store.projection import session_info
@@ -278,7 +279,7 @@ def listing_before(store) -> list[dict]:  # type: ignore[no-untyped-def]
     with store.engine.connect() as conn:
         for r in conn.exec_driver_sql(query, tuple(ids)) if ids else ():
             counts[r[0]] = {n: int(v or 0) for n, v in zip(listing.COUNTS, r[1:], strict=True)}
-    handles = listing.handles_for(listing.all_session_ids(store))
+    handles = short_handles(store)
     out = []
     for info in infos:
         summary = listing.SessionSummary(info, counts[info.session_id], handles[info.session_id])
@@ -309,7 +310,7 @@ def run_listing(label: str, url: str, steps: list[int], session_records: int | N
         row = {
             "backend": label,
             "records": total,
-            "sessions": len(listing.all_session_ids(store)),
+            "sessions": len(all_session_ids(store)),
             "before_ms": t_before * 1000,
             "sessions_ms": t_now * 1000,
             "before_per_now": t_before / t_now,

@@ -23,8 +23,10 @@ if _TYPE_CHECKING:
     from blackbox.replay.report import render_json as render_json
     from blackbox.replay.report import render_text as render_text
     from blackbox.replay.results import ReplayResult as ReplayResult
+    from blackbox.replay.safety import RiskyCall as RiskyCall
     from blackbox.replay.safety import check_replay_safety as check_replay_safety
     from blackbox.replay.safety import decide as decide
+    from blackbox.replay.side_by_side import calls_at_risk as calls_at_risk
     from blackbox.replay.side_by_side import replay_side_by_side as replay_side_by_side
     from blackbox.replay.suite import SessionOutcome as SessionOutcome
     from blackbox.replay.suite import list_suites as list_suites
@@ -32,6 +34,7 @@ if _TYPE_CHECKING:
     from blackbox.replay.suite import run_suite as run_suite
     from blackbox.replay.suite import save_suite as save_suite
     from blackbox.replay.suite import select_sessions as select_sessions
+    from blackbox.replay.suite_report import redacted as redacted
     from blackbox.replay.suite_report import render as render
     from blackbox.replay.suite_report import summary_line as summary_line
     from blackbox.replay.suite_report import write_junit as write_junit
@@ -41,9 +44,11 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "Recording": ("blackbox.replay.recording", "Recording"),
     "ReplayOptions": ("blackbox.replay.replayer", "ReplayOptions"),
     "ReplayResult": ("blackbox.replay.results", "ReplayResult"),
+    "RiskyCall": ("blackbox.replay.safety", "RiskyCall"),
     "SessionOutcome": ("blackbox.replay.suite", "SessionOutcome"),
     "bridged_recording": ("blackbox.replay.era_bridge", "bridged_recording"),
     "build_recording": ("blackbox.replay.recording", "build_recording"),
+    "calls_at_risk": ("blackbox.replay.side_by_side", "calls_at_risk"),
     "check_replay_safety": ("blackbox.replay.safety", "check_replay_safety"),
     "decide": ("blackbox.replay.safety", "decide"),
     "default_target": ("blackbox.replay.replayer", "default_target"),
@@ -51,6 +56,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "load_suite": ("blackbox.replay.suite", "load_suite"),
     "minimize_session": ("blackbox.replay.minimize", "minimize_session"),
     "parse_injection": ("blackbox.replay.inject", "parse_injection"),
+    "redacted": ("blackbox.replay.suite_report", "redacted"),
     "render": ("blackbox.replay.suite_report", "render"),
     "render_json": ("blackbox.replay.report", "render_json"),
     "render_text": ("blackbox.replay.report", "render_text"),

@@ -19,7 +19,7 @@ from blackbox.replay.compare import (
 )
 from blackbox.replay.matchers import params_of
 from blackbox.replay.recording import Frame, Recording, exit_description
-from blackbox.replay.results import SKIPPED, FaultResult, Run, StepResult
+from blackbox.replay.results import SKIPPED, SKIPPED_ALONG, FaultResult, Run, StepResult
 
 
 def _step_masks(base: Masks, learned: dict[int, list[tuple]], number: int) -> Masks:
@@ -43,14 +43,16 @@ def evaluate(
     explained = {f.step for f in rec.faults if f.fault in ("no_response", "server_exit")}
     exit_step = next((f.step for f in rec.faults if f.fault == "server_exit"), None)
     results: list[StepResult] = []
+    skipped: list[int] = []
     for step in rec.steps:
         f = step.frame
         res = StepResult(step.number, f.seq, step.label, f.method, f.tool, "ok")
         replayed = run.responses.get(step.number)
         res.replay_seq = replayed.seq if replayed is not None else None
         recorded = step.response
-        if run.not_sent.get(step.number) == SKIPPED:
-            res.status, res.note = "skipped", SKIPPED
+        if run.not_sent.get(step.number) in (SKIPPED, SKIPPED_ALONG):
+            res.status, res.note = "skipped", run.not_sent[step.number]
+            skipped.append(step.number)
         elif step.number in run.not_sent:
             if recorded is not None or f.kind == "request":
                 res.status = "not_sent"
@@ -63,6 +65,9 @@ def evaluate(
             )
             if res.differences:
                 res.status = "diverged"
+                if skipped:
+                    # The replayed server did not get those calls: its state may differ.
+                    res.note = f"follows skipped step(s) {', '.join(map(str, skipped))}"
         elif recorded is not None:
             res.status = "missing"
             res.note = _explain_missing(recorded, run)
@@ -79,7 +84,11 @@ def evaluate(
         results.append(res)
     extras = list(run.unexpected)
     for i, req in enumerate(rec.server_requests):
-        if not run.server_used[i] and req.after_step <= max(run.sent_at, default=0):
+        if (
+            not run.server_used[i]
+            and req.after_step <= max(run.sent_at, default=0)
+            and req.after_step not in skipped  # a skipped call's requests were never due
+        ):
             extras.append(
                 {
                     "what": "missing server request",
@@ -179,7 +188,11 @@ def _replay_faults(
 def _fault_verdicts(rec: Recording, run: Run, results: list[StepResult]) -> list[FaultResult]:
     replay_faults = _replay_faults(rec, run, results)
     verdicts: list[FaultResult] = []
+    skipped = {r.number for r in results if r.status == "skipped"}
     for fault in rec.faults:
+        if fault.step in skipped:
+            verdicts.append(FaultResult(fault, False, "replay: the call was skipped", True))
+            continue
         same = [rf for rf in replay_faults if rf[0] == fault.fault and rf[1] == fault.step]
         if same:
             verdicts.append(FaultResult(fault, True, same[0][2]))

@@ -9,6 +9,9 @@ single step can be removed (1-minimal). The handshake (`initialize`, `notificati
 keeps the subscribe to its URI, a cancellation the request it cancels, a 2026-07-28 retry that
 carries `requestState` the call it continues.
 
+Calls the safety check skips (`--read-only`, or "n" at the prompt: replay/safety.py) are left
+out of every trial and of the result.
+
 The result is stored as a new session, marked derived from the original (`derived_from` in its
 `session_started`), so it replays, serves and exports like any other.
 """
@@ -21,11 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from blackbox.recorder.log import Kind, NewEvent, StoredEvent, events, new_session_id
+from blackbox.recorder.query import session_handle
 from blackbox.recorder.store import EventStore
 from blackbox.replay.recording import Recording, ReplayError, Step, build_recording, step_at_seq
 from blackbox.replay.replayer import ReplayOptions, Target, default_target, replay_recording
 from blackbox.replay.report import render_text
 from blackbox.replay.results import ReplayResult
+from blackbox.replay.safety import skipped_along
 
 HANDSHAKE = frozenset({"initialize", "notifications/initialized", "server/discover"})
 # The least a trial waits for the server to exit on its own (an exit goal): a crashing Python
@@ -235,11 +240,19 @@ def reduced_events(
 # -- ddmin ----------------------------------------------------------------------------------
 
 
-def ddmin(items: list[int], test: Callable[[list[int]], bool]) -> list[int]:
+def ddmin(
+    items: list[int], test: Callable[[list[int]], bool], guess: int | None = None
+) -> list[int]:
     """Zeller's ddmin: a 1-minimal sublist of `items` for which `test` holds (it holds for
-    `items`). Subsets first, then complements, doubling the granularity when neither helps."""
+    `items`). Subsets first, then complements, doubling the granularity when neither helps.
+
+    `guess` is the item most likely to be all that matters (the step the goal names): tried
+    alone first, it ends the search in two tests when it is, since nothing smaller than one
+    item holds once the empty list does not."""
     if test([]):
         return []
+    if guess is not None and guess in items and test([guess]):
+        return [guess]
     n = 2
     while len(items) >= 2:
         size = len(items) / n
@@ -281,7 +294,7 @@ def minimize_session(
     """Minimise a session for `until` (fault, divergence, or a text) and store the result as a
     derived session. When the baseline replay does not show the goal, nothing is searched and
     the result says why (`not_reproduced`). `guard` (replay/safety.py) sees the recording
-    first and raises to refuse; minimisation never skips steps, so what it returns is unused."""
+    first and returns the steps to leave out of every trial, or raises to refuse."""
     say = progress or (lambda _msg: None)
     began = time.monotonic()
     options = options or ReplayOptions()
@@ -290,11 +303,13 @@ def minimize_session(
     if not records:
         raise ReplayError(f"session {original_id} has no records")
     rec = build_recording(original_id, records)
-    if guard is not None:
-        guard(rec)
+    skip = skipped_along(rec, guard(rec) if guard is not None else frozenset())
     target = default_target(rec, against, url)
     say(f"replaying all {len(rec.steps):,} steps of {original_id} against {target.describe()}")
-    baseline = replay_recording(rec, target, options)
+    whole = copy.copy(options)
+    # Trials renumber their steps: only this replay of the whole session skips by number.
+    whole.skip_steps = skip
+    baseline = replay_recording(rec, target, whole)
     goal, why = _goal(until, rec, baseline)
     replays = 1
     if goal is None:
@@ -303,7 +318,9 @@ def minimize_session(
         )
     say(f"goal: {goal.describe()}")
     fixed = [s.number for s in rec.steps if s.frame.method in HANDSHAKE]
-    candidates = [s.number for s in rec.steps if s.frame.method not in HANDSHAKE]
+    candidates = [
+        s.number for s in rec.steps if s.frame.method not in HANDSHAKE and s.number not in skip
+    ]
     deps = dependencies(rec.steps)
     cache: dict[frozenset[int], bool] = {}
     exit_goal = goal.name == "server_exit"
@@ -311,7 +328,7 @@ def minimize_session(
 
     def test(subset: list[int]) -> bool:
         nonlocal replays
-        kept = frozenset(closure(set(subset), deps) | set(fixed))
+        kept = frozenset(closure(set(subset), deps) | set(fixed)) - skip
         if kept not in cache:
             replays += 1
             cache[kept] = _trial(records, rec, kept, target, trial_options, goal, exit_goal)
@@ -319,8 +336,8 @@ def minimize_session(
             say(f"replay {replays}: {len(kept):,} steps, {verdict}")
         return cache[kept]
 
-    found = ddmin(candidates, test)
-    kept = closure(set(found), deps) | set(fixed)
+    found = ddmin(candidates, test, guess=_named_step(rec, goal, candidates))
+    kept = (closure(set(found), deps) | set(fixed)) - skip
     derived = _store_derived(store, records, rec, kept, goal)
     return MinimizeResult(
         original_id,
@@ -332,6 +349,16 @@ def minimize_session(
         derived,
         kept_labels=tuple(s.label for s in rec.steps if s.number in kept),
     )
+
+
+def _named_step(rec: Recording, goal: Goal, candidates: list[int]) -> int | None:
+    """The step the goal names by its label: a fault shows at the last step so labelled before
+    it (a crash ends the session), a divergence at the first."""
+    named = [s.number for s in rec.steps if goal.label and s.label == goal.label]
+    named = [n for n in named if n in candidates]
+    if not named:
+        return None
+    return named[-1] if goal.until == "fault" else named[0]
 
 
 def _since(began: float) -> float:
@@ -399,7 +426,7 @@ def _store_derived(
         if ev.kind == Kind.SESSION_STARTED:
             doc = events.decode_dict(ev.kind, raw) or {}
             doc = doc | {
-                "name": f"minimized {rec.name or rec.session_id[:8]}",
+                "name": f"minimized {rec.name or session_handle(store, rec.session_id)}",
                 "derived_from": rec.session_id,
                 "derived_by": "minimize",
                 "minimized_for": goal.describe(),

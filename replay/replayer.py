@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blackbox.recorder.log import Direction, Kind, NewEvent, events, new_session_id
+from blackbox.recorder.query import session_handle, short_handles
 from blackbox.recorder.store import EventStore
 from blackbox.replay.compare import DEFAULT_MASKS, Masks, format_path, parse_pattern
 from blackbox.replay.drivers import HttpDriver, Inbound, StdioDriver, TransportClosed
@@ -32,8 +33,16 @@ from blackbox.replay.era_bridge import bridged_recording, check_era
 from blackbox.replay.evaluate import describe_gone, evaluate, learn_masks
 from blackbox.replay.inject import Injection
 from blackbox.replay.matchers import matches, nearest
-from blackbox.replay.recording import Frame, Recording, ReplayError, frame_from_raw, load_recording
-from blackbox.replay.results import SKIPPED, ReplayResult, Run
+from blackbox.replay.recording import (
+    Frame,
+    Recording,
+    ReplayError,
+    Step,
+    frame_from_raw,
+    load_recording,
+)
+from blackbox.replay.results import SKIPPED, SKIPPED_ALONG, ReplayResult, Run
+from blackbox.replay.safety import skipped_along
 
 TAP_VERSION = "replay-1"
 # The second learning run starts this long after the first one ended, so any answer of the second
@@ -96,7 +105,9 @@ class ReplayOptions:
     exit_wait_s: float | None = None
     server_request_wait_s: float = 2.0
     default_masks: bool = True
-    skip_steps: frozenset[int] = frozenset()  # steps not sent (replay/safety.py, --read-only)
+    # Steps not sent (replay/safety.py: --read-only, or "n" at the prompt); their recorded
+    # answers stand in for them.
+    skip_steps: frozenset[int] = frozenset()
     era: str | None = None  # re-speak the session in this protocol era (replay/era_bridge.py)
 
     def check(self) -> None:
@@ -360,9 +371,7 @@ class _Driving:
                 run.not_sent[n] = "server gone" if self.gone else "input closed by --inject"
                 continue
             if n in opt.skip_steps:
-                run.not_sent[n] = SKIPPED
-                if n in self.arrived:
-                    self.arrived[n].set()
+                self._stand_in(step)
                 continue
             await self._wait_deps(step.deps)
             if opt.timing == "original":
@@ -411,6 +420,22 @@ class _Driving:
                     else:
                         await self.driver.close_input()
 
+    def _stand_in(self, step: Step) -> None:
+        """A skipped step: not sent; its recorded answer is taken as arrived, so what waits
+        for it goes on and what echoes its state echoes the recorded one."""
+        n = step.number
+        risky = step.frame.method == "tools/call"
+        self.run.not_sent[n] = SKIPPED if risky else SKIPPED_ALONG
+        if step.response is not None:
+            self.run.stand_ins[n] = step.response
+        if n in self.arrived:
+            self.arrived[n].set()
+
+    def _expects(self, after_step: int) -> bool:
+        """Whether the replay waits for what the recording has after `after_step`: not for
+        what came in answer to a skipped call (its server requests, its exit)."""
+        return after_step not in self.opt.skip_steps
+
     async def _wait_outstanding(self) -> None:
         """Wait for responses the recording has and the replay still lacks, then for server
         requests the recording has and the replay has not seen yet."""
@@ -424,7 +449,7 @@ class _Driving:
                     await asyncio.wait_for(event.wait(), remaining)
                 except TimeoutError:
                     break
-        if any(f.fault == "server_exit" for f in self.rec.faults):
+        if any(f.fault == "server_exit" and self._expects(f.step) for f in self.rec.faults):
             # The recorded server exited on its own: give the replayed one the same chance
             # before closing its input, or its exit would look like our doing.
             wait = self.opt.exit_wait_s
@@ -434,7 +459,9 @@ class _Driving:
         deadline = time.monotonic() + self.opt.server_request_wait_s
         while not self.gone and time.monotonic() < deadline:
             if all(
-                self.server_used[i] or req.after_step > self.last_sent_step
+                self.server_used[i]
+                or req.after_step > self.last_sent_step
+                or not self._expects(req.after_step)
                 for i, req in enumerate(self.rec.server_requests)
             ):
                 break
@@ -536,6 +563,7 @@ def replay_recording(
     original_id = rec.session_id
     if guard is not None:
         options.skip_steps = options.skip_steps | guard(rec)
+    options.skip_steps = skipped_along(rec, options.skip_steps)
     base = Masks([*(DEFAULT_MASKS if options.default_masks else ()), *options.ignore])
     learned: dict[int, list[tuple]] = {}
     learned_paths: list[str] = []
@@ -578,17 +606,19 @@ def replay_recording(
     )
     if store is not None:
         say(f"storing the replay as session {replay_id}")
-        store.append(_session_events(rec, run, result, target, replay_id))
+        handle = session_handle(store, original_id)
+        store.append(_session_events(rec, run, result, target, replay_id, handle))
+        result.handles = short_handles(store, [original_id, replay_id])
     return result
 
 
 def _session_events(
-    rec: Recording, run: Run, result: ReplayResult, target: Target, replay_id: str
+    rec: Recording, run: Run, result: ReplayResult, target: Target, replay_id: str, handle: str
 ) -> list[NewEvent]:
     """The replay as a session: started, the frames as they crossed, one replay_step per
-    divergence, a summary, ended."""
+    divergence, a summary, ended. An unnamed original is named by its `handle`."""
     started = events.SessionStarted(
-        name=f"replay of {rec.name or rec.session_id[:8]}",
+        name=f"replay of {rec.name or handle}",
         transport=result.transport,
         command=target.url if target.url else list(target.argv or ()),
         cwd=target.cwd or os.getcwd(),

@@ -8,6 +8,7 @@ came closest and why it did not match. Fault reproduction gets its own sentence 
 from __future__ import annotations
 
 import json
+import sys
 
 from blackbox.replay.compare import summarize
 from blackbox.replay.results import ReplayResult
@@ -22,6 +23,7 @@ def as_json(result: ReplayResult) -> dict:
         "exit_code": result.exit_code,
         "original": result.original_id,
         "replay": result.replay_id,
+        "handles": result.handles,
         "target": result.target,
         "transport": result.transport,
         "era": result.era,
@@ -48,10 +50,15 @@ def render_json(result: ReplayResult) -> str:
     return json.dumps(as_json(result), indent=2, default=str)
 
 
-def render_text(result: ReplayResult) -> str:
-    """A report a person reads top to bottom: what was replayed, each divergence, faults, total."""
+def render_text(result: ReplayResult, whole: bool = False) -> str:
+    """A report a person reads top to bottom: what was replayed, each divergence, faults, total.
+    Each step lists `MAX_PATHS` differing paths with values cut to a line; with `whole`, every
+    path and every value in full (the CLI wraps them to the terminal rather than cut them)."""
+    paths = None if whole else MAX_PATHS
+    value_width = sys.maxsize if whole else 80
     lines = [
-        f"replay of {result.original_id} against {result.target} "
+        f"replay of {result.handles.get(result.original_id, result.original_id)} "
+        f"against {result.target} "
         f"({result.transport}, era {result.era or 'unknown'}, timing {result.timing})"
     ]
     if result.recorded_era:
@@ -60,9 +67,9 @@ def render_text(result: ReplayResult) -> str:
         lines.append("injected: " + ", ".join(result.injections))
     if result.learned:
         lines.append(f"learned {len(result.learned)} volatile path(s) from two runs:")
-        lines.extend(f"  {p}" for p in result.learned[:MAX_PATHS])
-        if len(result.learned) > MAX_PATHS:
-            lines.append(f"  ... {len(result.learned) - MAX_PATHS} more")
+        lines.extend(f"  {p}" for p in result.learned[:paths])
+        if paths is not None and len(result.learned) > paths:
+            lines.append(f"  ... {len(result.learned) - paths} more")
     for step in result.steps:
         if step.status == "ok":
             continue
@@ -70,13 +77,13 @@ def render_text(result: ReplayResult) -> str:
         if step.tool:
             name += f" {step.tool}"
         lines.append(f"step {step.number} (seq {step.seq}) {name}: {step.status}")
-        for d in step.differences[:MAX_PATHS]:
+        for d in step.differences[:paths]:
             lines.append(
-                f"  {d.path}: recorded {summarize(d.recorded, 80)}, "
-                f"replayed {summarize(d.replayed, 80)}"
+                f"  {d.path}: recorded {summarize(d.recorded, value_width)}, "
+                f"replayed {summarize(d.replayed, value_width)}"
             )
-        if len(step.differences) > MAX_PATHS:
-            lines.append(f"  ... {len(step.differences) - MAX_PATHS} more path(s)")
+        if paths is not None and len(step.differences) > paths:
+            lines.append(f"  ... {len(step.differences) - paths} more path(s)")
         if step.note:
             lines.append(f"  {step.note}")
     for extra in result.extras:
@@ -97,12 +104,14 @@ def render_text(result: ReplayResult) -> str:
         + (f", {s['skipped']} skipped (may change something)" if s["skipped"] else "")
         + (
             f"; faults {s['faults_reproduced']}/{s['faults_recorded']} reproduced"
+            + (f", {s['faults_skipped']} not checked (skipped)" if s["faults_skipped"] else "")
             if s["faults_recorded"]
             else ""
         )
     )
     if result.replay_id:
-        lines.append(f"replay stored as session {result.replay_id}")
+        handle = result.handles.get(result.replay_id, result.replay_id)
+        lines.append(f"replay stored as session {handle} ({result.replay_id})")
     if result.unanswered:
         lines.append("the server answered none of the requests the recording has answers to")
     lines.append(f"verdict: {result.verdict}")

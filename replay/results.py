@@ -24,6 +24,7 @@ class Run:
     sent_at: dict[int, int] = field(default_factory=dict)  # step -> mono ns sent
     arrived_at: dict[int, int] = field(default_factory=dict)
     not_sent: dict[int, str] = field(default_factory=dict)  # step -> why
+    stand_ins: dict[int, Frame] = field(default_factory=dict)  # skipped step -> recorded answer
     unexpected: list[dict] = field(default_factory=list)  # messages the recording lacks
     server_requests_seen: list[int] = field(default_factory=list)
     transport_faults: list[dict] = field(default_factory=list)
@@ -40,8 +41,10 @@ class Run:
     finished_mono: int = 0
 
 
-# Why a step was not sent when replay/safety.py had it skipped (`--read-only`).
-SKIPPED = "skipped: may change something (--read-only)"
+# Why a step was not sent when replay/safety.py had it skipped (`--read-only`, or "n" at the
+# prompt), and why a step that only makes sense with a skipped call was not sent either.
+SKIPPED = "skipped: may change something; its recorded answer stands in"
+SKIPPED_ALONG = "skipped: goes with a skipped call"
 
 
 @dataclass
@@ -78,11 +81,14 @@ class FaultResult:
     fault: RecordedFault
     reproduced: bool
     replay_detail: str
+    skipped: bool = False  # the step it belongs to was skipped: nothing to reproduce it with
 
     def describe(self) -> str:
         # An exit or a transport fault follows a step; an error or a silence is the step's own.
         own = self.fault.fault in ("tool_error", "jsonrpc_error", "no_response")
         where = f"{'at' if own else 'after'} {self.fault.label}, step {self.fault.step}"
+        if self.skipped:
+            return f"not checked: {self.fault.detail} {where} (the call was skipped)"
         if self.reproduced:
             return f"reproduced: {self.fault.detail} {where}"
         return f"not reproduced: {self.fault.detail} {where} ({self.replay_detail})"
@@ -94,6 +100,7 @@ class FaultResult:
             "label": self.fault.label,
             "detail": self.fault.detail,
             "reproduced": self.reproduced,
+            "skipped": self.skipped,
             "replay": self.replay_detail,
             "text": self.describe(),
         }
@@ -121,6 +128,8 @@ class ReplayResult:
     stderr_tail: list[str] = field(default_factory=list)
     run: Run | None = field(default=None, repr=False)  # the raw drive, for minimisation
     recorded_era: str | None = None  # set when --era re-spoke the session in another era
+    # Session id -> its short handle (`blackbox.recorder.query.handles`), once the replay is stored.
+    handles: dict[str, str] = field(default_factory=dict)
 
     @property
     def divergences(self) -> int:
@@ -128,14 +137,19 @@ class ReplayResult:
 
     @property
     def faults_not_reproduced(self) -> int:
-        return sum(1 for f in self.faults if not f.reproduced)
+        return sum(1 for f in self.faults if not f.reproduced and not f.skipped)
+
+    @property
+    def faults_checked(self) -> int:
+        """Recorded faults the replay could check: not those of skipped calls."""
+        return sum(1 for f in self.faults if not f.skipped)
 
     @property
     def exit_code(self) -> int:
         """0 equivalent; 1 diverged, or a fault not reproduced under --expect-fault."""
         if self.divergences:
             return 1
-        if self.expect_fault and (not self.faults or self.faults_not_reproduced):
+        if self.expect_fault and (not self.faults_checked or self.faults_not_reproduced):
             return 1
         return 0
 
@@ -156,7 +170,7 @@ class ReplayResult:
             return "unanswered"
         if self.divergences:
             return "diverged"
-        if self.expect_fault and (not self.faults or self.faults_not_reproduced):
+        if self.expect_fault and (not self.faults_checked or self.faults_not_reproduced):
             return "fault not reproduced"
         return "equivalent"
 
@@ -174,5 +188,6 @@ class ReplayResult:
             "skipped": counts.get("skipped", 0),
             "fault_not_reproduced": counts.get("fault_not_reproduced", 0),
             "faults_recorded": len(self.faults),
-            "faults_reproduced": len(self.faults) - self.faults_not_reproduced,
+            "faults_reproduced": sum(1 for f in self.faults if f.reproduced),
+            "faults_skipped": len(self.faults) - self.faults_checked,
         }

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import Direction, NewEvent, SessionInfo, events, new_session_id
+from blackbox.recorder.query import handles_for, short_handles
 from blackbox.recorder.store import EventStore
 from blackbox.replay.compare import summarize
 from blackbox.replay.recording import Recording, ReplayError
@@ -45,6 +46,7 @@ class SessionOutcome:
     duration_s: float = 0.0
     replay_id: str | None = None
     report: dict | None = None  # the JSON report (None on error)
+    handle: str = ""  # the session's short handle (`blackbox.recorder.query.handles`)
 
     @property
     def passed(self) -> bool:
@@ -52,7 +54,8 @@ class SessionOutcome:
 
     @property
     def short_id(self) -> str:
-        return self.session_id[:8]
+        """The handle `blackbox sessions` prints and every command takes."""
+        return self.handle or handles_for([self.session_id])[self.session_id]
 
     @property
     def title(self) -> str:
@@ -261,10 +264,13 @@ def run_suite(
     outcomes: list[SessionOutcome | None] = [None] * len(sessions)
     done = 0
     lock = threading.Lock()
+    # Counted before any replay is stored: the handles are those `sessions` printed.
+    handles = short_handles(store, [info.session_id for info in sessions])
 
     def work(index: int) -> None:
         nonlocal done
         outcome = replay_one(store, sessions[index], against, url, options, guard)
+        outcome.handle = handles.get(outcome.session_id, "")
         with lock:
             outcomes[index] = outcome
             done += 1

@@ -4,18 +4,51 @@ annotations, and JUnit XML (the format every CI system and test dashboard import
 JUnit: one `testcase` per session, named after the session's name and short id; a diverged
 session has a `failure` whose message is the first divergence and whose body is the whole
 explanation; a session that could not be replayed has an `error`.
+
+Every text a report carries came from recorded and replayed payloads; `redacted` passes it
+through the redactor the command was given (the one `export` and `show` use) before any of it
+is rendered.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Protocol
 
 from blackbox.replay.suite import SessionOutcome, SuiteResult
 
 JUNIT_SUITE = "blackbox replay"
 JUNIT_CLASS = "blackbox.replay"
+
+
+class Redaction(Protocol):
+    """What a suite report asks of a redactor (`Redactor` of the privacy context)."""
+
+    def redact_text(self, text: str) -> str: ...
+
+    def redact_value(self, obj: object) -> object: ...
+
+
+def redacted(result: SuiteResult, redactor: Redaction) -> SuiteResult:
+    """The result with every session's name, first divergence, explanation and JSON report
+    passed through `redactor`: what every rendering (table, JSON, GitHub, JUnit) prints."""
+    text = redactor.redact_text
+
+    def one(o: SessionOutcome) -> SessionOutcome:
+        report = redactor.redact_value(o.report) if o.report is not None else None
+        return dataclasses.replace(
+            o,
+            name=text(o.name) if o.name else o.name,
+            first=text(o.first),
+            explanation=text(o.explanation),
+            report=report if isinstance(report, dict) else None,
+        )
+
+    # `counts` is made again from the outcomes (their statuses are unchanged).
+    return dataclasses.replace(result, outcomes=[one(o) for o in result.outcomes], counts={})
 
 
 def _line(o: SessionOutcome) -> str:
@@ -49,6 +82,7 @@ def as_json(result: SuiteResult) -> dict:
         "results": [
             {
                 "session": o.session_id,
+                "handle": o.short_id,
                 "name": o.name,
                 "status": o.status,
                 "first_divergence": o.first or None,

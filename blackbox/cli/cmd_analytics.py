@@ -22,7 +22,10 @@ from blackbox.analytics import (
 )
 from blackbox.analytics import render as render_html
 from blackbox.cli.options import (
+    DURATION_HELP,
+    NAME_GLOB_HELP,
     Duration,
+    Moment,
     format_option,
     moment_ns,
     open_configured_store,
@@ -44,10 +47,14 @@ TABLES_QUERY = (
 @click.option(
     "--by", type=click.Choice(GROUPS), help="Group by (default: tool; server for sessions)."
 )
-@click.option("--since", metavar="WHEN", help="From this time: 7d, 30min, 6mo or an ISO date.")
-@click.option("--until", metavar="WHEN", help="Before this time (same forms as --since).")
+@click.option("--since", type=Moment(), help="From this time: 7d, 30min, 6mo or an ISO date.")
+@click.option("--until", type=Moment(), help="Before this time (same forms as --since).")
 @click.option("--session", metavar="ID", help="Only this session (id, unique prefix or 'last').")
-@click.option("--server", metavar="NAME", help="Only sessions of this server name.")
+@click.option(
+    "--server",
+    metavar="GLOB",
+    help=f"Only sessions whose server name matches ({NAME_GLOB_HELP}).",
+)
 @click.option(
     "--html",
     "html_file",
@@ -169,7 +176,7 @@ def _interactive(store: EventStore, fmt: str, timeout_s: float | None) -> None:
     "timeout_s",
     type=Duration(),
     metavar="DURATION",
-    help="Stop a query that runs longer than this (30s, 2min, 500ms; a plain number is seconds).",
+    help=f"Stop a query that runs longer than this ({DURATION_HELP}).",
 )
 @store_option
 @format_option(("table", "csv", "json", "jsonl", "markdown"))
@@ -205,11 +212,11 @@ def sql(query: str | None, timeout_s: float | None, store_url: str | None, fmt: 
 @click.option(
     "--slow",
     "slow_s",
-    type=float,
+    type=Duration(),
     default=SLOW_S,
     show_default=True,
-    metavar="SECONDS",
-    help="Calls slower than this are reported.",
+    metavar="DURATION",
+    help=f"Calls slower than this are reported ({DURATION_HELP}).",
 )
 @store_option
 @format_option(("table", "json"))

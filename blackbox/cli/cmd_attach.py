@@ -19,27 +19,20 @@ from blackbox.recorder import BlackboxError
 from blackbox.recorder.capture import REFUSED_DIR, refused_files
 
 
-def blackbox_executable() -> str:
-    """The absolute path of the `blackbox` that is running, so a host finds it without PATH.
-
-    Symlinks are kept as they are (a pipx or package-manager link survives upgrades better than
-    what it points to today)."""
+def blackbox_executable() -> str | None:
+    """The `blackbox` that is running, which the launcher of a user config tries first (it is
+    never written into a config); None when there is none to name."""
     argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if argv0 is not None and argv0.name.startswith("blackbox") and argv0.is_file():
         return os.path.abspath(argv0)
     # Not started as the console script (tests, `python -c`): the one installed beside Python.
     sibling = Path(sys.executable).with_name("blackbox")
-    if sibling.is_file():
-        return str(sibling)
-    raise lib.AttachError(
-        "cannot find the blackbox executable to write into the config; run attach as `blackbox`"
-    )
+    return str(sibling) if sibling.is_file() else None
 
 
-def pinned_store(flag: str | None) -> str:
-    """The store written into the config: the flag, else this shell's store, spelled so that it
-    means the same from any working directory (an absolute SQLite path)."""
-    url = bbconfig.store_url(flag)
+def absolute_store(url: str) -> str:
+    """A store URL spelled so that it means the same from any working directory (an absolute
+    SQLite path)."""
     if url.startswith("sqlite:"):
         from blackbox.recorder.store import public_url
 
@@ -56,6 +49,30 @@ def public_or_raw(url: str) -> str:
         return url
 
 
+def check_rules(policy: Path | None, redact: Path | None) -> None:
+    """Load the policy and the redaction rules now, so a mistake is one error at attach rather
+    than a server that will not start in the host."""
+    if policy is not None:
+        from blackbox.recorder.gate import Policy
+
+        Policy.load(policy)
+    if redact is not None:
+        from blackbox.recorder.privacy import Redactor
+
+        Redactor.load(redact)
+
+
+def store_source(flag: str | None) -> str:
+    """Where the store of this shell comes from, as `where` and `attach` say it."""
+    if flag:
+        return "--store"
+    if os.environ.get(bbconfig.STORE_ENV):
+        return bbconfig.STORE_ENV
+    if bbconfig.configured_store():
+        return str(bbconfig.user_config_file())
+    return "default"
+
+
 def _echo_changes(report: lib.Report) -> None:
     width = max((len(c.key) for c in report.changes), default=0)
     for change in report.changes:
@@ -70,9 +87,22 @@ def _echo_changes(report: lib.Report) -> None:
     "store_url",
     metavar="URL",
     default=None,
-    help="Store the servers record into (default: the store of this shell, BLACKBOX_STORE or "
-    "the one in the data directory). Written into the config with the data directory, because "
-    "hosts start servers with a minimal environment.",
+    help="Make URL this user's store (saved in config.toml in the data directory, where the "
+    "servers a host starts find it). Never written into CONFIG.",
+)
+@click.option(
+    "--policy",
+    "policy_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Gate every attached server's tools/call requests with this policy file (TOML).",
+)
+@click.option(
+    "--redact",
+    "redact_file",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Redact every attached server's frames with these rules before they are recorded.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
 @click.option(
@@ -87,9 +117,9 @@ def _echo_changes(report: lib.Report) -> None:
     type=click.Choice(["bridge", "proxy"]),
     default="bridge",
     show_default=True,
-    help="bridge: run each Streamable HTTP server through a stdio `blackbox bridge` the host "
-    "starts itself (works at once); proxy: point HTTP entries at a local `blackbox proxy` you "
-    "run (printed), for legacy HTTP+SSE servers.",
+    help="bridge: run each HTTP server (Streamable HTTP or legacy HTTP+SSE) through a stdio "
+    "`blackbox bridge` the host starts itself (works at once); proxy: point HTTP entries at a "
+    "local `blackbox proxy` you run (printed).",
 )
 @click.option(
     "--install-service",
@@ -106,6 +136,8 @@ def _echo_changes(report: lib.Report) -> None:
 def attach_command(
     config: str,
     store_url: str | None,
+    policy_file: Path | None,
+    redact_file: Path | None,
     dry_run: bool,
     proxy_port_base: int,
     http: str,
@@ -115,37 +147,45 @@ def attach_command(
     """Record every server of an MCP host config.
 
     Rewrites CONFIG (Claude Desktop claude_desktop_config.json, Claude Code .mcp.json, Cursor
-    mcp.json, VS Code .vscode/mcp.json) so each stdio server runs under
-    `blackbox record --name KEY -- COMMAND ARGS...`, and each Streamable HTTP server becomes a
-    stdio entry running `blackbox bridge URL` (headers passed on), which the host starts like any
-    other: nothing else to run. A legacy HTTP+SSE server is skipped, saying why, unless
-    --http proxy points HTTP entries at a local `blackbox proxy` you run. Only those entries
-    change: env,
-    cwd, comments, unknown keys and indentation stay as they were. Attaching twice changes
-    nothing; a backup of CONFIG is written into the data directory first (`blackbox where` lists
-    the attached configs); the originals are kept in CONFIG.blackbox-attach.json for
-    `blackbox detach`. The store and the data directory are written into each wrapped command,
-    so recordings land where `blackbox sessions` in this shell looks. Restart the host
+    mcp.json, VS Code .vscode/mcp.json, Windsurf mcp_config.json) so each stdio server runs
+    under `blackbox record --name KEY -- COMMAND ARGS...`, and each HTTP server (`url` or
+    Windsurf's `serverUrl`; Streamable HTTP or legacy HTTP+SSE) becomes a stdio entry running
+    `blackbox bridge URL`, which the host starts like any other: nothing else to run. Only those
+    entries change: env, cwd, comments, unknown keys and indentation stay as they were.
+
+    The config stays shareable: a project config (.mcp.json, .vscode/mcp.json, .cursor/mcp.json)
+    runs plain `blackbox` from PATH, a user config a launcher in the data directory; no store
+    and no path of this checkout are written. The store is the user's: --store saves it in the
+    user configuration, else BLACKBOX_STORE or the default. --policy and --redact apply to every
+    server. Attaching twice changes nothing; the backup and what `blackbox detach` needs are kept
+    in the data directory (`blackbox where` lists the attached configs). Restart the host
     afterwards.
 
     \b
     Example:
       blackbox attach ~/.config/Claude/claude_desktop_config.json --dry-run
+      blackbox attach .mcp.json --policy .blackbox/policy.toml
       blackbox attach .mcp.json --store postgresql://me@db/blackbox
     """
-    pinned = pinned_store(store_url)
-    home = str(bbconfig.data_dir().resolve())
+    check_rules(policy_file, redact_file)
+    chosen = absolute_store(store_url) if store_url else None
+    if chosen:
+        from blackbox.recorder.store import normalise_url
+
+        normalise_url(chosen)  # a malformed URL is one clear error, before anything is written
+    options = lib.RecordOptions(policy=policy_file, redact=redact_file, otel=otel)
     report = lib.attach(
         config,
-        wrapper=blackbox_executable(),
-        store_url=pinned,
+        installed=blackbox_executable(),
+        options=options,
         dry_run=dry_run,
         port_base=proxy_port_base,
         service_dir=service_dir,
-        home=home,
         http=http,
-        otel=otel,
     )
+    if chosen and not dry_run:
+        saved = bbconfig.save_store(chosen)
+        click.echo(f"store: {public_or_raw(chosen)} saved as this user's store in {saved}")
     if dry_run:
         click.echo(report.diff(), nl=False)
     verb = "would change" if dry_run else "changed" if report.written else "no change to"
@@ -174,18 +214,25 @@ def attach_command(
         click.echo("run a recording proxy for each HTTP server (or use --install-service DIR):")
         for change in proxies:
             click.echo(f"  {shlex.join(change.proxy_argv or [])}")
-    click.echo(f"recordings go to: {public_or_raw(pinned)} (journals in {home})")
+    home = bbconfig.data_dir()
+    url = chosen or bbconfig.store_url(None)
+    source = "--store" if chosen else store_source(None)
+    click.echo(f"recordings go to: {public_or_raw(url)} ({source}; journals in {home})")
     if report.written:
         click.echo("restart the host so it starts the servers through blackbox")
-    for name in (bbconfig.STORE_ENV, bbconfig.HOME_ENV):
-        if os.environ.get(name) and not (name == bbconfig.STORE_ENV and store_url):
-            # A host started from the desktop does not see this shell's variables: say that the
-            # value was written into the config instead.
-            click.echo(
-                f"note: {name} is set here, but hosts started outside this shell may not see "
-                "it; it was written into the wrapped commands instead",
-                err=True,
-            )
+    # A host started from the desktop does not see this shell's variables.
+    if os.environ.get(bbconfig.STORE_ENV) and not chosen:
+        click.echo(
+            f"note: {bbconfig.STORE_ENV} is set here, but hosts started outside this shell may "
+            "not see it; --store URL makes it this user's store",
+            err=True,
+        )
+    if os.environ.get(bbconfig.HOME_ENV):
+        click.echo(
+            f"note: {bbconfig.HOME_ENV} is set here, but hosts started outside this shell may "
+            "not see it; their servers then use the default data directory",
+            err=True,
+        )
 
 
 @click.command("detach")
@@ -194,7 +241,8 @@ def attach_command(
 def detach_command(config: str, dry_run: bool) -> None:
     """Undo `blackbox attach`: restore the original server entries of CONFIG.
 
-    Entries are restored byte for byte from CONFIG.blackbox-attach.json when they are as attach
+    Entries are restored byte for byte from the attach state in the data directory (or the
+    CONFIG.blackbox-attach.json an earlier version left beside CONFIG) when they are as attach
     left them; a stdio entry the host has rewritten since is rebuilt from its wrapped command
     line. The backup file is left in place.
 
@@ -242,14 +290,7 @@ def where_command(store_url: str | None) -> None:
     """
     data = bbconfig.data_dir()
     url = bbconfig.store_url(store_url)
-    source = (
-        "--store"
-        if store_url
-        else bbconfig.STORE_ENV
-        if os.environ.get(bbconfig.STORE_ENV)
-        else "default"
-    )
-    click.echo(f"store:     {public_or_raw(url)} ({source})")
+    click.echo(f"store:     {public_or_raw(url)} ({store_source(store_url)})")
     home_source = bbconfig.HOME_ENV if os.environ.get(bbconfig.HOME_ENV) else "default"
     click.echo(f"data dir:  {data} ({home_source})")
     waiting = journals_waiting(bbconfig.journal_dir())

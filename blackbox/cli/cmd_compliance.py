@@ -16,13 +16,18 @@ import click
 
 from blackbox import config
 from blackbox.cli.options import (
+    AGE_HELP,
+    NAME_GLOB_HELP,
+    Age,
+    Moment,
     format_option,
     moment_ns,
     open_configured_store,
     span_seconds,
     store_option,
 )
-from blackbox.cli.output import Throttled, render
+from blackbox.cli.output import ProgressBar, Throttled, render
+from blackbox.cli.redaction_options import configured_redactor
 from blackbox.cli.retention_commands import retention_schedule, retention_status_cmd
 from blackbox.recorder.compliance import (
     DEFAULT_IDLE_NS,
@@ -36,26 +41,12 @@ from blackbox.recorder.compliance import (
     remove_hold,
     verify_export,
 )
-from blackbox.recorder.privacy import Redactor, load_or_create_key, store_key_path
 from blackbox.recorder.trust import logproof, signing
 
 
 def parse_age(text: str) -> int:
     """`90d`, `12h`, `30min`, `2w`, `6mo`, `1y`, `45s` -> nanoseconds."""
-    return int(span_seconds(text) * 1_000_000_000)
-
-
-def _redactor(rules: Path | None, no_redact: bool, store_url: str | None) -> Redactor | None:
-    if no_redact:
-        if rules is not None:
-            raise click.UsageError("--redact and --no-redact exclude each other")
-        return None
-    if rules is not None:
-        # The rules' own key (or `<rules>.key`), as `blackbox record --redact` uses.
-        return Redactor.load(rules)
-    # The store's own key, kept out of the store (keys/ in the data directory).
-    key_path = store_key_path(config.data_dir(), config.store_url(store_url))
-    return Redactor.default(key=load_or_create_key(key_path))
+    return int(span_seconds(text, age=True) * 1_000_000_000)
 
 
 @click.command("export")
@@ -66,8 +57,8 @@ def _redactor(rules: Path | None, no_redact: bool, store_url: str | None) -> Red
     type=click.Path(path_type=Path),
     help="New or empty directory to write the bundle into.",
 )
-@click.option("--since", default=None, help="Sessions started at/after: an age (30d) or a date.")
-@click.option("--until", default=None, help="Sessions started before: an age or a date.")
+@click.option("--since", type=Moment(), help="Sessions started at/after: an age (30d) or a date.")
+@click.option("--until", type=Moment(), help="Sessions started before: an age or a date.")
 @click.option(
     "--session",
     "sessions",
@@ -75,7 +66,12 @@ def _redactor(rules: Path | None, no_redact: bool, store_url: str | None) -> Red
     metavar="ID",
     help="Export this session (id, unique prefix or 'last'); repeatable.",
 )
-@click.option("--server", default=None, metavar="NAME", help="Only sessions of this server name.")
+@click.option(
+    "--server",
+    default=None,
+    metavar="GLOB",
+    help=f"Only sessions whose server name matches ({NAME_GLOB_HELP}).",
+)
 @click.option(
     "--format",
     "fmt",
@@ -126,7 +122,7 @@ def export_cmd(
       blackbox export --since 30d --out audit-2026-11/
       blackbox export --session last --format jsonl --out case-42/ --redact rules.toml
     """
-    redactor = _redactor(rules, no_redact, store_url)
+    redactor = configured_redactor(rules, no_redact, store_url)
     store = open_configured_store(store_url)
     selection = Selection(
         since_ns=moment_ns(since) if since else None,
@@ -135,24 +131,29 @@ def export_cmd(
         server=server,
     )
     say = Throttled()
+    bar = ProgressBar("exporting sessions")
 
     def progress(p: ExportProgress) -> None:
+        if bar.enabled:  # a terminal: a bar; a log: a line a second
+            bar(p.sessions_done, p.sessions_total)
+            return
         say(
             f"exported {p.sessions_done}/{p.sessions_total} sessions, {p.records} records",
             final=p.sessions_done == p.sessions_total,
         )
 
     note = signing.note_for_export(store)
-    result = export_bundle(
-        store,
-        out_dir,
-        selection,
-        fmt,
-        redactor,
-        progress,
-        include_broken=include_broken,
-        checkpoint_note=note,
-    )
+    with bar:
+        result = export_bundle(
+            store,
+            out_dir,
+            selection,
+            fmt,
+            redactor,
+            progress,
+            include_broken=include_broken,
+            checkpoint_note=note,
+        )
     counts = result.manifest["counts"]
     if result.broken:
         click.echo(
@@ -255,9 +256,10 @@ def retention() -> None:
 @click.option(
     "--older-than",
     "older_than",
+    type=Age(),
     default=None,
     metavar="AGE",
-    help="Remove sessions that ended longer ago than this (90d, 12w, 6mo, 1y, P1Y; default: "
+    help=f"Remove sessions that ended longer ago than this ({AGE_HELP}; default: "
     "BLACKBOX_RETENTION, else 90d).",
 )
 @click.option(
@@ -278,10 +280,11 @@ def retention() -> None:
 @click.option("--dry-run", is_flag=True, help="Only say what would be sealed and removed.")
 @click.option(
     "--idle",
+    type=Age(),
     default="24h",
     show_default=True,
     metavar="AGE",
-    help="An unsealed session with no record newer than this is sealed as abandoned.",
+    help=f"An unsealed session with no record newer than this is sealed as abandoned ({AGE_HELP}).",
 )
 @click.option(
     "--archive-format",
@@ -322,20 +325,28 @@ def retention_apply(
         archive_dir = archive_dir / f"retention-{stamp}"
     store = open_configured_store(store_url)
     throttled = Throttled()
+    bar = ProgressBar("checking sessions")
 
     def say(message: str) -> None:
-        # Each phase is worth a line; the per-session archive progress only once a second.
+        # Each phase is worth a line; the per-session archive progress only once a second, or
+        # on a terminal as a bar.
+        if bar.enabled:
+            if message.startswith("archived "):
+                return
+            bar.close()
         throttled(message, final=not message.startswith("archived "))
 
-    result = apply_retention(
-        store,
-        age,
-        archive_dir,
-        dry_run=dry_run,
-        idle_ns=idle_ns,
-        archive_format=archive_format,
-        progress=say,
-    )
+    with bar:
+        result = apply_retention(
+            store,
+            age,
+            archive_dir,
+            dry_run=dry_run,
+            idle_ns=idle_ns,
+            archive_format=archive_format,
+            progress=say,
+            on_step=lambda phase, done, total: bar(done, total, phase),
+        )
     if not dry_run:
         from blackbox.recorder.compliance import write_last_run
 

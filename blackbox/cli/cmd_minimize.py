@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from blackbox.cli.options import open_configured_store, store_option
+from blackbox.cli.options import DURATION_HELP, Duration, open_configured_store, store_option
 from blackbox.cli.replay_safety import safety_guard
+from blackbox.recorder.query import session_handle
 from blackbox.replay import ReplayOptions, minimize_session
 
 
@@ -33,15 +34,20 @@ from blackbox.replay import ReplayOptions, minimize_session
 @click.option(
     "--timeout",
     "timeout_s",
-    type=float,
-    default=10.0,
+    type=Duration(),
+    default="10s",
     show_default=True,
-    help="Seconds to wait for a response before calling it missing.",
+    help=f"How long to wait for a response before calling it missing ({DURATION_HELP}).",
 )
 @click.option(
     "--allow-writes",
     is_flag=True,
     help="Send calls that may change something (minimisation replays them many times).",
+)
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Leave calls that may change something out of every trial and of the result.",
 )
 @store_option
 def minimize(
@@ -52,6 +58,7 @@ def minimize(
     ignore: tuple[str, ...],
     timeout_s: float,
     allow_writes: bool,
+    read_only: bool,
     store_url: str | None,
 ) -> None:
     """Minimise a session: the fewest requests (plus the handshake) that still reproduce it.
@@ -59,15 +66,17 @@ def minimize(
     Replays subsets of the session's client requests (delta debugging) until no single request
     can be removed; keeps what a kept request depends on (the handshake, the subscribe before
     a resource read). Calls to tools the recording does not mark read-only would be sent again
-    at every trial: they are listed, and a terminal is asked, else --allow-writes is needed.
-    Stores the result as a new session derived from the original and prints
-    its id. A recorded fault that does not reproduce at all is said so first (exit 1).
+    at every trial: they are listed and a terminal is asked about each ("n" leaves that call
+    out); elsewhere --allow-writes sends them and --read-only leaves them out. Stores the
+    result as a new session derived from the original and prints its id. A recorded fault
+    that does not reproduce at all is said so first (exit 1).
 
     \b
     Example:
       blackbox minimize last
       blackbox minimize 01a2 --against "python server_v2.py" --until divergence
       blackbox minimize 01a2 --until "Traceback"
+      blackbox minimize 01a2 --until divergence --read-only
     """
     options = ReplayOptions(ignore=list(ignore), response_timeout_s=timeout_s)
     store = open_configured_store(store_url)
@@ -79,17 +88,20 @@ def minimize(
         until=until,
         options=options,
         progress=lambda msg: click.echo(msg, err=True),
-        guard=safety_guard(allow_writes, read_only=False),
+        guard=safety_guard(allow_writes, read_only),
     )
     if result.not_reproduced:
         click.echo(f"nothing to minimise: {result.not_reproduced}")
         sys.exit(result.exit_code)
     click.echo(
-        f"minimized {result.original_id} for {result.goal.describe() if result.goal else ''}"
+        f"minimized {session_handle(store, result.original_id)} "
+        f"for {result.goal.describe() if result.goal else ''}"
     )
     click.echo("kept: " + ", ".join(result.kept_labels))
     click.echo(result.summary())
-    click.echo(f"derived session {result.derived_id}")
+    derived = result.derived_id
+    handle = f" (handle {session_handle(store, derived)})" if derived else ""
+    click.echo(f"derived session {derived}{handle}")
 
 
 COMMANDS = [minimize]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from blackbox.cli.options import moment_ns, open_configured_store, store_option
+from blackbox.cli.options import Moment, moment_ns, open_configured_store, store_option
 from blackbox.cli.otel_options import (
     endpoint_option,
     protocol_option,
@@ -34,7 +34,7 @@ def otel() -> None:
 
 @otel.command("export")
 @store_option
-@click.option("--since", metavar="WHEN", help="Only calls that ended since: 7d, 12h or a date.")
+@click.option("--since", type=Moment(), help="Only calls that ended since: 7d, 12h or a date.")
 @click.option("--session", "session_ref", metavar="ID", help="Only this session (prefix, last).")
 @endpoint_option
 @protocol_option

@@ -10,7 +10,7 @@ import click
 
 from blackbox import config
 from blackbox.cli.lifecycle_options import idle_after_option, idle_after_seconds
-from blackbox.cli.options import Duration, home_option, policy_option, store_option
+from blackbox.cli.options import DURATION_HELP, Duration, home_option, policy_option, store_option
 from blackbox.cli.otel_options import otel_options, start_live
 from blackbox.recorder import is_loopback
 from blackbox.recorder.capture import (
@@ -49,14 +49,15 @@ def _notice(message: str) -> None:
     type=Duration(),
     default=None,
     help="A client without session id or trace id starts a new session after this much silence "
-    "(default: the --idle-after limit, 120min unless configured).",
+    f"({DURATION_HELP}; default: the --idle-after limit, 120min unless configured).",
 )
 @click.option(
     "--timeout",
     type=Duration(),
     default="300s",
     show_default=True,
-    help="How long the upstream may stay silent (no answer, no stream bytes) before it is a fault.",
+    help="How long the upstream may stay silent (no answer, no stream bytes) before it is a fault "
+    f"({DURATION_HELP}).",
 )
 @click.option(
     "--rewrite-host",

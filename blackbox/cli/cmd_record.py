@@ -6,16 +6,19 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from blackbox import config
 from blackbox.cli.lifecycle_options import idle_after_option, idle_after_seconds
-from blackbox.cli.options import home_option, policy_option, store_option
+from blackbox.cli.options import DURATION_HELP, Duration, home_option, policy_option, store_option
 from blackbox.cli.otel_options import otel_options, start_live
+from blackbox.cli.output import ProgressBar, progress_lines
 from blackbox.recorder.capture import (
     DEFAULT_MAX_FRAME,
     FINAL_SHIP_SECONDS,
+    REDACT_BUDGET_SECONDS,
     TapConfig,
     run_tap,
     ship_leftovers,
@@ -27,6 +30,20 @@ def _notice(message: str) -> None:
     # The tap's own diagnostics go to stderr only: stdout belongs to the protocol.
     sys.stderr.write(f"blackbox: {message}\n")
     sys.stderr.flush()
+
+
+def _gates(policy_file: Path | None, redact_file: Path | None) -> tuple[Any, Any]:
+    """The live policy and the redactor a tap gates frames with (None for what is not asked)."""
+    policy = redactor = None
+    if policy_file is not None:
+        from blackbox.recorder.gate import LivePolicy
+
+        policy = LivePolicy(policy_file, on_notice=_notice)
+    if redact_file is not None:
+        from blackbox.recorder.privacy import Redactor
+
+        redactor = Redactor.load(redact_file)
+    return policy, redactor
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -43,6 +60,17 @@ def _notice(message: str) -> None:
     help="Redact frames with these rules before they are journalled (forwarded unchanged).",
 )
 @click.option(
+    "--redact-budget",
+    "redact_budget_s",
+    type=Duration(),
+    default=f"{REDACT_BUDGET_SECONDS * 1000:g}ms",
+    show_default=True,
+    metavar="DURATION",
+    help="With --redact: the most redaction may take per frame; a frame past "
+    "it is forwarded and stored withheld (keyed fingerprint and length), with a "
+    "redaction_over_budget fault.",
+)
+@click.option(
     "--max-frame",
     type=click.IntRange(min=1024),
     default=DEFAULT_MAX_FRAME,
@@ -57,10 +85,12 @@ def _notice(message: str) -> None:
 )
 @click.option(
     "--final-ship-seconds",
-    type=click.FloatRange(min=0),
+    type=Duration(allow_zero=True),
     default=FINAL_SHIP_SECONDS,
     show_default=True,
-    help="How long the tap ships at exit before a detached shipper takes over the rest.",
+    metavar="DURATION",
+    help="How long the tap ships at exit before a detached shipper takes over the rest "
+    f"({DURATION_HELP}).",
 )
 @otel_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -70,6 +100,7 @@ def record(
     policy_file: Path | None,
     idle_after: str | None,
     redact_file: Path | None,
+    redact_budget_s: float,
     max_frame: int,
     quarantine_noise: bool,
     final_ship_seconds: float,
@@ -91,16 +122,7 @@ def record(
       blackbox record --store postgresql://me@db/blackbox -- npx -y my-server
     """
     idle_seconds = idle_after_seconds(idle_after)
-    policy = None
-    if policy_file is not None:
-        from blackbox.recorder.gate import LivePolicy
-
-        policy = LivePolicy(policy_file, on_notice=_notice)
-    redactor = None
-    if redact_file is not None:
-        from blackbox.recorder.privacy import Redactor
-
-        redactor = Redactor.load(redact_file)
+    policy, redactor = _gates(policy_file, redact_file)
     from blackbox.recorder.store import normalise_url
 
     url = config.store_url(store_url)
@@ -118,6 +140,7 @@ def record(
         quarantine_noise=quarantine_noise,
         policy=policy,
         redactor=redactor,
+        redact_budget_s=redact_budget_s,
         final_ship_seconds=final_ship_seconds,
         idle_after_s=idle_seconds,
     )
@@ -149,7 +172,9 @@ def ship(store_url: str | None) -> None:
     """
     store = open_store(config.store_url(store_url))  # a writer: creates the store if need be
     directory = config.journal_dir()
-    report = ship_leftovers(directory, store, on_progress=_notice, unmarked=True)
+    with ProgressBar("shipping journals") as bar:
+        notice = progress_lines(bar, _notice)
+        report = ship_leftovers(directory, store, notice, unmarked=True, on_step=bar)
     live = f"; {report.live} journal(s) of running taps left alone" if report.live else ""
     click.echo(
         f"shipped {report.records} records from {report.journals} journal(s) into {store.url}; "
@@ -171,6 +196,22 @@ def ship(store_url: str | None) -> None:
 @home_option
 @click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
 @click.option(
+    "--transport",
+    type=click.Choice(["auto", "streamable-http", "sse"]),
+    default="auto",
+    show_default=True,
+    help="The server's HTTP era: Streamable HTTP, legacy HTTP+SSE (GET the event stream, POST "
+    "to the endpoint it names), or auto: Streamable HTTP first, the legacy stream on 400/404/405.",
+)
+@policy_option
+@click.option(
+    "--redact",
+    "redact_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Redact frames with these rules before they are journalled (forwarded unchanged).",
+)
+@click.option(
     "--header",
     "headers",
     multiple=True,
@@ -181,19 +222,25 @@ def ship(store_url: str | None) -> None:
 )
 @click.option(
     "--final-ship-seconds",
-    type=click.FloatRange(min=0),
+    type=Duration(allow_zero=True),
     default=FINAL_SHIP_SECONDS,
     show_default=True,
-    help="How long the bridge ships at exit before a detached shipper takes over the rest.",
+    metavar="DURATION",
+    help="How long the bridge ships at exit before a detached shipper takes over the rest "
+    f"({DURATION_HELP}).",
 )
 def bridge(
     url: str,
     store_url: str | None,
     name: str | None,
+    transport: str,
+    policy_file: Path | None,
+    redact_file: Path | None,
     headers: tuple[str, ...],
     final_ship_seconds: float,
 ) -> None:
-    """Record a Streamable HTTP server as a stdio one: speak stdio to the host and HTTP to URL.
+    """Record an HTTP server as a stdio one: speak stdio to the host and HTTP to URL, in either
+    era (Streamable HTTP, or legacy HTTP+SSE with --transport sse or found by auto).
 
     What `blackbox attach` puts in place of an HTTP entry, so the host starts it like any stdio
     server and nothing else has to run. Every message is recorded as `blackbox record` records
@@ -206,6 +253,7 @@ def bridge(
     Example:
       BLACKBOX_BRIDGE_HEADER_1='Authorization: Bearer T' \\
         blackbox bridge https://mcp.example.com/mcp --name docs
+      blackbox bridge --transport sse http://127.0.0.1:3001/sse --policy policy.toml
     """
     import json
 
@@ -221,10 +269,11 @@ def bridge(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     os.environ[HEADERS_ENV] = json.dumps(pairs)  # the relay's environment: never recorded
+    policy, redactor = _gates(policy_file, redact_file)
     store = config.store_url(store_url)
     normalise_url(store)
     tap = TapConfig(
-        command=[sys.executable, "-m", "blackbox.recorder.capture.taps.bridge", url],
+        command=[sys.executable, "-m", "blackbox.recorder.capture.taps.bridge", url, transport],
         journal_dir=config.journal_dir(),
         store_factory=lambda: open_store(store),
         store_url=store,
@@ -233,6 +282,8 @@ def bridge(
         cwd=os.getcwd(),
         env_names=sorted(os.environ),
         final_ship_seconds=final_ship_seconds,
+        policy=policy,
+        redactor=redactor,
     )
     sys.exit(run_tap(tap).exit_status)
 

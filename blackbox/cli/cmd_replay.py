@@ -7,7 +7,9 @@ from typing import Any
 
 import click
 
-from blackbox.cli.options import open_configured_store, store_option
+from blackbox.cli.options import DURATION_HELP, Duration, open_configured_store, store_option
+from blackbox.cli.output import page, pager_option, wrap
+from blackbox.cli.redaction_options import configured_redactor
 from blackbox.cli.replay_safety import safety_guard
 from blackbox.cli.suite_options import replay_suite_cli, suite_options, wants_suite
 from blackbox.replay import (
@@ -60,10 +62,10 @@ from blackbox.replay import (
 @click.option(
     "--timeout",
     "timeout_s",
-    type=float,
-    default=10.0,
+    type=Duration(),
+    default="10s",
     show_default=True,
-    help="Seconds to wait for a response before calling it missing.",
+    help=f"How long to wait for a response before calling it missing ({DURATION_HELP}).",
 )
 @click.option(
     "--format",
@@ -77,10 +79,13 @@ from blackbox.replay import (
     "--allow-writes", is_flag=True, help="Send calls that may change something without asking."
 )
 @click.option(
-    "--read-only", is_flag=True, help="Skip calls that may change something (see docs/replay.md)."
+    "--read-only",
+    is_flag=True,
+    help="Send and compare only read-only calls; skip the rest (see docs/replay.md).",
 )
 @suite_options
 @store_option
+@pager_option
 def replay(
     sessions: tuple[str, ...],
     against: str | None,
@@ -96,6 +101,7 @@ def replay(
     allow_writes: bool,
     read_only: bool,
     store_url: str | None,
+    no_pager: bool = False,
     **suite: Any,  # suite_options' values, each of its own type
 ) -> None:
     """Re-drive a recorded session against a server and explain every divergence.
@@ -107,12 +113,17 @@ def replay(
     2 could not run.
 
     Calls to tools the recorded tools/list did not mark read-only may change something on
-    the server (a file written again): they are listed first, then a terminal is asked;
-    elsewhere the replay needs --allow-writes, or --read-only to skip them.
+    the server (a file written again): they are listed first, then a terminal is asked about
+    each ("n" skips that call and the replay goes on); elsewhere the replay needs
+    --allow-writes, or --read-only to skip them. A skipped call is not compared: its recorded
+    answer stands in, and the report counts it as skipped.
 
     SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last'.
     Several sessions (or --name, --since, --suite) replay as a suite, --jobs at a time: one
     line per session and a summary, exit 1 if any diverged, --junit FILE for CI.
+
+    A session's report shows every difference whole, wrapped to the terminal, through the
+    pager when it is taller than a terminal (--no-pager: never; a pipe never is).
 
     \b
     Example:
@@ -145,6 +156,7 @@ def replay(
             guard=safety_guard(allow_writes, read_only, interactive=False),
             **suite,
         )
+    redactor = configured_redactor(suite.pop("redact_rules"), suite.pop("no_redact"), store_url)
     store = open_configured_store(store_url)
     result = replay_session(
         store,
@@ -155,7 +167,10 @@ def replay(
         progress=lambda msg: click.echo(msg, err=True),
         guard=safety_guard(allow_writes, read_only),
     )
-    click.echo(render_json(result) if fmt == "json" else render_text(result))
+    report = render_json(result) if fmt == "json" else render_text(result, whole=True)
+    if redactor is not None:  # before wrapping, which could split a secret across lines
+        report = redactor.redact_frame(report.encode()).decode("utf-8", "replace")
+    page(report if fmt == "json" else wrap(report), no_pager)
     sys.exit(result.exit_code)
 
 

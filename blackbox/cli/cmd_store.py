@@ -9,8 +9,16 @@ from pathlib import Path
 
 import click
 
-from blackbox.cli.options import format_option, moment_ns, open_configured_store, store_option
-from blackbox.cli.output import render
+from blackbox.cli.options import (
+    NAME_GLOB_HELP,
+    Moment,
+    format_option,
+    moment_ns,
+    open_configured_store,
+    store_option,
+)
+from blackbox.cli.output import ProgressBar, group_stderr, page, pager_option, render
+from blackbox.cli.redaction_options import configured_redactor, redaction_options
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import StoredEvent
 from blackbox.recorder.query import COLUMNS as TIMELINE_COLUMNS
@@ -20,11 +28,22 @@ from blackbox.recorder.store import schema_head
 
 @click.command()
 @store_option
-@click.option("--limit", type=int, default=50, show_default=True, help="At most this many.")
-@click.option("--name", default=None, help="Only sessions of this name (the server key).")
+@click.option(
+    "--limit",
+    type=int,
+    default=50,
+    show_default=True,
+    help="At most this many, counted after the filters.",
+)
+@click.option(
+    "--name",
+    default=None,
+    metavar="GLOB",
+    help=f"Only sessions whose name (the server key) matches ({NAME_GLOB_HELP}).",
+)
 @click.option("--server", default=None, help="Only sessions whose server command/URL has this.")
-@click.option("--since", metavar="WHEN", help="Started at/after: an age (7d, 30min) or a date.")
-@click.option("--until", metavar="WHEN", help="Started before: an age or a date.")
+@click.option("--since", type=Moment(), help="Started at/after: an age (7d, 30min) or a date.")
+@click.option("--until", type=Moment(), help="Started before: an age or a date.")
 @click.option("--outcome", type=click.Choice(listing.OUTCOMES), help="Only this outcome.")
 @click.option("--errors", "only_errors", is_flag=True, help="Only sessions with error replies.")
 @click.option("--faults", "only_faults", is_flag=True, help="Only sessions with faults.")
@@ -35,6 +54,13 @@ from blackbox.recorder.store import schema_head
     help="Only sessions that went idle (session_idle), with their idle and in-use time.",
 )
 @click.option("--replays", is_flag=True, help="Also list replay sessions (hidden by default).")
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every session: replays and background sessions without traffic (a proxy's tool "
+    "watch, a server never spoken to) too.",
+)
 @format_option()
 def sessions(
     store_url: str | None,
@@ -49,20 +75,24 @@ def sessions(
     replays: bool,
     fmt: str,
     idle_only: bool = False,
+    every: bool = False,
 ) -> None:
     """List recorded sessions, newest first, with their requests (calls), error replies
     (JSON-RPC errors and tool results with isError), transport faults, and an outcome that
     reflects them (ok, errors, faults, crashed, interrupted, recovered, open).
 
     HANDLE is short and unique in the store: every command taking a SESSION accepts it, as
-    well as a full id, a unique prefix, or 'last' (the last recorded session, not a replay).
+    well as a full id, a unique prefix, or 'last' (the last recorded session with traffic: not a
+    replay, nor a background session such as a proxy's "tool watch: NAME", which only --all
+    lists).
 
     \b
     Example:
       blackbox sessions --limit 10
       blackbox sessions --errors --since 7d
-      blackbox sessions --name time --outcome faults --format json
+      blackbox sessions --name 'time*' --outcome faults --format json
       blackbox sessions --idle
+      blackbox sessions --all
     """
     store = open_configured_store(store_url)
     filt = listing.SessionFilter(
@@ -73,7 +103,8 @@ def sessions(
         outcome=outcome,
         errors=only_errors,
         faults=only_faults,
-        replays=replays,
+        replays=replays or every,
+        background=every,
         limit=None if idle_only else limit,
     )
     rows = [summary.row() for summary in listing.list_summaries(store, filt)]
@@ -103,8 +134,10 @@ def _with_tool_changes(store: object, rows: list[dict], columns: list[str]) -> l
 @click.option("--frame", "frame_seq", type=int, metavar="SEQ", help="Print one record whole.")
 @click.option("--full", is_flag=True, help="Print every record whole (raw bytes, then JSON).")
 @click.option("--raw", is_flag=True, help="With --frame: only the exact raw bytes.")
+@redaction_options("payloads")
 @store_option
 @format_option()
+@pager_option
 def show(
     session: str,
     frame_seq: int | None,
@@ -112,6 +145,9 @@ def show(
     raw: bool,
     store_url: str | None,
     fmt: str,
+    no_pager: bool = False,
+    redact_rules: Path | None = None,
+    no_redact: bool = False,
 ) -> None:
     """Show one session's timeline: seq, offset, direction, kind, method, tool, id, the request
     a response answers (re), its error (isError or the JSON-RPC code), latency, an excerpt.
@@ -119,7 +155,10 @@ def show(
     SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last'. The
     table cuts payloads to an excerpt; --format json/jsonl carry each whole (`payload`, or
     `payload_b64` when it is not UTF-8); --frame SEQ prints one record's exact raw bytes and
-    its pretty JSON (--raw: the bytes alone, e.g. to a file).
+    its pretty JSON (--raw: the bytes alone, e.g. to a file). Secrets are redacted as `export`
+    redacts them (the built-in rules keyed per store; --redact RULES, or --no-redact for the
+    bytes as stored). The table fits the terminal and shows a run of server stderr lines as
+    one row; on a terminal, output taller than it goes through the pager (--no-pager: never).
 
     \b
     Example:
@@ -128,24 +167,32 @@ def show(
       blackbox show 4f2a9c --frame 7
       blackbox show 4f2a9c --frame 7 --raw > frame.json
     """
+    redactor = configured_redactor(redact_rules, no_redact, store_url)
     store = open_configured_store(store_url)
     sid = store.resolve(session)
+    read = store.read_session(sid)
     if frame_seq is not None or full:
-        records = [ev for ev in store.read_session(sid) if frame_seq is None or ev.seq == frame_seq]
+        records = [ev for ev in read if frame_seq is None or ev.seq == frame_seq]
+        if redactor is not None:
+            records = [redactor.redact_record(ev) for ev in records]
         if not records:
             raise BlackboxError(f"session {sid} has no record with seq {frame_seq}")
-        # The bytes exactly as stored: the binary stream under stdout, never through its text
-        # encoding (click's get_binary_stream, which did this, is deprecated since click 8.5).
+        if not raw and sys.stdout.isatty():  # a person reads it: pretty, paged when long
+            text = b"".join(whole_record(ev) for ev in records)
+            page(text.decode("utf-8", errors="replace").rstrip("\n"), no_pager)
+            return
+        # The bytes exactly (once redacted): the binary stream under stdout, never through its
+        # text encoding (click's get_binary_stream, which did this, is deprecated since click 8.5).
         out = sys.stdout.buffer
         for ev in records:
             out.write(ev.raw if raw else whole_record(ev))
         out.flush()
         return
-    rows = list(timeline_rows(store.read_session(sid)))
+    rows = list(timeline_rows(read if redactor is None else map(redactor.redact_record, read)))
     if fmt == "table":
-        click.echo(render(rows, fmt, TIMELINE_COLUMNS))
+        page(render(group_stderr(rows), fmt, TIMELINE_COLUMNS), no_pager)
         return
-    click.echo(render([{k: v for k, v in r.items() if k != "excerpt"} for r in rows], fmt))
+    page(render([{k: v for k, v in r.items() if k != "excerpt"} for r in rows], fmt), no_pager)
 
 
 def whole_record(ev: StoredEvent) -> bytes:
@@ -210,7 +257,8 @@ def verify(
         raise click.UsageError("--checkpoint is checked with --key VKEY (`blackbox keys show`)")
     store = open_configured_store(store_url)
     target = store.resolve(session) if session else None
-    findings = store.verify(target)
+    with ProgressBar("verifying sessions") as bar:  # a large store takes a while
+        findings = store.verify(target, progress=bar if target is None else None)
     trust = None
     if checkpoint_file is not None and vkey:
         note = checkpoint_file.read_text(encoding="utf-8", errors="replace")

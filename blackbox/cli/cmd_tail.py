@@ -7,7 +7,8 @@ import sys
 import click
 
 from blackbox import config
-from blackbox.cli.options import open_configured_store, store_option
+from blackbox.cli.options import NAME_GLOB_HELP, open_configured_store, store_option
+from blackbox.cli.output import colour, terminal_width
 from blackbox.cli.tail import TailFilter, run_tail
 
 
@@ -19,13 +20,22 @@ from blackbox.cli.tail import TailFilter, run_tail
     "-n",
     "--lines",
     "history",
-    type=int,
+    type=click.IntRange(min=0),
+    metavar="N",
     default=20,
     show_default=True,
-    help="Records of history to print first.",
+    help="Lines of history to print first, counted after the filters (a call and its answer "
+    "on one line are one).",
 )
-@click.option("--method", default=None, help="Only this JSON-RPC method (tools/call, ...).")
-@click.option("--tool", default=None, help="Only calls of this tool.")
+@click.option(
+    "--method",
+    default=None,
+    metavar="GLOB",
+    help=f"Only these JSON-RPC methods (tools/call, 'resources/*'; {NAME_GLOB_HELP}).",
+)
+@click.option(
+    "--tool", default=None, metavar="GLOB", help=f"Only calls of these tools ({NAME_GLOB_HELP})."
+)
 @click.option("--errors", is_flag=True, help="Only error responses, isError results and faults.")
 @click.option(
     "--format",
@@ -49,10 +59,12 @@ def tail(
 ) -> None:
     """Print the newest records, a request and its response on one line with the latency.
 
-    SESSION is a full id, a unique prefix of one, or 'last'; without it (or with --all) every
-    session is shown, including those that start while following. With -f, records of running
-    taps show within a second of crossing the wire (their journals are read too). Colour only
-    on a terminal.
+    SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last';
+    without it (or with --all) every session is shown, including those that start while
+    following. Each line starts with the time, the session's handle and name, and the seq.
+    With -f, records of running taps show within a second of crossing the wire (their
+    journals are read too). Lines fit the terminal (COLUMNS); colour only on a terminal,
+    never with NO_COLOR set.
 
     \b
     Example:
@@ -66,7 +78,17 @@ def tail(
     session_id = store.resolve(session) if session else None
     filt = TailFilter(method=method, tool=tool, errors=errors)
     try:
-        run_tail(store, config.journal_dir(), session_id, follow_on, history, filt, fmt, click.echo)
+        run_tail(
+            store,
+            config.journal_dir(),
+            session_id,
+            follow_on,
+            history,
+            filt,
+            fmt,
+            lambda line: click.echo(line, color=colour()),
+            width=terminal_width(),
+        )
     except KeyboardInterrupt:
         return
     except BrokenPipeError:  # `blackbox tail -f | head`: the reader left, so do we, quietly

@@ -6,13 +6,22 @@ from __future__ import annotations
 import click
 
 from blackbox import config
-from blackbox.cli.options import format_option, moment_ns, open_configured_store, store_option
-from blackbox.cli.output import refresh_progress, render
+from blackbox.cli.options import (
+    NAME_GLOB_HELP,
+    Moment,
+    format_option,
+    moment_ns,
+    open_configured_store,
+    store_option,
+)
+from blackbox.cli.output import page, pager_option, refresh_progress, render, wrap
 
 
 @click.group(invoke_without_command=True)
-@click.option("--server", metavar="NAME", help="Only this server (its recorded name).")
-@click.option("--since", metavar="WHEN", help="Seen from this time: 7d, 12h or an ISO date.")
+@click.option(
+    "--server", metavar="GLOB", help=f"Only servers whose recorded name matches ({NAME_GLOB_HELP})."
+)
+@click.option("--since", type=Moment(), help="Seen from this time: 7d, 12h or an ISO date.")
 @click.option(
     "--history", "history", metavar="TOOL", help="Each definition of TOOL, with sessions."
 )
@@ -20,6 +29,7 @@ from blackbox.cli.output import refresh_progress, render
 @click.option("--full", is_flag=True, help="Whole hashes (the table shows 12 characters).")
 @store_option
 @format_option(("table", "json", "jsonl", "csv", "markdown"))
+@pager_option
 @click.pass_context
 def tools(
     ctx: click.Context,
@@ -30,10 +40,12 @@ def tools(
     full: bool,
     store_url: str | None,
     fmt: str,
+    no_pager: bool = False,
 ) -> None:
     """Every tool, prompt and resource template each server offered: definition hash, first and
     last seen, sessions, calls and errors under that definition, and suspicious-definition
-    flags (a heuristic). A server is its recorded name plus its command or URL.
+    flags (a heuristic). A server is its recorded name plus its command or URL. --changes
+    prints each diff whole, wrapped to the terminal and paged when long (--no-pager: never).
 
     \b
     Example:
@@ -54,11 +66,13 @@ def tools(
         rows = rows if full else shorten(rows)
         if mode == "changes":
             columns = [c for c in columns if c not in ("command", "diff")]
-    click.echo(render(rows, fmt, columns))
+    text = render(rows, fmt, columns)
     if fmt == "table" and mode == "changes":
         for row in rows:
-            click.echo(f"\n{row['time']} {row['server']} {row['name']} {row['change']}:")
-            click.echo(row["diff"] or "(no diff)")
+            text += f"\n\n{row['time']} {row['server']} {row['name']} {row['change']}:"
+            text += "\n" + (row["diff"] or "(no diff)")
+        text = wrap(text)
+    page(text, no_pager)
 
 
 @tools.command()

@@ -21,7 +21,8 @@ store_option = click.option(
     "store_url",
     metavar="URL",
     default=None,
-    help="Store URL (default: BLACKBOX_STORE, else SQLite in the user data directory).",
+    help="Store URL (default: BLACKBOX_STORE, else the store of the user configuration, else "
+    "SQLite in the user data directory).",
 )
 
 
@@ -41,8 +42,8 @@ home_option = click.option(
     is_eager=True,
     expose_value=False,
     callback=_set_home,
-    help="Data directory (journals, default store), as BLACKBOX_HOME would set it; attach "
-    "writes it into the config because hosts start servers with a minimal environment.",
+    help="Data directory (journals, default store, user configuration), as BLACKBOX_HOME "
+    "would set it.",
 )
 
 
@@ -81,13 +82,17 @@ class BadTime(BlackboxError):
     """A duration or a point in time that cannot be read."""
 
 
-# The one reading of durations for every option (--older-than, --since, --until, --idle,
-# --idle-gap, --timeout). `m` alone is refused: minutes to some, months to others.
+# The one reading of durations for every option that takes a time (--timeout, --idle-after,
+# --idle-gap, --every, --slow, --older-than, --since, --until, --idle). Two readings of one
+# grammar: a duration (how long to wait) takes a bare number as seconds and `m` as minutes; an
+# age (how far back, what retention removes) needs a unit and refuses `m`, which is minutes to
+# some and months to others, and a retention age of 6 minutes instead of 6 months loses records.
 _SPAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)?\s*$")
 _UNIT_S = {
     "ms": 0.001,
     "s": 1.0,
     "sec": 1.0,
+    "m": 60.0,
     "min": 60.0,
     "h": 3600.0,
     "d": 86_400.0,
@@ -101,13 +106,17 @@ _ISO = re.compile(
     r"(?:(?P<min>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
     re.IGNORECASE,
 )
-UNITS_HINT = "s, min, h, d, w, mo, y (90d, 30min, 6mo) or ISO 8601 (P1DT2H)"
+UNITS_HINT = "ms, s, m or min, h, d, w, mo, y (500ms, 30s, 2m, 1h, 90d, 6mo) or ISO 8601 (P1DT2H)"
+AGE_HINT = "s, min, h, d, w, mo, y (90d, 30min, 6mo) or ISO 8601 (P1DT2H)"
+# What --help says of every duration option, so that each says it the same way.
+DURATION_HELP = "500ms, 30s, 2m, 1h, 1d; a plain number is seconds"
+AGE_HELP = "an age: 30min, 12h, 7d, 6mo, 1y (m alone is refused: min or mo)"
 
 
-def parse_duration(text: str, bare_seconds: bool = False) -> float | None:
-    """A duration in seconds (`90s`, `30min`, `12h`, `7d`, `2w`, `6mo`, `1y`, `250ms`, ISO 8601
-    `PT30M`, `P1Y2M`), None when `text` is no duration at all; a plain number only when
-    `bare_seconds`. Raises `BadTime` for the ambiguous `m` and unknown units."""
+def parse_duration(text: str, *, age: bool = False) -> float | None:
+    """Seconds of a duration (`500ms`, `90s`, `2m`, `30min`, `12h`, `7d`, `2w`, `6mo`, `1y`, ISO
+    8601 `PT30M`, `P1Y2M`; a plain number is seconds), None when `text` is no duration at all.
+    An `age` needs a unit and refuses the ambiguous `m`. Raises `BadTime` for unknown units."""
     text = text.strip()
     iso = _ISO.match(text)
     if iso is not None:
@@ -117,25 +126,34 @@ def parse_duration(text: str, bare_seconds: bool = False) -> float | None:
         return None
     number, unit = float(match.group(1)), match.group(2)
     if unit is None:
-        if not bare_seconds:
-            raise BadTime(f"{text!r} is not an age, not a duration: add a unit, {UNITS_HINT}")
+        if age:
+            raise BadTime(f"{text!r} is not an age, not a duration: add a unit, {AGE_HINT}")
         return number
-    if unit == "m" or unit == "M":
+    if unit == "M" or (age and unit == "m"):
         raise BadTime(
             f"{text!r} is ambiguous: write {match.group(1)}min for minutes or "
             f"{match.group(1)}mo for months"
         )
     if unit.lower() not in _UNIT_S:
-        raise BadTime(f"{text!r}: unknown unit {unit!r}; use {UNITS_HINT}")
+        raise BadTime(f"{text!r}: unknown unit {unit!r}; use {AGE_HINT if age else UNITS_HINT}")
     return number * _UNIT_S[unit.lower()]
 
 
-def span_seconds(text: str, bare_seconds: bool = False) -> float:
-    """A duration in seconds (see `parse_duration`); a plain number only when `bare_seconds` (a
-    retention age of a bare `90` would be read as seconds: too easy a mistake)."""
-    seconds = parse_duration(text, bare_seconds)
+def span_seconds(text: str, *, age: bool = False) -> float:
+    """Seconds of a duration or, with `age`, of an age (see `parse_duration`: an age of a bare
+    `90` would be read as seconds, too easy a mistake where records are removed)."""
+    seconds = parse_duration(text, age=age)
     if seconds is None:
-        raise BadTime(f"{text!r} is not an age, not a duration: use a number and {UNITS_HINT}")
+        what, hint = ("an age", AGE_HINT) if age else ("a duration", UNITS_HINT)
+        raise BadTime(f"{text!r} is not {what}: use a number and {hint}")
+    return seconds
+
+
+def positive_seconds(text: str, *, allow_zero: bool = False) -> float:
+    """Seconds of a duration that must be above zero (or zero, with `allow_zero`)."""
+    seconds = span_seconds(text)
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise BadTime(f"{text!r} is not a positive duration")
     return seconds
 
 
@@ -143,7 +161,7 @@ def moment_ns(text: str, now_ns: int | None = None) -> int:
     """A point in time in ns: an age (`7d`: that long ago) or an ISO date/time (UTC unless it
     says otherwise)."""
     now = time.time_ns() if now_ns is None else now_ns
-    seconds = parse_duration(text)
+    seconds = parse_duration(text, age=True)
     if seconds is not None:
         return now - int(seconds * 1e9)
     try:
@@ -160,9 +178,13 @@ def moment_ns(text: str, now_ns: int | None = None) -> int:
 
 
 class Duration(click.ParamType):
-    """A positive duration option: `30min`, `90s`, `1h`, `250ms`, `PT5M`, or plain seconds."""
+    """A duration option: `500ms`, `30s`, `2m`, `1h`, `1d`, `PT5M`, or plain seconds; above zero
+    unless `allow_zero`. Its value is seconds (a float)."""
 
     name = "duration"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
@@ -170,9 +192,41 @@ class Duration(click.ParamType):
         if isinstance(value, int | float):
             return float(value)
         try:
-            seconds = span_seconds(str(value), bare_seconds=True)
+            return positive_seconds(str(value), allow_zero=self.allow_zero)
         except BadTime as exc:
             self.fail(str(exc), param, ctx)
-        if seconds <= 0:
-            self.fail(f"{value!r} is not a positive duration", param, ctx)
-        return seconds
+
+
+class Age(click.ParamType):
+    """An age option (`--older-than 90d`): a unit is needed and `m` is refused (see
+    `parse_duration`). Its value stays the text, which is what gets recorded and scheduled."""
+
+    name = "age"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        try:
+            span_seconds(str(value), age=True)
+        except BadTime as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
+class Moment(click.ParamType):
+    """A point-in-time option (`--since 7d`, `--until 2026-11-30`): an age or an ISO date, read
+    by `moment_ns`. Its value stays the text: the moment an age names is taken when it is used."""
+
+    name = "when"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        try:
+            moment_ns(str(value))
+        except BadTime as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
+NAME_GLOB_HELP = "a shell glob: * any text, ? one character, [ab] one of them"

@@ -1,9 +1,10 @@
 """Everything the CLI renders: rows as a table, markdown, CSV, JSON or JSONL, the rows of the
 store's listings (sessions, one session's timeline), reports, and progress lines on stderr.
 
-Commands build data and hand it here, so every listing looks and escapes alike. Output is plain
-text with no colour or terminal control codes: what a pipe, a file or a test reads is what a
-terminal shows. Progress goes to stderr so stdout stays machine-readable.
+Commands build data and hand it here, so every listing looks and escapes alike. Tables and text
+fit the terminal (`terminal_width`: COLUMNS, else the terminal's own width; a pipe or a file gets
+every character), long text is paged on a terminal only, colour is for a terminal without NO_COLOR,
+and progress bars go to stderr, on a terminal only, so stdout stays machine-readable.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import shutil
+import sys
 import textwrap
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
@@ -30,12 +34,179 @@ FORMATS = ("table", "json", "jsonl", "csv")
 
 
 # ---------------------------------------------------------------------------------------------
+# The terminal: width, colour, paging
+
+# Below this many columns nothing fits anyway: lines are cut at it rather than at fewer.
+NARROWEST = 20
+# A table column is never cut below this many characters (its header's first letters still say
+# which column it is).
+CELL_FLOOR = 4
+
+
+def _isatty(stream: IO[Any]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return False
+
+
+def terminal_width() -> int | None:
+    """The columns output must fit: the command's `terminal_width` (click's context setting),
+    else, when stdout is a terminal, COLUMNS or the terminal's own width; None (no limit) for a
+    pipe or a file, which get every character whatever COLUMNS says (test runners and CI
+    export it)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.terminal_width:
+        return max(NARROWEST, ctx.terminal_width)
+    if _isatty(sys.stdout):  # get_terminal_size reads COLUMNS first, then asks the terminal
+        return max(NARROWEST, shutil.get_terminal_size().columns)
+    return None
+
+
+def cut(text: str, width: int | None) -> str:
+    """`text` in at most `width` characters, cut with `…` (whole when `width` is None)."""
+    if width is None or len(text) <= width:
+        return text
+    return text[: width - 1] + "…" if width > 0 else ""
+
+
+def fit_widths(
+    widths: Sequence[int], limit: int, headers: Sequence[str] = (), gap: int = 2
+) -> tuple[list[int], int]:
+    """Column widths whose row fits `limit`, and the gap to put between columns: the widest
+    columns give way first, so short columns (seq, kind, counts) stay whole while an excerpt or
+    a name shrinks. A column keeps its header's width while it can, then `CELL_FLOOR`; the gap
+    narrows to one space before headers are cut."""
+    names = list(headers) or [""] * len(widths)
+    attempts = [
+        (gap, [min(w, max(len(h), CELL_FLOOR)) for w, h in zip(widths, names, strict=True)]),
+        (1, [min(w, max(len(h), CELL_FLOOR)) for w, h in zip(widths, names, strict=True)]),
+        (1, [min(w, CELL_FLOOR) for w in widths]),
+    ]
+    if sum(widths) + gap * (len(widths) - 1) <= limit:
+        return list(widths), gap
+    for space, floors in attempts:
+        room = limit - space * (len(widths) - 1)
+        if sum(floors) <= room:
+            break
+    # The largest cap under which every column, cut to it (never below its floor), fits.
+    low, high = 0, max(widths)
+    while low < high:
+        cap = (low + high + 1) // 2
+        if sum(max(f, min(w, cap)) for w, f in zip(widths, floors, strict=True)) <= room:
+            low = cap
+        else:
+            high = cap - 1
+    fitted = [max(f, min(w, low)) for w, f in zip(widths, floors, strict=True)]
+    # What the cap leaves over (less than one per cut column) goes to the last cut columns,
+    # where a table keeps its longest text (an excerpt, a command).
+    spare = room - sum(fitted)
+    for i in reversed(range(len(widths))):
+        if spare <= 0:
+            break
+        if fitted[i] < widths[i]:
+            fitted[i] += 1
+            spare -= 1
+    return fitted, space
+
+
+def wrap(text: str, width: int | None = None) -> str:
+    """Text whose long lines are wrapped, not cut, to `width` (default: `terminal_width()`): each
+    continuation is indented two more than its line, so a diff or a report stays whole."""
+    limit = width if width is not None else terminal_width()
+    if limit is None:
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= limit:
+            out.append(line)
+            continue
+        indent = " " * min(len(line) - len(line.lstrip(" ")) + 2, limit // 2)
+        out.extend(
+            textwrap.wrap(
+                line,
+                limit,
+                subsequent_indent=indent,
+                break_long_words=True,
+                break_on_hyphens=False,
+            )
+            or [""]
+        )
+    return "\n".join(out)
+
+
+def colour() -> bool | None:
+    """What to pass as `click.echo(color=...)`: False under NO_COLOR (any value, no-color.org),
+    else None, click's own rule (colour on a terminal, stripped elsewhere)."""
+    return False if os.environ.get("NO_COLOR") else None
+
+
+def page(text: str, no_pager: bool = False) -> None:
+    """Print `text`; through the pager ($PAGER, else less or more) when stdout is a terminal,
+    the text is taller than it and `no_pager` is not set. A pipe never waits on a pager."""
+    tall = text.count("\n") + 1 >= shutil.get_terminal_size().lines
+    if not no_pager and tall and _isatty(sys.stdout):
+        click.echo_via_pager(text, color=colour())
+    else:
+        click.echo(text, color=colour())
+
+
+pager_option = click.option(
+    "--no-pager", is_flag=True, help="Print long output straight out, never through a pager."
+)
+
+
+class ProgressBar:
+    """A progress bar on stderr, on a terminal only (a log or a pipe gets nothing from it). Call
+    it with (done, total) as a library loop reports them; a new `label` starts a new bar."""
+
+    def __init__(self, label: str, enabled: bool | None = None) -> None:
+        self.label = label
+        self.enabled = _isatty(sys.stderr) if enabled is None else enabled
+        self._bar: Any = None
+        self._done = 0
+
+    def __call__(self, done: int, total: int, label: str | None = None) -> None:
+        if not self.enabled or total <= 0:
+            return
+        if self._bar is not None and (label not in (None, self.label) or total != self._bar.length):
+            self.close()
+        if label is not None:
+            self.label = label
+        if self._bar is None:
+            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self._bar.__enter__()
+            self._done = 0
+        self._bar.update(max(0, min(done, total) - self._done))
+        self._done = max(self._done, min(done, total))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def progress_lines(bar: ProgressBar, fallback: Callable[[str], None]) -> Callable[[str], None]:
+    """Where a command's progress lines go: nowhere while a bar shows it, else `fallback`."""
+    return (lambda _message: None) if bar.enabled else fallback
+
+
+# ---------------------------------------------------------------------------------------------
 # Rows
 
 
-def render(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None) -> str:
+def render(
+    rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None, width: int | None = None
+) -> str:
     """Rows (dicts sharing keys) in the given format (table, json, jsonl, csv or markdown), as one
-    string without a trailing newline."""
+    string without a trailing newline. A table fits `width` columns (default: `terminal_width()`),
+    its widest cells cut with `…`; the other formats carry every value whole."""
     cols = list(columns) if columns is not None else (list(rows[0]) if rows else [])
     if fmt == "json":
         return json.dumps([{c: r.get(c) for c in cols} for r in rows], indent=2, default=str)
@@ -49,7 +220,7 @@ def render(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None)
         return buf.getvalue().rstrip("\n")
     if fmt == "markdown":
         return markdown(rows, cols)
-    return _table(rows, cols)
+    return _table(rows, cols, width)
 
 
 def _cell(value: object) -> str:
@@ -60,16 +231,23 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def _table(rows: Sequence[dict], cols: list[str]) -> str:
+def _table(rows: Sequence[dict], cols: list[str], width: int | None = None) -> str:
     if not rows:
         return "(no rows)"
-    cells = [[_cell(r.get(c)) for c in cols] for r in rows]
+    cells = [[_cell(r.get(c)).replace("\n", " ") for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend(
-        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    )
+    limit = width if width is not None else terminal_width()
+    gap = 2
+    if limit is not None:
+        widths, gap = fit_widths(widths, limit, cols)
+
+    def line(values: Sequence[str]) -> str:
+        cells = (cut(v, w).ljust(w) for v, w in zip(values, widths, strict=True))
+        text = (" " * gap).join(cells)
+        return cut(text.rstrip(), limit) if limit is not None else text.rstrip()
+
+    lines = [line(cols), line(["-" * w for w in widths])]
+    lines.extend(line(row) for row in cells)
     return "\n".join(lines)
 
 
@@ -192,6 +370,47 @@ TIMELINE_COLUMNS = timeline_columns
 def timeline(store: EventStore, session_id: str) -> list[dict]:
     """One session's records as rows (recorder/query/timeline.py), offsets relative to its first."""
     return list(timeline_rows(store.read_session(session_id)))
+
+
+def _stderr_line(row: dict) -> str:
+    """The line a `stderr` record holds (its document's `line`), else its excerpt."""
+    try:
+        line = json.loads(row.get("payload") or "")["line"]
+    except (ValueError, TypeError, KeyError):
+        return str(row.get("excerpt") or "")
+    return str(line).rstrip("\r\n")
+
+
+def group_stderr(rows: Iterable[dict]) -> list[dict]:
+    """Timeline rows with each run of consecutive `stderr` records as one row: its seqs as a
+    range (`12-15`), its bytes summed, its lines joined with ` ⏎ ` (a server's traceback reads as
+    one block, not one row per line). Other rows pass unchanged."""
+    out: list[dict] = []
+    run: list[dict] = []
+
+    def close_run() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            lines = [_stderr_line(r) for r in run]
+            out.append(
+                run[0]
+                | {
+                    "seq": f"{run[0]['seq']}-{run[-1]['seq']}",
+                    "bytes": sum(r.get("bytes") or 0 for r in run),
+                    "excerpt": f"({len(run)} lines) " + " ⏎ ".join(lines),
+                }
+            )
+        run.clear()
+
+    for row in rows:
+        if row.get("kind") == "stderr":
+            run.append(row)
+            continue
+        close_run()
+        out.append(row)
+    close_run()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,11 @@ import click
 
 from blackbox import config
 from blackbox.cli.options import (
+    AGE_HELP,
+    DURATION_HELP,
+    Age,
     BadTime,
+    Duration,
     format_option,
     open_configured_store,
     span_seconds,
@@ -28,12 +32,22 @@ def _blackbox_executable() -> str:
 
 
 @click.command("schedule")
-@click.option("--every", default="1d", show_default=True, metavar="DURATION", help="How often.")
+@click.option(
+    "--every",
+    "every_s",
+    type=Duration(),
+    default="1d",
+    show_default=True,
+    metavar="DURATION",
+    help=f"How often ({DURATION_HELP}).",
+)
 @click.option(
     "--older-than",
+    type=Age(),
     default=None,
     metavar="AGE",
-    help="Remove sessions that ended longer ago (default: BLACKBOX_RETENTION, else 90d).",
+    help=f"Remove sessions that ended longer ago ({AGE_HELP}; default: BLACKBOX_RETENTION, "
+    "else 90d).",
 )
 @click.option(
     "--archive-root",
@@ -53,7 +67,7 @@ def _blackbox_executable() -> str:
 @click.option("--print", "print_only", is_flag=True, help="Print what would be installed, only.")
 @store_option
 def retention_schedule(
-    every: str,
+    every_s: float,
     older_than: str | None,
     archive_root: Path | None,
     rendering: str,
@@ -78,9 +92,8 @@ def retention_schedule(
     )
 
     try:
-        every_s = span_seconds(every, bare_seconds=True)
         age = config.retention(older_than)
-        span_seconds(age)  # a bad age is an error now, not at 3 a.m.
+        span_seconds(age, age=True)  # a bad BLACKBOX_RETENTION is an error now, not at 3 a.m.
     except BadTime as exc:
         raise click.ClickException(str(exc)) from None
     argv = apply_argv(

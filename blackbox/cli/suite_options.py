@@ -1,5 +1,6 @@
 """The options that turn `blackbox replay` into a suite run (`--name`, `--since`, `--suite`,
-`--jobs`, `--junit`), and running it: shared by `replay` and `suite`.
+`--jobs`, `--junit`; `--redact` and `--no-redact` for the reports), and running it: shared by
+`replay` and `suite`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from typing import Any
 
 import click
 
-from blackbox.cli.options import moment_ns, open_configured_store
+from blackbox.cli.options import NAME_GLOB_HELP, Moment, moment_ns, open_configured_store
+from blackbox.cli.output import ProgressBar
+from blackbox.cli.redaction_options import configured_redactor, redaction_options
 from blackbox.replay import (
     ERAS,
     Recording,
     ReplayOptions,
     SessionOutcome,
+    redacted,
     render,
     run_suite,
     select_sessions,
@@ -35,10 +39,10 @@ def suite_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "--name",
                 "name_glob",
                 metavar="GLOB",
-                help="Replay every recorded session whose name matches (shell glob).",
+                help=f"Replay every recorded session whose name matches ({NAME_GLOB_HELP}).",
             ),
             click.option(
-                "--since", metavar="AGE|DATE", help="Only sessions started since (7d, 2026-11-30)."
+                "--since", type=Moment(), help="Only sessions started since (7d, 2026-11-30)."
             ),
             click.option("--suite", metavar="NAME", help="Replay a suite saved by 'suite add'."),
             click.option(
@@ -61,7 +65,8 @@ def suite_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ]
     ):
         func = decorator(func)
-    return func
+    reports = "the reports (a session's; a suite's table, JSON, GitHub and JUnit)"
+    return redaction_options(reports)(func)
 
 
 def wants_suite(sessions: tuple[str, ...], fmt: str, suite: dict[str, Any]) -> bool:
@@ -84,10 +89,14 @@ def replay_suite_cli(
     jobs: int | None = None,
     junit: Path | None = None,
     guard: Callable[[Recording], frozenset[int]] | None = None,
+    redact_rules: Path | None = None,
+    no_redact: bool = False,
 ) -> None:
-    """Run the suite, print it, write JUnit, exit 0 (all equivalent) or 1."""
+    """Run the suite, print it, write JUnit, exit 0 (all equivalent) or 1. What is printed and
+    written is redacted as `export` redacts (see blackbox.cli.redaction_options)."""
     if not sessions and not (name_glob or since or suite):
         raise click.UsageError("name sessions to replay, or --name, --since or --suite")
+    redactor = configured_redactor(redact_rules, no_redact, store_url)
     store = open_configured_store(store_url)
     selected = select_sessions(
         store,
@@ -97,20 +106,27 @@ def replay_suite_cli(
         suite=suite,
     )
     click.echo(f"replaying {len(selected)} session(s)", err=True)
+    bar = ProgressBar("replaying sessions")
 
     def progress(outcome: SessionOutcome, done: int, total: int) -> None:
-        click.echo(f"[{done}/{total}] {outcome.short_id} {outcome.status}", err=True)
+        if bar.enabled:  # a terminal: a bar; a CI log: a line per session
+            bar(done, total)
+        else:
+            click.echo(f"[{done}/{total}] {outcome.short_id} {outcome.status}", err=True)
 
-    result = run_suite(
-        store,
-        selected,
-        against=against,
-        url=url,
-        options=options,
-        jobs=jobs,
-        on_done=progress,
-        guard=guard,
-    )
+    with bar:
+        result = run_suite(
+            store,
+            selected,
+            against=against,
+            url=url,
+            options=options,
+            jobs=jobs,
+            on_done=progress,
+            guard=guard,
+        )
+    if redactor is not None:
+        result = redacted(result, redactor)
     if junit is not None:
         write_junit(result, junit)
     click.echo(render(result, fmt))

@@ -5,11 +5,13 @@ module turns the `blackbox.recorder.query.live_feed` feed into lines: a request 
 (`HOLD_S`) so that, when its response comes quickly, both print as one line with the latency; a slow
 call prints its request at once and its response later with the latency. Errors and faults stand out
 (red on a terminal; plain words when piped, as `click.echo` strips colour off a pipe). Payloads
-longer than the line allows are cut and their size shown.
+longer than the line allows (`PAYLOAD_CHARS`, or the terminal's width) are cut and their size shown.
+Each line names its session by handle (`blackbox.recorder.query.handles`) and by name, the server.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -19,8 +21,9 @@ from pathlib import Path
 
 import click
 
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import request_key, response_key
-from blackbox.recorder.query import Record, follow
+from blackbox.recorder.query import Record, backlog, follow, handles_for, session_handle
 from blackbox.recorder.store import EventStore
 
 # How long a request waits for its response to share its line: short enough to keep a frame on
@@ -28,20 +31,63 @@ from blackbox.recorder.store import EventStore
 HOLD_S = 0.3
 # Characters of payload shown per message before it is cut.
 PAYLOAD_CHARS = 160
+# Characters of a session's name shown on each line: enough to tell servers apart.
+NAME_CHARS = 20
+# How often a session the store does not hold yet (its records read from a running tap's
+# journal) is looked up again for its name.
+NAME_RETRY_S = 1.0
+
+
+class SessionLabels:
+    """Each line's session: its handle (the one `sessions` prints and `show` takes) and its name
+    (the server), read from the store once per session."""
+
+    def __init__(self, store: EventStore, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.clock = clock
+        self._known: dict[str, str] = {}
+        self._missing: dict[str, float] = {}  # session id -> when the store last lacked it
+
+    def __call__(self, session_id: str) -> str:
+        known = self._known.get(session_id)
+        if known is not None:
+            return known
+        handle = session_handle(self.store, session_id)
+        tried = self._missing.get(session_id)
+        if tried is not None and self.clock() - tried < NAME_RETRY_S:
+            return f"{handle} -"
+        try:
+            name = self.store.session(session_id).name
+        except BlackboxError:  # not shipped yet: the journal is ahead of the store
+            self._missing[session_id] = self.clock()
+            return f"{handle} -"
+        self._missing.pop(session_id, None)
+        label = f"{handle} {_cut(name or '-', NAME_CHARS)}"
+        self._known[session_id] = label
+        return label
+
+
+def _cut(text: str, width: int) -> str:
+    text = " ".join(text.split()) or "-"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _handle_only(session_id: str) -> str:
+    return handles_for([session_id])[session_id]
 
 
 @dataclass(frozen=True)
 class TailFilter:
-    """Which records a tail shows: by method, by tool, errors and faults only."""
+    """Which records a tail shows: by method and by tool (shell globs), errors and faults only."""
 
     method: str | None = None
     tool: str | None = None
     errors: bool = False
 
     def keeps(self, method: str | None, tool: str | None, failed: bool) -> bool:
-        if self.method is not None and method != self.method:
+        if self.method is not None and not fnmatch.fnmatchcase(method or "", self.method):
             return False
-        if self.tool is not None and tool != self.tool:
+        if self.tool is not None and not fnmatch.fnmatchcase(tool or "", self.tool):
             return False
         return not (self.errors and not failed)
 
@@ -99,16 +145,40 @@ class TailFormatter:
     filt: TailFilter = field(default_factory=TailFilter)
     hold_s: float = HOLD_S
     clock: Callable[[], float] = time.monotonic
+    # The terminal's columns: each line's payloads shrink to fit them (None: `PAYLOAD_CHARS`).
+    width: int | None = None
+    # A session id -> "handle name" (`SessionLabels`); without a store, the id's handle alone.
+    label: Callable[[str], str] = _handle_only
     _pending: dict[tuple[str, tuple], _Held] = field(default_factory=dict)
 
     def _prefix(self, rec: Record) -> str:
-        return f"{_clock(rec.wall_ns)} {rec.session_id[:8]} {rec.seq:>5}"
+        return f"{_clock(rec.wall_ns)} {self.label(rec.session_id)} {rec.seq:>5}"
+
+    def _payload(self, rec: Record, head: str, cap: int = PAYLOAD_CHARS, share: int = 1) -> str:
+        """The payload in what is left of the line after `head` (its `share`-th part of it)."""
+        if self.width is None:
+            return payload(rec, cap)
+        room = min(cap, (self.width - len(click.unstyle(head)) - 2) // share)
+        if room < 8:
+            return ""
+        text = payload(rec, room)
+        if len(text) > room:  # the size shown after a cut payload takes room too
+            text = payload(rec, max(2, room - (len(text) - room)))
+        return text[:room]
+
+    def _fit(self, line: str) -> str:
+        """The line within `width` (styles dropped only when it has to be cut)."""
+        if self.width is None or len(click.unstyle(line)) <= self.width:
+            return line
+        plain = click.unstyle(line)
+        return plain[: self.width - 1] + "…"
 
     def _request_line(self, rec: Record) -> str | None:
         if not self.filt.keeps(rec.method, rec.tool, False):
             return None
         arrow = "→" if rec.direction == "c2s" else "⇐"
-        return f"{self._prefix(rec)} {arrow} {rec.method}  {payload(rec)}"
+        head = f"{self._prefix(rec)} {arrow} {rec.method}"
+        return self._fit(f"{head}  {self._payload(rec, head)}")
 
     def _pair_line(self, req: Record, resp: Record, joined: bool) -> str | None:
         bad = failed(resp)
@@ -118,12 +188,15 @@ class TailFormatter:
         outcome = _outcome(resp)
         style = {"fg": "red", "bold": True} if bad else {"fg": "green"}
         verdict = click.style(f"{outcome} {latency}", **style)
+        tail = f"  ⇒ {outcome} {latency}"
         if joined:
             arrow = "→" if req.direction == "c2s" else "⇐"
-            head = f"{self._prefix(req)} {arrow} {req.method}  {payload(req, 80)}"
+            head = f"{self._prefix(req)} {arrow} {req.method}"
+            # The request and the response share what the line has left.
+            head += f"  {self._payload(req, head + tail + '  ', 80, share=2)}"
         else:
             head = f"{self._prefix(resp)} ← {req.method} (seq {req.seq})"
-        return f"{head}  ⇒ {verdict}  {payload(resp)}"
+        return self._fit(f"{head}  ⇒ {verdict}  {self._payload(resp, head + tail)}")
 
     def _single_line(self, rec: Record) -> str | None:
         bad = failed(rec)
@@ -132,11 +205,14 @@ class TailFormatter:
         if rec.kind == "frame":
             what = rec.method or rec.msg_type or "frame"
             arrow = {"c2s": "→", "s2c": "←"}.get(rec.direction, "·")
-            line = f"{self._prefix(rec)} {arrow} {what}  {payload(rec)}"
+            head = f"{self._prefix(rec)} {arrow} {what}"
         else:
-            line = f"{self._prefix(rec)} · {rec.kind}  {payload(rec)}"
+            head = f"{self._prefix(rec)} · {rec.kind}"
         if rec.kind == "fault":
-            return click.style("FAULT " + line, fg="red", bold=True)
+            head = "FAULT " + head
+        line = f"{head}  {self._payload(rec, head)}"
+        if rec.kind == "fault":
+            return click.style(line, fg="red", bold=True)
         if bad:
             return click.style(line, fg="red")
         if rec.kind == "stderr":
@@ -234,20 +310,53 @@ def run_tail(
     fmt: str,
     emit: Callable[[str], None],
     stop: Callable[[], bool] | None = None,
+    width: int | None = None,
 ) -> None:
-    """Print the last `history` records (then, with `follow_on`, every new one) through `emit`."""
+    """Print the last `history` lines the filters keep (filters first, then the count; then,
+    with `follow_on`, every new one) through `emit`; text lines fit `width` columns when given."""
     formatter: TailFormatter | JsonlFormatter = (
-        JsonlFormatter(filt) if fmt == "jsonl" else TailFormatter(filt)
+        JsonlFormatter(filt)
+        if fmt == "jsonl"
+        else TailFormatter(filt, width=width, label=SessionLabels(store))
     )
     done = [False]
 
     def stopping() -> bool:
         return done[0] or (stop is not None and stop())
 
-    for batch in follow(store, journal_dir, session_id, history, stop=stopping):
-        for line in formatter.feed(batch):
-            emit(line)
+    depth = history_depth(store, session_id, history, filt)
+    first = depth > 0  # `follow` yields the history first (when there is any)
+    for batch in follow(store, journal_dir, session_id, depth, stop=stopping):
+        if first:
+            # The history is whole: a request it holds without its response prints now.
+            lines = [*formatter.feed(batch), *formatter.flush(everything=True)]
+            for line in lines[max(0, len(lines) - history) :]:
+                emit(line)
+            first = False
+        else:
+            for line in formatter.feed(batch):
+                emit(line)
         if not follow_on:
             done[0] = True
     for line in formatter.flush(everything=True):
         emit(line)
+
+
+# How far back `-n` reads for the lines its filters keep: a filter that matches nothing in a
+# large log stops here instead of reading the whole log.
+HISTORY_SCAN = 100_000
+
+
+def history_depth(store: EventStore, session_id: str | None, lines: int, filt: TailFilter) -> int:
+    """How many of the newest records hold the last `lines` lines that `filt` keeps: read four
+    times deeper at each try until they do, or the log (or `HISTORY_SCAN`) ends."""
+    depth = lines
+    while depth > 0:
+        records = backlog(store, session_id, depth)
+        # Lines as text shows them: jsonl shows at least as many for the same records.
+        formatter = TailFormatter(filt)
+        shown = len([*formatter.feed(records), *formatter.flush(everything=True)])
+        if shown >= lines or len(records) < depth or depth >= HISTORY_SCAN:
+            break
+        depth = min(depth * 4, HISTORY_SCAN)
+    return depth

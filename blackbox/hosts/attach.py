@@ -6,17 +6,21 @@ that remembers where every value sits in the text, and rewrites only the few spa
 `command` and `args` of a stdio entry, the `url` of an HTTP entry). Indentation, key order, line
 endings, comments, `env`, `cwd` and every key it does not know stay byte for byte as they were.
 
-Where the originals are kept: in a sidecar file next to the config
-(`<config>.blackbox-attach.json`), never inside the host's own file. Entries are checked
-against schemas that forbid unknown keys (the published mcp.json schema does), and hosts that
-rewrite their file from what they parsed drop keys they do not know; a sidecar is never touched
-by a host. The wrapped entry is also
-self-describing (`blackbox record --name KEY -- ORIGINAL COMMAND ARGS...`), so a stdio entry can
-still be unwrapped when the sidecar is gone or the host has reformatted the file: then the
-restore is exact in meaning rather than in bytes.
+What an entry runs is portable: plain `blackbox` in a project config, a launcher in the data
+directory in a user config (blackbox/hosts/launcher.py), and never a store or a data directory:
+those come from the user's configuration or environment on the machine where the host runs, so
+a committed `.mcp.json` records on every machine that has the tool installed.
 
-Nothing here prints, reads the environment or imports click: the caller passes the wrapper
-executable and the options, and renders the returned report. Reading and recognising the host's
+Where the originals are kept: in the attach state in the user's data directory, keyed by the
+config's path and the hash of its content (blackbox/hosts/attach_index.py), never inside the
+host's own file (entries are checked against schemas that forbid unknown keys, and hosts that
+rewrite their file from what they parsed drop keys they do not know) nor beside it, where a
+project would commit it. The wrapped entry is also self-describing (`blackbox record --name KEY
+-- ORIGINAL COMMAND ARGS...`), so a stdio entry can still be unwrapped when the state is gone or
+the host has reformatted the file: then the restore is exact in meaning rather than in bytes.
+
+Nothing here prints, reads the environment or imports click: the caller passes the options and
+the installed executable, and renders the returned report. Reading and recognising the host's
 file is blackbox/hosts/host_config.py, the position-keeping parser and span edits
 blackbox/hosts/jsonc.py, the local proxy of an HTTP server and its service unit
 blackbox/proxy_service.py.
@@ -26,11 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import json
 import os
 import re
 import shlex
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,13 +53,18 @@ from blackbox.hosts.attach_bridge import (
     bridged_entry_text,
     is_bridged,
     unbridged_entry_text,
+    url_key,
 )
 from blackbox.hosts.attach_index import (
-    SIDECAR_SUFFIX,
-    attach_dir,
     backup_path,
+    load_state,
+    register,
+    save_state,
+    state_path,
+    write_or_fail,
 )
 from blackbox.hosts.host_config import (
+    WINDSURF,
     AttachError,
     ConfigChanged,
     HostConfig,
@@ -75,10 +83,13 @@ from blackbox.hosts.jsonc import (
     remove_member_edits,
     set_member_edits,
 )
+from blackbox.hosts.launcher import (
+    RecordOptions,
+    entry_command,
+    install_launcher,
+    is_project_config,
+)
 from blackbox.recorder import private_dir
-
-SIDECAR_FORMAT = "mcp-blackbox attach state"
-
 
 # ---------------------------------------------------------------------------------------------
 # Entries
@@ -98,27 +109,14 @@ def unwrap_args(args: list) -> list:
     return list(args[args.index("--") + 1 :])
 
 
-def wrapped_args(
-    key: str,
-    command: str,
-    args: list,
-    store_url: str | None,
-    home: str | None = None,
-    otel: bool = False,
-) -> list[str]:
-    head = ["record", "--name", key]
-    if store_url:
-        head += ["--store", store_url]
-    if home:
-        head += ["--home", home]
-    if otel:
-        head += ["--otel"]
-    return [*head, "--", command, *args]
+def wrapped_args(key: str, command: str, args: list, options: Sequence[str] = ()) -> list[str]:
+    """`record --name KEY OPTIONS... -- COMMAND ARGS...` (never a store or a data directory)."""
+    return ["record", "--name", key, *options, "--", command, *args]
 
 
 def entry_kind(entry: dict) -> tuple[str, str | None]:
     """("stdio"|"http"|"sse"|"skip", reason when skipped)."""
-    if isinstance(entry.get("url"), str):
+    if url_key(entry) is not None:
         kind = "sse" if entry.get("type") == "sse" else "http"
         return kind, None
     if isinstance(entry.get("command"), str) and entry["command"]:
@@ -127,65 +125,6 @@ def entry_kind(entry: dict) -> tuple[str, str | None]:
             return "skip", '"args" is not a list of strings'
         return "stdio", None
     return "skip", 'neither a "command" nor a "url"'
-
-
-# ---------------------------------------------------------------------------------------------
-# The sidecar
-
-
-def sidecar_path(config: HostConfig) -> Path:
-    return config.real_path.with_name(config.real_path.name + SIDECAR_SUFFIX)
-
-
-def register(config: HostConfig, data_dir: Path) -> None:
-    """Note the config as attached, for `blackbox where`."""
-    place = attach_dir(data_dir, config.real_path)
-    private_dir(place)  # 0700, and so is a data directory made for it
-    doc = {"config": str(config.real_path), "host": config.format.label}
-    _write_or_fail(place / "config.json", json.dumps(doc).encode("utf-8"), 0o600, "attach index")
-
-
-def read_sidecar(path: Path) -> dict:
-    """The attach state next to a config; an empty state when there is none."""
-    try:
-        state = json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        return {"format": SIDECAR_FORMAT, "version": 1, "entries": {}}
-    except (OSError, ValueError) as exc:
-        raise AttachError(f"{path}: unreadable attach state ({exc}); move it aside") from None
-    if not isinstance(state, dict) or state.get("format") != SIDECAR_FORMAT:
-        raise AttachError(f"{path}: not an mcp-blackbox attach state file; move it aside")
-    state.setdefault("entries", {})
-    return state
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing
-
-
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write through a temporary file in the same directory and `os.replace`, so a reader (the
-    host) sees the old file or the new one, never half of one; keep the file's mode."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _write_or_fail(path: Path, data: bytes, mode: int | None, what: str) -> None:
-    try:
-        atomic_write(path, data, mode)
-    except OSError as exc:
-        raise AttachError(f"{path}: cannot write the {what}: {exc.strerror}") from None
 
 
 def _check_unchanged(config: HostConfig) -> None:
@@ -264,23 +203,23 @@ class Report:
 def attach(
     path: str | os.PathLike[str],
     *,
-    wrapper: str,
-    store_url: str | None = None,
+    wrapper: str | None = None,
+    installed: str | None = None,
+    options: RecordOptions | None = None,
     dry_run: bool = False,
     port_base: int = DEFAULT_PORT_BASE,
     service_dir: str | os.PathLike[str] | None = None,
-    home: str | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     http: str = "bridge",
-    otel: bool = False,
 ) -> Report:
-    """Wrap every stdio server of a host config in `blackbox record` and point every HTTP server
-    at a local `blackbox proxy`; idempotent; `dry_run` computes the same report and writes
-    nothing. `store_url` and `home` are written into every wrapped command (hosts start servers
-    with a minimal environment); the backup goes into `data_dir` (default: the data directory
-    of this environment). `http="bridge"` (default) turns a Streamable HTTP entry into a stdio
-    `blackbox bridge URL` entry that works with no further step, and skips a legacy SSE one
-    (saying why); `http="proxy"` points both at a local `blackbox proxy` the user runs."""
+    """Wrap every stdio server of a host config in `blackbox record` (with `options`) and turn
+    every HTTP server into a stdio `blackbox bridge URL` entry; idempotent, and an entry wrapped
+    with other options (or by an earlier version, with a store pinned) is brought up to date;
+    `dry_run` computes the same report and writes nothing. `wrapper` overrides the command the
+    entries run (default: `entry_command`); a user config's launcher tries `installed` first.
+    The backup and the attach state go into `data_dir` (default: the data directory of this
+    environment). `http="proxy"` points HTTP entries at a local `blackbox proxy` the user runs
+    instead of bridging them."""
     if http not in ("bridge", "proxy"):
         raise AttachError(f"--http must be bridge or proxy, not {http!r}")
     if data_dir is None:
@@ -291,9 +230,16 @@ def attach(
     if not 1 <= port_base <= 65535 - PORT_WINDOW:
         raise AttachError(f"--proxy-port-base must be between 1 and {65535 - PORT_WINDOW}")
     config = load_config(path)
-    state_path = sidecar_path(config)
-    state = read_sidecar(state_path)
+    state, read_from = load_state(config, data_dir)
     records: dict = state["entries"]
+    options = options or RecordOptions()
+    launcher = wrapper is None and not is_project_config(config) and os.name != "nt"
+    wrapper = wrapper or entry_command(config, data_dir)
+    # A proxy the user runs (or a unit of this machine) names the installed blackbox: it is
+    # never written into the config.
+    local_command = installed or wrapper
+    record_args = options.args(config)
+    bridge_options = options.args(config, bridge=True)
     text = config.text
     edits: list[Edit] = []
     changes: list[EntryChange] = []
@@ -327,15 +273,36 @@ def attach(
             changes.append(EntryChange(key, "skipped", reason or ""))
             continue
         if kind == "stdio":
-            if is_wrapped(entry):
-                changes.append(EntryChange(key, "attached", "already runs under blackbox record"))
+            if is_wrapped(entry) and unwrap_args(entry["args"]):
+                inner = unwrap_args(entry["args"])
+                new_args = wrapped_args(name, inner[0], inner[1:], record_args)
+                if entry["command"] == wrapper and entry["args"] == new_args:
+                    changes.append(
+                        EntryChange(key, "attached", "already runs under blackbox record")
+                    )
+                    continue
+                # Wrapped with other options, or by an earlier version with a pinned store and
+                # an absolute command: rewrap the same server as this attach would.
+                entry_edits = [
+                    Edit(node.get("command").start, node.get("command").end, dump(wrapper))
+                ]
+                entry_edits += set_member_edits(
+                    text,
+                    node,
+                    "args",
+                    format_array_like(text, node.get("args"), new_args),
+                    after="command",
+                )
+                edits += entry_edits
+                if record and record.get("kind") == "stdio":
+                    new_records[key] = {**record, "wrapped": rebase(text, node, entry_edits)}
+                expected[key] = {**entry, "command": wrapper, "args": new_args}
+                changes.append(EntryChange(key, "updated", shlex.join(new_args[: -len(inner)])))
                 continue
             if is_bridged(entry):
                 changes.append(EntryChange(key, "attached", "already runs through blackbox bridge"))
                 continue
-            new_args = wrapped_args(
-                name, entry["command"], entry.get("args", []), store_url, home, otel
-            )
+            new_args = wrapped_args(name, entry["command"], entry.get("args", []), record_args)
             args_node = node.get("args")
             entry_edits = [Edit(node.get("command").start, node.get("command").end, dump(wrapper))]
             entry_edits += set_member_edits(
@@ -349,7 +316,8 @@ def attach(
             changes.append(EntryChange(key, "wrapped", shown))
             continue
         # HTTP (Streamable HTTP or legacy SSE)
-        url = entry["url"]
+        member = url_key(entry) or "url"
+        url = entry[member]
         if record and record.get("kind") in ("http", "sse") and record.get("local_url") == url:
             changes.append(
                 EntryChange(
@@ -359,7 +327,7 @@ def attach(
                     port=record.get("port"),
                     upstream=record.get("upstream"),
                     proxy_argv=proxy_command(
-                        wrapper, record["upstream"], record["port"], key, store_url
+                        local_command, record["upstream"], record["port"], key, None
                     ),
                     unit_path=record.get("unit"),
                 )
@@ -376,7 +344,7 @@ def attach(
             )
             continue
         if http == "bridge":
-            change = _bridge_entry(name, entry, kind, wrapper, store_url, home)
+            change = _bridge_entry(name, entry, kind, bridge_options)
             change.key = key
             changes.append(change)
             if change.action == "bridged":
@@ -397,12 +365,13 @@ def attach(
             taken.discard(record["port"])  # a stale record of this key: its port is free again
         port = free_port(key, port_base, taken)
         local = proxy_url(port, url)
-        url_node = node.get("url")
+        url_node = node.get(member)
         entry_edits = [Edit(url_node.start, url_node.end, dump(local))]
         wrapped_text = rebase(text, node, entry_edits)
         edits += entry_edits
-        expected[key] = {**entry, "url": local}
-        argv = proxy_command(wrapper, url, port, key, store_url) + (["--otel"] if otel else [])
+        expected[key] = {**entry, member: local}
+        argv = proxy_command(local_command, url, port, key, None)
+        argv += ["--otel"] if options.otel else []
         new_records[key] = {
             "kind": kind,
             "original": entry_text,
@@ -449,7 +418,7 @@ def attach(
         # The backup holds the config as it was before blackbox first touched it: keep it while
         # entries are attached, refresh it when attaching a config that has nothing attached.
         if not backup.exists() or not records:
-            _write_or_fail(backup, config.raw, config.mode, "backup")
+            write_or_fail(backup, config.raw, config.mode, "backup")
         report.backup = str(backup)
         for key, record in new_records.items():
             records[key] = record
@@ -459,19 +428,20 @@ def attach(
         state["config"] = config.real_path.name
         state["section"] = config.format.section
         state["host"] = config.format.name
-        # The sidecar first: if we die before the config is replaced, detach finds records whose
+        if launcher:
+            install_launcher(data_dir, installed)
+        # The state first: if we die before the config is replaced, detach finds records whose
         # wrapped text is not in the file and ignores them; the other order could lose originals.
-        _write_state(state_path, state)
-        report.sidecar = str(state_path)
-        _write_or_fail(config.real_path, after.encode("utf-8"), config.mode, "config")
+        raw_after = after.encode("utf-8")
+        report.sidecar = str(save_state(config, data_dir, state, raw_after, read_from))
+        write_or_fail(config.real_path, raw_after, config.mode, "config")
         report.written = True
         register(config, data_dir)
     elif units_to_write:
         for change in units_to_write:
             if change.key in records:
                 records[change.key]["unit"] = change.unit_path
-        _write_state(state_path, state)
-        report.sidecar = str(state_path)
+        report.sidecar = str(save_state(config, data_dir, state, config.raw, read_from))
 
     for change in units_to_write:
         unit_path = Path(change.unit_path or "")
@@ -479,7 +449,7 @@ def attach(
             unit_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise AttachError(f"{unit_path.parent}: cannot create: {exc.strerror}") from None
-        _write_or_fail(unit_path, _unit_bytes(change), 0o644, "service unit")
+        write_or_fail(unit_path, _unit_bytes(change), 0o644, "service unit")
         report.units.append(str(unit_path))
     return report
 
@@ -508,15 +478,15 @@ def scoped_key(section: tuple[str, ...], name: str) -> str:
     return name if len(section) == 1 else f"{section[1]}: {name}"
 
 
-def _bridge_entry(
-    key: str, entry: dict, kind: str, wrapper: str, store_url: str | None, home: str | None
-) -> EntryChange:
+def _bridge_entry(key: str, entry: dict, kind: str, options: list[str]) -> EntryChange:
     """The change that makes an HTTP entry a stdio bridge entry, or why it cannot be one (the
     bridge's argv rides in `proxy_argv` until the caller has rewritten the entry)."""
-    args, env, why = bridge_plan(key, entry, kind, store_url, home)
+    args, env, why = bridge_plan(key, entry, kind, options)
     if args is None:
         return EntryChange(key, "skipped", why)
-    change = EntryChange(key, "bridged", f"{entry['url']} -> stdio bridge", upstream=entry["url"])
+    url = entry[url_key(entry) or "url"]
+    era = " (legacy HTTP+SSE)" if kind == "sse" else ""
+    change = EntryChange(key, "bridged", f"{url} -> stdio bridge{era}", upstream=url)
     change.proxy_argv, change.bridge_env = args, env
     return change
 
@@ -552,21 +522,27 @@ def verify_rewrite(
         )
 
 
-def _write_state(path: Path, state: dict) -> None:
-    data = (json.dumps(state, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    _write_or_fail(path, data, 0o600, "attach state")
-
-
 # ---------------------------------------------------------------------------------------------
 # detach
 
 
-def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
+def detach(
+    path: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    data_dir: str | os.PathLike[str] | None = None,
+) -> Report:
     """Restore every attached entry of a host config: byte for byte when the entry is as attach
-    left it, else rebuilt from the wrapped entry (stdio) or the recorded upstream (HTTP)."""
+    left it, else rebuilt from the wrapped entry (stdio) or the recorded upstream (HTTP). The
+    attach state is read from `data_dir` (default: this environment's data directory), or from
+    beside the config where an earlier version kept it."""
+    if data_dir is None:
+        from blackbox import data_dir as default_data_dir
+
+        data_dir = default_data_dir()
+    data_dir = Path(data_dir)
     config = load_config(path)
-    state_path = sidecar_path(config)
-    state = read_sidecar(state_path)
+    state, read_from = load_state(config, data_dir)
     records: dict = state["entries"]
     text = config.text
     edits: list[Edit] = []
@@ -625,16 +601,18 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             changes.append(_restored(key, record, exact=False))
             continue
         if not record and kind == "stdio" and is_bridged(entry) and len(entry["args"]) > 1:
-            new_text = unbridged_entry_text(text, node, entry)
+            member = "serverUrl" if config.format == WINDSURF else "url"
+            new_text = unbridged_entry_text(text, node, entry, member)
             edits.append(Edit(node.start, node.end, new_text))
             expected[key] = parse_fragment(new_text)
             done.add(key)
             changes.append(EntryChange(key, "restored", f"-> {entry['args'][-1]}", exact=False))
             continue
-        if kind in ("http", "sse") and record and record.get("local_url") == entry.get("url"):
-            url_node = node.get("url")
+        member = url_key(entry) or "url"
+        if kind in ("http", "sse") and record and record.get("local_url") == entry.get(member):
+            url_node = node.get(member)
             edits.append(Edit(url_node.start, url_node.end, dump(record["upstream"])))
-            expected[key] = {**entry, "url": record["upstream"]}
+            expected[key] = {**entry, member: record["upstream"]}
             done.add(key)
             changes.append(_restored(key, record, exact=False))
             continue
@@ -642,7 +620,7 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
             # Attached once, but the host or the user has changed the entry since: theirs now.
             changes.append(EntryChange(key, "kept", "changed since attach; left as it is"))
             done.add(key)
-        elif kind in ("http", "sse") and entry["url"].startswith("http://127.0.0.1:"):
+        elif kind in ("http", "sse") and entry[member].startswith("http://127.0.0.1:"):
             changes.append(
                 EntryChange(key, "kept", "points at a local URL with no attach record; left as is")
             )
@@ -658,15 +636,17 @@ def detach(path: str | os.PathLike[str], *, dry_run: bool = False) -> Report:
     remaining = {k: r for k, r in records.items() if k not in done and _still_present(config, k)}
     if edits:
         _check_unchanged(config)
-        _write_or_fail(config.real_path, after.encode("utf-8"), config.mode, "config")
+        write_or_fail(config.real_path, after.encode("utf-8"), config.mode, "config")
         report.written = True
     if remaining:
         state["entries"] = remaining
-        _write_state(state_path, state)
-        report.sidecar = str(state_path)
+        saved = save_state(config, data_dir, state, after.encode("utf-8"), read_from)
+        report.sidecar = str(saved)
     else:
-        with contextlib.suppress(FileNotFoundError):
-            state_path.unlink()
+        for place in {state_path(data_dir, config.real_path), read_from}:
+            if place is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    place.unlink()
     return report
 
 

@@ -29,15 +29,18 @@ def is_bridged(entry: dict) -> bool:
 
 
 HEADER_ENV_PREFIX = "BLACKBOX_BRIDGE_HEADER_"
+URL_KEYS = ("url", "serverUrl")  # serverUrl: Windsurf's name for it
 
 
-def bridge_args(key: str, url: str, store_url: str | None, home: str | None) -> list[str]:
-    args = ["bridge", "--name", key]
-    if store_url:
-        args += ["--store", store_url]
-    if home:
-        args += ["--home", home]
-    return [*args, url]
+def url_key(entry: dict) -> str | None:
+    """The member holding an HTTP entry's URL, None for an entry without one."""
+    return next((k for k in URL_KEYS if isinstance(entry.get(k), str)), None)
+
+
+def bridge_args(key: str, url: str, kind: str, options: list[str]) -> list[str]:
+    """`bridge --name KEY [--transport sse] OPTIONS... URL` (the options: --policy, --redact)."""
+    transport = ["--transport", "sse"] if kind == "sse" else []
+    return ["bridge", "--name", key, *transport, *options, url]
 
 
 def bridge_env(headers: dict[str, str]) -> dict[str, str]:
@@ -85,7 +88,7 @@ def bridged_entry_text(
     """An HTTP entry as a stdio entry running the bridge: `url` becomes `command` and `args`,
     `headers` become `env` variables (beside any the entry had), `type` says stdio."""
     replace: dict[str, list[tuple[str, Any]]] = {
-        "url": [("command", wrapper), ("args", args)],
+        url_key(entry) or "url": [("command", wrapper), ("args", args)],
         "headers": [],
     }
     if env:
@@ -98,9 +101,10 @@ def bridged_entry_text(
     return rebuild_entry_text(text, node, replace)
 
 
-def unbridged_entry_text(text: str, node: Any, entry: dict) -> str:
+def unbridged_entry_text(text: str, node: Any, entry: dict, key: str = "url") -> str:
     """A bridge entry back as the HTTP entry it was made from (when the attach state is gone):
-    the URL and the headers are read from the bridge's arguments."""
+    the URL and the headers are read from the bridge's arguments; `key` names the URL's member
+    (`serverUrl` in Windsurf's file)."""
     args = entry["args"]
     found = entry.get("env")
     env: dict[str, str] = found if isinstance(found, dict) else {}
@@ -112,9 +116,10 @@ def unbridged_entry_text(text: str, node: Any, entry: dict) -> str:
     for line in lines:
         name, _, value = line.partition(":")
         headers[name.strip()] = value.strip()
-    replace: dict[str, list[tuple[str, Any]]] = {"command": [("url", args[-1])]}
+    replace: dict[str, list[tuple[str, Any]]] = {"command": [(key, args[-1])]}
     replace["args"] = [("headers", headers)] if headers else []
-    replace["type"] = [("type", "http")]
+    sse = any(args[i : i + 2] == ["--transport", "sse"] for i in range(len(args) - 1))
+    replace["type"] = [("type", "sse" if sse else "http")]
     if "env" in entry:
         rest = {k: v for k, v in env.items() if not k.startswith(HEADER_ENV_PREFIX)}
         replace["env"] = [("env", rest)] if rest else []
@@ -126,19 +131,10 @@ def _trailing_ws(s: str) -> str:
 
 
 def bridge_plan(
-    key: str, entry: dict, kind: str, store_url: str | None, home: str | None
+    key: str, entry: dict, kind: str, options: list[str]
 ) -> tuple[list[str] | None, dict[str, str], str]:
     """(the bridge's args, its environment, "") for an entry the bridge can serve, else (None,
     {}, why not)."""
-    if kind == "sse":
-        return (
-            None,
-            {},
-            (
-                "a legacy HTTP+SSE server: the stdio bridge speaks Streamable HTTP only; attach "
-                "with --http proxy to record it through a `blackbox proxy` you keep running"
-            ),
-        )
     headers = entry.get("headers", {})
     if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
         return None, {}, '"headers" is not an object of strings'
@@ -149,4 +145,5 @@ def bridge_plan(
         isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
     ):
         return None, {}, '"env" is not an object of strings'
-    return bridge_args(key, entry["url"], store_url, home), bridge_env(headers), ""
+    url = entry[url_key(entry) or "url"]
+    return bridge_args(key, url, kind, options), bridge_env(headers), ""

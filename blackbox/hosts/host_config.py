@@ -98,7 +98,9 @@ CLAUDE_CODE = HostFormat("claude-code", "Claude Code", "mcpServers", False)
 # already in the file are the user's choice and are kept, not a reason to refuse the file.
 CURSOR = HostFormat("cursor", "Cursor", "mcpServers", True)
 VSCODE = HostFormat("vscode", "VS Code", "servers", True)
-# Any other file with a top-level `mcpServers` object (Windsurf, Cline, ... share the shape).
+# Windsurf's ~/.codeium/windsurf/mcp_config.json: strict JSON, HTTP servers under `serverUrl`.
+WINDSURF = HostFormat("windsurf", "Windsurf", "mcpServers", False)
+# Any other file with a top-level `mcpServers` object (Cline and others share the shape).
 GENERIC = HostFormat("mcpServers", "mcpServers", "mcpServers", False)
 
 
@@ -113,6 +115,8 @@ def detect_format(path: Path, root: Node) -> HostFormat:
         return VSCODE
     if name == "mcp.json" and parent == ".cursor":
         return CURSOR
+    if name == "mcp_config.json" and parent == "windsurf":
+        return WINDSURF
     if root.kind == "object":
         servers, mcp_servers = root.get("servers"), root.get("mcpServers")
         if mcp_servers is not None and mcp_servers.kind == "object":

@@ -26,6 +26,7 @@ from blackbox.ui.routes_api import (
     api_record,
     api_records,
     api_replay,
+    api_replay_risks,
     api_sessions,
     api_verify,
 )
@@ -54,6 +55,7 @@ ROUTES: list[Route | Mount] = [
     Route("/api/sessions/{sid}/records", api_records),
     Route("/api/sessions/{sid}/records/{seq:int}", api_record),
     Route("/api/sessions/{sid}/replay", api_replay, methods=["POST"]),
+    Route("/api/sessions/{sid}/replay/risks", api_replay_risks),
     Route("/api/overview", api_overview),
     Route("/api/verify", api_verify),
     Route("/api/live", api_live),

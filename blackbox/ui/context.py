@@ -21,20 +21,24 @@ from blackbox.ui import data
 
 @dataclass
 class Context:
-    """What the routes share: the store, where journals and the analytics copy live, the token."""
+    """What the routes share: the store, where journals and the analytics copy live, the token,
+    the redactor."""
 
     store: EventStore
     journal_dir: Path | None
     analytics_dir: Path
     token: str
+    # Every payload a page or the API shows passes through it (None: `ui --no-redact`).
+    redactor: data.Redaction | None = None
     _verified: tuple[int, dict[str, Any]] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Counts of sealed sessions never change: counted once per process.
-    _counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    _counts: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Set when the server stops: the event streams end on their own instead of being cancelled.
     stopping: threading.Event = field(default_factory=threading.Event)
 
-    def counts(self, ids: list[str], sealed: set[str]) -> dict[str, tuple[int, int, int]]:
+    def counts(self, ids: list[str], sealed: set[str]) -> dict[str, dict[str, Any]]:
+        """Each session's counts and outcome (`query.session_counts`), the sealed ones cached."""
         known = {i: self._counts[i] for i in ids if i in self._counts}
         fresh = data.session_counts(self.store, [i for i in ids if i not in known])
         for sid, value in fresh.items():

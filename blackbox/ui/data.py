@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from blackbox.recorder.log import StoredEvent
 from blackbox.recorder.query import (
     PAGE,
     TIMELINE_PAGE,
@@ -26,6 +27,7 @@ from blackbox.recorder.store import EventStore
 __all__ = [
     "PAGE",
     "TIMELINE_PAGE",
+    "Redaction",
     "SessionQuery",
     "newest_checkpoint",
     "overview",
@@ -37,11 +39,27 @@ __all__ = [
 ]
 
 
-def record_detail(store: EventStore, session_id: str, seq: int) -> dict[str, Any] | None:
-    """One record whole: its fields, its JSON pretty-printed, and its exact bytes."""
+class Redaction(Protocol):
+    """What the UI asks of the redactor `blackbox ui` was given (`Redactor` of the privacy
+    context, the one `export` and `show` use): every payload a page shows passes through it."""
+
+    def redact_frame(self, raw: bytes) -> bytes: ...
+
+    def redact_record(self, ev: StoredEvent) -> StoredEvent: ...
+
+    def redact_value(self, obj: object) -> object: ...
+
+
+def record_detail(
+    store: EventStore, session_id: str, seq: int, redactor: Redaction | None = None
+) -> dict[str, Any] | None:
+    """One record whole: its fields, its JSON pretty-printed, and its exact bytes (redacted
+    first, with a redactor)."""
     for ev in store.read_session(session_id, after_seq=seq - 1):
         if ev.seq != seq:
             return None
+        if redactor is not None:
+            ev = redactor.redact_record(ev)
         try:
             pretty = json.dumps(json.loads(ev.raw), indent=2, ensure_ascii=False)
         except (ValueError, UnicodeDecodeError):

@@ -48,7 +48,7 @@ def overview(token: str) -> str:
     return page("Overview", "overview", body, token)
 
 
-def sessions(token: str, q: str, outcome: str) -> str:
+def sessions(token: str, q: str, outcome: str, every: bool = False) -> str:
     options = "".join(
         f'<option value="{v}"{" selected" if v == outcome else ""}>{label}</option>'
         for v, label in [
@@ -64,18 +64,23 @@ def sessions(token: str, q: str, outcome: str) -> str:
     body = f"""<h1>Sessions</h1>
 <form id="filter" class="filter" method="get" action="/sessions">
   <input type="search" name="q" value="{escape(q)}" placeholder="search name, command, id">
-  <select name="outcome">{options}</select><button type="submit">Filter</button>
+  <select name="outcome">{options}</select>
+  <label title="sessions without traffic: a proxy's tool watch, a server never spoken to"><input
+  type="checkbox" name="all" value="1"{" checked" if every else ""}> background too</label>
+  <button type="submit">Filter</button>
 </form>
 <table class="grid" id="sessions"><thead><tr><th>name</th><th>transport</th><th>era</th>
 <th>client</th><th>server</th><th>started</th><th>duration</th><th>calls</th><th>errors</th>
 <th>faults</th><th>outcome</th></tr></thead><tbody></tbody></table>
 <button id="more" hidden>Older sessions</button>"""
-    return page("Sessions", "sessions", body, token, {"q": q, "outcome": outcome})
+    data = {"q": q, "outcome": outcome, "all": "1" if every else ""}
+    return page("Sessions", "sessions", body, token, data)
 
 
-def session(token: str, session_id: str, title: str) -> str:
+def session(token: str, session_id: str, title: str, handle: str | None = None) -> str:
+    shown = f"handle <code>{escape(handle)}</code> · " if handle else ""
     body = f"""<h1>{escape(title)}</h1>
-<p class="sub"><code>{escape(session_id)}</code> ·
+<p class="sub">{shown}<code>{escape(session_id)}</code> ·
 <a href="/sessions/{escape(session_id)}/replay">replay…</a> · <span id="count"></span></p>
 <div class="split"><div class="timeline-wrap" id="scroller">
 <table class="grid timeline" id="timeline"><thead><tr><th>seq</th><th>t (ms)</th><th></th>
@@ -86,14 +91,24 @@ bytes.</p></aside></div>"""
     return page(title, "session", body, token, {"session": session_id})
 
 
-def replay(token: str, session_id: str, command: str) -> str:
+def replay(token: str, session_id: str, command: str, handle: str | None = None) -> str:
+    shown = escape(handle or session_id)
     body = f"""<h1>Replay</h1>
-<p class="sub">of <a href="/sessions/{escape(session_id)}"><code>{escape(session_id)}</code></a>
+<p class="sub">of <a href="/sessions/{escape(session_id)}"><code>{shown}</code></a>
 </p>
 <form id="replay-form" class="filter">
   <label>against <input name="against" size="60" placeholder="{escape(command)}"></label>
   <button type="submit">Start replay</button>
 </form>
+<dialog id="replay-confirm" aria-labelledby="replay-confirm-title">
+  <h2 id="replay-confirm-title">Send calls that may change something?</h2>
+  <p>The replay runs against a live server. These recorded calls may change something there
+  (the server did not mark their tools read-only):</p>
+  <ul id="risky-tools"></ul>
+  <p>Cancel replays the session without them; they are reported as skipped.</p>
+  <div class="buttons"><button type="button" id="replay-cancel" autofocus>Cancel: skip
+  them</button> <button type="button" id="replay-send" class="danger">Send them too</button></div>
+</dialog>
 <div id="replay-result"></div>"""
     return page("Replay", "replay", body, token, {"session": session_id})
 

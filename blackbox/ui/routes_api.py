@@ -32,30 +32,34 @@ async def api_sessions(request: Request) -> Response:
         outcome=params.get("outcome") or None,
         before=data.parse_cursor(params.get("before")),
         limit=min(int(params.get("limit", data.PAGE)), 500),
+        background=params.get("all") == "1",
     )
-    return JSONResponse(await run_in_threadpool(data.session_page, context(request).store, query))
+    ctx = context(request)
+    page = await run_in_threadpool(data.session_page, ctx.store, query)
+    return JSONResponse(await run_in_threadpool(_redacted, ctx, page))
 
 
 async def api_counts(request: Request) -> Response:
     ids = [i for i in request.query_params.get("ids", "").split(",") if i][: data.PAGE * 5]
     sealed = set(request.query_params.get("sealed", "").split(","))
     counts = await run_in_threadpool(context(request).counts, ids, sealed)
-    return JSONResponse(
-        {sid: dict(zip(("calls", "errors", "faults"), v, strict=True)) for sid, v in counts.items()}
-    )
+    return JSONResponse(counts)
 
 
 async def api_records(request: Request) -> Response:
     sid = request.path_params["sid"]
     after = int(request.query_params.get("after_seq", 0))
     limit = min(int(request.query_params.get("limit", data.TIMELINE_PAGE)), 1000)
-    page = await run_in_threadpool(data.timeline_page, context(request).store, sid, after, limit)
+    ctx = context(request)
+    redact = ctx.redactor.redact_frame if ctx.redactor is not None else None
+    page = await run_in_threadpool(data.timeline_page, ctx.store, sid, after, limit, redact)
     return JSONResponse(page)
 
 
 async def api_record(request: Request) -> Response:
     sid, seq = request.path_params["sid"], int(request.path_params["seq"])
-    detail = await run_in_threadpool(data.record_detail, context(request).store, sid, seq)
+    ctx = context(request)
+    detail = await run_in_threadpool(data.record_detail, ctx.store, sid, seq, ctx.redactor)
     if detail is None:
         return JSONResponse({"error": "no such record"}, 404)
     return JSONResponse(detail)
@@ -76,21 +80,42 @@ async def api_verify(request: Request) -> Response:
     return JSONResponse(doc, headers={"cache-control": "no-store"})
 
 
+async def api_replay_risks(request: Request) -> Response:
+    """The calls a replay would send that may change something: the page names their tools in
+    its confirmation dialog before it starts the replay."""
+    from blackbox.replay import calls_at_risk
+
+    try:
+        risky = await run_in_threadpool(
+            calls_at_risk, context(request).store, request.path_params["sid"]
+        )
+    except BlackboxError as exc:
+        return JSONResponse({"error": str(exc)}, 400)
+    return JSONResponse({"calls": risky, "tools": sorted({c["tool"] for c in risky})})
+
+
 async def api_replay(request: Request) -> Response:
+    """Start a replay. The body's `allow_tools` names the tools whose possibly-writing calls the
+    person confirmed; any other such call is skipped here, whatever the page did or did not ask
+    (a request is not trusted to have shown the dialog)."""
     from blackbox.replay import replay_side_by_side
 
     try:
         body = await request.json()
     except ValueError:
         body = {}
-    against = (body.get("against") or "").strip() or None if isinstance(body, dict) else None
+    body = body if isinstance(body, dict) else {}
+    against = body.get("against")
+    against = (against.strip() or None) if isinstance(against, str) else None
+    named = body.get("allow_tools")
+    allow = [t for t in named if isinstance(t, str)] if isinstance(named, list) else []
     try:
         doc = await run_in_threadpool(
-            replay_side_by_side, context(request).store, request.path_params["sid"], against
+            replay_side_by_side, context(request).store, request.path_params["sid"], against, allow
         )
     except BlackboxError as exc:
         return JSONResponse({"error": str(exc)}, 400)
-    return JSONResponse(doc)
+    return JSONResponse(await run_in_threadpool(_redacted, context(request), doc))
 
 
 async def api_live(request: Request) -> Response:
@@ -115,6 +140,12 @@ async def _live(
                 await asyncio.sleep(LIVE_POLL_S)
     finally:
         follower.close()
+
+
+def _redacted(ctx: Context, doc: Any) -> Any:
+    """A JSON document as the page may show it: every string in it through the redactor (the
+    session list's commands and names, a replay's recorded and live answers)."""
+    return doc if ctx.redactor is None else ctx.redactor.redact_value(doc)
 
 
 def _summary(rec: Record) -> dict[str, Any]:

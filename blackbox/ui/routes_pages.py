@@ -13,6 +13,7 @@ from starlette.responses import HTMLResponse, Response
 
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import SessionInfo
+from blackbox.recorder.query import session_handle
 from blackbox.ui import pages
 from blackbox.ui.context import Context, context
 
@@ -28,7 +29,8 @@ async def overview_page(request: Request) -> Response:
 async def sessions_page(request: Request) -> Response:
     q = request.query_params.get("q", "")
     outcome = request.query_params.get("outcome", "")
-    return HTMLResponse(pages.sessions(context(request).token, q, outcome))
+    every = request.query_params.get("all") == "1"
+    return HTMLResponse(pages.sessions(context(request).token, q, outcome, every))
 
 
 async def _session_of(request: Request) -> tuple[str, SessionInfo] | Response:
@@ -47,7 +49,11 @@ async def session_page(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     sid, info = found
-    return HTMLResponse(pages.session(context(request).token, sid, info.name or sid[:8]))
+    ctx = context(request)
+    handle = await run_in_threadpool(session_handle, ctx.store, sid)
+    name = _shown(ctx, info.name)
+    title = f"{name} [{handle}]" if name else handle
+    return HTMLResponse(pages.session(ctx.token, sid, title, handle))
 
 
 async def replay_page(request: Request) -> Response:
@@ -55,7 +61,17 @@ async def replay_page(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     sid, info = found
-    return HTMLResponse(pages.replay(context(request).token, sid, info.command or ""))
+    ctx = context(request)
+    handle = await run_in_threadpool(session_handle, ctx.store, sid)
+    return HTMLResponse(pages.replay(ctx.token, sid, _shown(ctx, info.command) or "", handle))
+
+
+def _shown(ctx: Context, text: str | None) -> str | None:
+    """A recorded text (a session's name, its command line) as a page may show it: redacted
+    (a command line can carry a token)."""
+    if text is None or ctx.redactor is None:
+        return text
+    return ctx.redactor.redact_frame(text.encode()).decode("utf-8", "replace")
 
 
 async def sql_page(request: Request) -> Response:

@@ -19,6 +19,7 @@ from blackbox.recorder import BlackboxError, is_loopback, serving
 from blackbox.recorder.store import EventStore
 from blackbox.ui.app import create_app
 from blackbox.ui.context import Context
+from blackbox.ui.data import Redaction
 from blackbox.ui.routes_api import LIVE_POLL_S
 from blackbox.ui.security import new_token
 
@@ -70,12 +71,13 @@ def serve_in_thread(
     analytics_dir: Path,
     host: str = "127.0.0.1",
     port: int = 0,
+    redactor: Redaction | None = None,
 ) -> Served:
     """Start the UI on a thread (tests, benchmarks); port 0 picks a free one."""
     token = new_token()
     sock = bind(host, port)
     port = sock.getsockname()[1]
-    ctx = Context(store, journal_dir, analytics_dir, token)
+    ctx = Context(store, journal_dir, analytics_dir, token, redactor)
     server = _server(ctx, host, port, sock)
     if not server.start(timeout=None):
         sock.close()
@@ -98,6 +100,7 @@ def run_ui(
     open_browser: bool,
     say: Callable[[str], None],
     warn: Callable[[str], None],
+    redactor: Redaction | None = None,
 ) -> None:
     """Serve until interrupted: print the URL (with its token) and open it unless told not to.
     Ctrl-C and SIGTERM end the process as they would without the server (KeyboardInterrupt,
@@ -111,7 +114,7 @@ def run_ui(
     sock = bind(host, port)
     port = sock.getsockname()[1]
     url = url_for(host, port, token)
-    ctx = Context(store, journal_dir, analytics_dir, token)
+    ctx = Context(store, journal_dir, analytics_dir, token, redactor)
     server = _server(ctx, host, port, sock)
     say(url)
     if open_browser:

@@ -37,6 +37,9 @@ if _TYPE_CHECKING:
     )
     from blackbox.recorder.capture.taps.stdio import DEFAULT_MAX_FRAME as DEFAULT_MAX_FRAME
     from blackbox.recorder.capture.taps.stdio import FINAL_SHIP_SECONDS as FINAL_SHIP_SECONDS
+    from blackbox.recorder.capture.taps.stdio import (
+        REDACT_BUDGET_SECONDS as REDACT_BUDGET_SECONDS,
+    )
     from blackbox.recorder.capture.taps.stdio import TapConfig as TapConfig
     from blackbox.recorder.capture.taps.stdio import run_tap as run_tap
 
@@ -50,6 +53,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "JournalReader": ("blackbox.recorder.capture.journal", "JournalReader"),
     "ProxyConfig": ("blackbox.recorder.capture.taps.http_server", "ProxyConfig"),
     "ProxySettings": ("blackbox.recorder.capture.taps.http_exchange", "ProxySettings"),
+    "REDACT_BUDGET_SECONDS": ("blackbox.recorder.capture.taps.stdio", "REDACT_BUDGET_SECONDS"),
     "REFUSED_DIR": ("blackbox.recorder.capture.salvage", "REFUSED_DIR"),
     "StoreMark": ("blackbox.recorder.capture.journal", "StoreMark"),
     "TapConfig": ("blackbox.recorder.capture.taps.stdio", "TapConfig"),

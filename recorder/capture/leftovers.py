@@ -56,11 +56,13 @@ def ship_leftovers(
     store: EventStore,
     on_progress: Callable[[str], None] | None = None,
     unmarked: bool = False,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> ShipReport:
     """Ship every journal written for `store` and not locked by a live tap, close its unfinished
     sessions as recovered, then delete it; with `unmarked` (`blackbox ship` only), journals that
     name no store too. Journals of other stores are left in place and listed in the report. A
-    store error propagates and leaves the remaining journals in place."""
+    store error propagates and leaves the remaining journals in place. `on_step` is told
+    (journals done, journals found) before each journal and at the end."""
     report = ShipReport()
     if not directory.is_dir():
         return report
@@ -70,7 +72,9 @@ def ship_leftovers(
         parsed = parse_segment_name(path)
         if parsed is not None:
             groups.setdefault(parsed[0], []).append((parsed[1], path))
-    for tap_id in sorted(groups):
+    for step, tap_id in enumerate(sorted(groups)):
+        if on_step is not None:
+            on_step(step, len(groups))
         locked = _lock_group(sorted(groups[tap_id]))
         if locked is None:
             report.live += 1
@@ -93,6 +97,8 @@ def ship_leftovers(
         finally:
             for _path, fd in locked:
                 os.close(fd)
+    if on_step is not None and groups:
+        on_step(len(groups), len(groups))
     return report
 
 

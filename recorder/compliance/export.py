@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import fnmatch
 import hashlib
 import json
 import time
@@ -289,7 +290,8 @@ def decision_row(session_id: str, seq: object, wall_ns: object, raw: bytes) -> d
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """Which sessions to export: started in [since_ns, until_ns), named `server`, or listed."""
+    """Which sessions to export: started in [since_ns, until_ns), named as the glob `server`
+    matches, or listed."""
 
     since_ns: int | None = None
     until_ns: int | None = None
@@ -351,7 +353,9 @@ def select_sessions(store: EventStore, selection: Selection) -> list[SessionInfo
             continue
         if selection.until_ns is not None and (started is None or started >= selection.until_ns):
             continue
-        if selection.server is not None and info.name != selection.server:
+        if selection.server is not None and not fnmatch.fnmatchcase(
+            info.name or "", selection.server
+        ):
             continue
         out.append(info)
     out.sort(key=lambda i: (i.started_ns or 0, i.session_id))

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.compliance.bundle_check import verify_export
-from blackbox.recorder.compliance.export import Selection, export_bundle, iso
+from blackbox.recorder.compliance.export import ExportProgress, Selection, export_bundle, iso
 from blackbox.recorder.log import Direction, Kind, NewEvent, SessionInfo, events, new_session_id
 from blackbox.recorder.store import EventStore
 from blackbox.recorder.trust import keys, removal_note, signing
@@ -168,11 +168,14 @@ def apply_retention(
     now_ns: int | None = None,
     archive_format: str = "parquet",
     progress: Callable[[str], None] | None = None,
+    on_step: Callable[[str, int, int], None] | None = None,
 ) -> RetentionResult:
     """Seal abandoned sessions, archive the old unheld ones into a verified bundle in
     `archive_dir` (new or empty), remove them, and record a `retention_applied` event.
-    With `dry_run`, only report what would happen."""
+    With `dry_run`, only report what would happen. `progress` gets a line per phase; `on_step`
+    (phase, done, total) as each session is checked, then archived."""
     say = progress or (lambda _msg: None)
+    step = on_step or (lambda _phase, _done, _total: None)
     plan = plan_retention(store, older_than_ns, idle_ns, now_ns)
     result = RetentionResult(plan=plan, dry_run=dry_run)
     if dry_run:
@@ -192,7 +195,8 @@ def apply_retention(
     if sealed:
         say(f"sealed {len(sealed)} abandoned session(s)")
     candidates: list[SessionInfo] = []
-    for info in plan.remove:
+    for done, info in enumerate(plan.remove):
+        step("checking sessions", done, len(plan.remove))
         current = store.session(info.session_id)
         if not current.sealed:
             continue  # active again since it was judged: not ours to remove
@@ -200,6 +204,7 @@ def apply_retention(
             plan.broken.append(info.session_id)
         else:
             candidates.append(current)
+    step("checking sessions", len(plan.remove), len(plan.remove))
     plan.remove = candidates
     if plan.broken:
         say(f"kept {len(plan.broken)} session(s) whose chain does not verify")
@@ -207,6 +212,11 @@ def apply_retention(
         assert archive_dir is not None
         archive_dir = Path(archive_dir)
         say(f"archiving {len(candidates)} session(s) into {archive_dir}")
+
+        def archived(p: ExportProgress) -> None:
+            step("archiving sessions", p.sessions_done, p.sessions_total)
+            say(f"archived {p.sessions_done}/{p.sessions_total} sessions, {p.records} records")
+
         exported = export_bundle(
             store,
             archive_dir,
@@ -215,9 +225,7 @@ def apply_retention(
             sessions=candidates,
             # The archive proves its records are the log's, as any export does.
             checkpoint_note=signing.note_for_export(store),
-            progress=lambda p: say(
-                f"archived {p.sessions_done}/{p.sessions_total} sessions, {p.records} records"
-            ),
+            progress=archived,
         )
         report = verify_export(archive_dir)
         if not report.ok:

@@ -83,6 +83,22 @@ def build_spans(
                 del builders[sid]  # its records are done; memory stays flat over a long log
 
 
+def with_counts(store: EventStore, spans: Iterable[SpanData]) -> Iterator[SpanData]:
+    """`spans`, each session span carrying the session's counts and outcome as every surface
+    shows them (`query.count_sessions`, `query.derived_outcome`): the span builder sees one record
+    at a time and would count on its own."""
+    from blackbox.recorder.query import count_sessions, derived_outcome
+
+    for span in spans:
+        if span.is_session:
+            info = store.session(span.session_id)
+            counts = count_sessions(store, [span.session_id])[span.session_id]
+            for name, value in counts.as_dict().items():
+                span.attributes[f"mcp_blackbox.{name}"] = value
+            span.attributes["mcp_blackbox.outcome"] = derived_outcome(info, counts)
+        yield span
+
+
 def export(
     store: EventStore,
     watermark: Watermark,
@@ -102,7 +118,7 @@ def export(
     start = 0 if resend_all or session_id is not None else watermark.position()
     own = sender is None
     sender = sender or Sender(target)
-    spans = build_spans(store, start, session_id, options, end)
+    spans = with_counts(store, build_spans(store, start, session_id, options, end))
     sessions: set[str] = set()
     ok = True
     try:

@@ -178,6 +178,9 @@ class SpanFollower:
         return SessionSpans(sid)
 
     def _send(self, spans: list[SpanData]) -> None:
+        from blackbox.recorder.otel.batch import with_counts
+
+        spans = list(with_counts(self.store, spans))
         by_session: dict[str, list[SpanData]] = {}
         for span in spans:
             if span.session_id not in self.broken:

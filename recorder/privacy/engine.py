@@ -22,6 +22,7 @@ the whole text again on every call.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +33,20 @@ from blackbox.recorder import BlackboxError
 
 class RedactionRulesError(BlackboxError):
     """A rules file that cannot be read or makes no sense."""
+
+
+class OutOfBudget(Exception):
+    """Redaction of one frame went past its time budget; `rule` is the one running then."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__(rule)
+        self.rule = rule
+
+
+def check_deadline(deadline: float | None, rule: str) -> None:
+    """OutOfBudget naming `rule` when the monotonic clock is past `deadline` (None: no budget)."""
+    if deadline is not None and time.monotonic() > deadline:
+        raise OutOfBudget(rule)
 
 
 class Match:
@@ -166,15 +181,24 @@ class Rule:
 
 
 def apply_rules(
-    rules: tuple[Rule, ...], buf: bytes, ctx: Context, count: Callable[[str], None]
+    rules: tuple[Rule, ...],
+    buf: bytes,
+    ctx: Context,
+    count: Callable[[str], None],
+    deadline: float | None = None,
 ) -> bytes:
     """`buf` with every rule applied in turn, each to the previous one's output (so a rule never
     re-redacts another's marker). Linear: each rule is one pass of its automaton over the text,
     plus, per match, work bounded by what the match replaces (a skipped match costs a bounded
-    look at its start, and no match is looked at twice)."""
+    look at its start, and no match is looked at twice).
+
+    With a `deadline` (monotonic seconds), OutOfBudget naming the rule that runs when the clock
+    passes it: checked before each rule and at each candidate, so the overrun is at most one
+    search of the automaton or one candidate's look."""
     low = buf.lower()
     gates: dict[int, bool] = {}
     for rule in rules:
+        check_deadline(deadline, rule.name)
         if rule.gate is not None:
             open_ = gates.get(id(rule.gate))
             if open_ is None:
@@ -189,6 +213,8 @@ def apply_rules(
         while pos is not None:
             scan_from, pos = pos, None
             for m in rule.regex.finditer(buf, scan_from):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise OutOfBudget(rule.name)
                 start, end = m.start(), m.end()
                 if start < last:
                     continue

@@ -30,16 +30,18 @@ that cannot redact must not leak).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
 import secrets
+import time
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from blackbox.recorder.log import encode_json
+from blackbox.recorder.log import StoredEvent, encode_json
 from blackbox.recorder.privacy.embedded import (
     PHRASE,
     QUOTED_TAILS,
@@ -53,11 +55,13 @@ from blackbox.recorder.privacy.engine import (
     Context,
     Hit,
     Match,
+    OutOfBudget,
     Picker,
     RedactionRulesError,
     Regex,
     Rule,
     apply_rules,
+    check_deadline,
     compile_builtin,
     compile_user,
     strip_group_names,
@@ -142,6 +146,8 @@ class Redactor:
     # Whether the built-in key rules (which include "any name with a token word") apply.
     builtin_keys: bool = False
     _key_cache: dict[str, bool] = field(default_factory=dict, repr=False)
+    # While `redact_frame_within` runs: when its budget ends (monotonic seconds).
+    _deadline: float | None = field(default=None, repr=False)
 
     # -- construction ------------------------------------------------------------------------
 
@@ -273,7 +279,7 @@ class Redactor:
     def _redact_bytes(self, raw: bytes) -> bytes:
         if self.prefilter is not None and not self.prefilter.may_match(raw):
             return raw
-        return apply_rules(self.rules, raw, self, self._count)
+        return apply_rules(self.rules, raw, self, self._count, self._deadline)
 
     def is_secret_key(self, name: str) -> bool:
         """Whether a value named `name` (a JSON key, a variable, a header) is a secret."""
@@ -314,6 +320,7 @@ class Redactor:
         if self.paths and path and any(_path_matches(p, path) for p in self.paths):
             return self._whole(obj, "path")
         if isinstance(obj, dict):
+            check_deadline(self._deadline, "key")
             named = self._names_a_secret(obj)
             out: dict[str, object] = {}
             for k, v in obj.items():
@@ -380,6 +387,30 @@ class Redactor:
         except Exception:  # fail closed: a frame we cannot redact is hidden whole
             self._count("unredactable")
             return self.marker(bytes(raw)).encode()
+
+    def redact_record(self, ev: StoredEvent) -> StoredEvent:
+        """A stored record as it may be shown: its raw bytes redacted (the very same record
+        when nothing matched). Frames and session events alike: a session's command line can
+        carry a token too."""
+        raw = self.redact_frame(ev.raw)
+        return ev if raw is ev.raw else dataclasses.replace(ev, raw=raw)
+
+    def redact_frame_within(self, raw: bytes, budget_s: float) -> tuple[bytes, str | None]:
+        """`redact_frame` bounded in time, for the relay: (the redacted frame, None), or, when
+        redaction is still running after `budget_s` seconds, (the whole frame's marker, the
+        name of the rule that was running): the frame is then withheld, only its keyed
+        fingerprint kept. Never raises."""
+        self._deadline = time.monotonic() + budget_s
+        try:
+            return self._redact_frame(raw), None
+        except OutOfBudget as exc:
+            self._count("over_budget")
+            return self.marker(bytes(raw)).encode(), exc.rule
+        except Exception:  # fail closed, as redact_frame does
+            self._count("unredactable")
+            return self.marker(bytes(raw)).encode(), None
+        finally:
+            self._deadline = None
 
     def _redact_frame(self, raw: bytes) -> bytes:
         if self.key_needles is not None and self.prefilter is not None and b"\\" not in raw:

@@ -10,13 +10,16 @@ responses by id within a bounded window. The overview shows the newest signed ch
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from blackbox.recorder.log import DERIVED, request_key, response_key
-from blackbox.recorder.store import EventStore, events, sessions
-from sqlalchemy import and_, case, func, or_, select
+from blackbox.recorder.query.counts import count_sessions, derived_outcome
+from blackbox.recorder.query.handles import short_handles
+from blackbox.recorder.store import EventStore, events, session_info, sessions, with_traffic
+from sqlalchemy import and_, func, or_, select
 
 if TYPE_CHECKING:
     from blackbox.recorder.store import SqlEventStore
@@ -55,6 +58,7 @@ class SessionQuery:
     outcome: str | None = None
     before: tuple[int, str] | None = None
     limit: int = PAGE
+    background: bool = False  # also sessions without traffic (the store's `with_traffic`)
 
 
 def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
@@ -73,6 +77,8 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
                 s.session_id.like(like, escape="\\"),
             )
         )
+    if not query.background:
+        stmt = stmt.where(with_traffic())
     if query.outcome == "open":
         stmt = stmt.where(s.sealed_count.is_(None))
     elif query.outcome:
@@ -107,6 +113,9 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
                 "sealed": r.sealed_count is not None,
             }
         )
+    handles = short_handles(store, [row["id"] for row in out])
+    for row in out:
+        row["handle"] = handles[row["id"]]
     cursor = None
     if more and rows:
         cursor = f"{rows[-1].started_ns or 0}:{rows[-1].session_id}"
@@ -123,29 +132,18 @@ def parse_cursor(text_value: str | None) -> tuple[int, str] | None:
         return None
 
 
-def session_counts(store: EventStore, ids: list[str]) -> dict[str, tuple[int, int, int]]:
-    """(calls, errors, faults) of each listed session: client requests, error responses and
-    isError results, fault records."""
+def session_counts(store: EventStore, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The counts (`counts.SessionCounts.as_dict`) and derived outcome of each listed session,
+    the numbers `blackbox sessions` shows for it."""
     if not ids:
         return {}
     with _engine(store).connect() as conn:
-        return _counts(conn, ids)
-
-
-def _counts(conn: Connection, ids: list[str]) -> dict[str, tuple[int, int, int]]:
-    e = events.c
-    stmt = (
-        select(
-            e.session_id,
-            func.sum(case((and_(e.msg_type == "request", e.direction == "c2s"), 1), else_=0)),
-            func.sum(case((or_(e.msg_type == "error", e.is_error.is_(True)), 1), else_=0)),
-            func.sum(case((e.kind == "fault", 1), else_=0)),
-        )
-        .where(e.session_id.in_(ids))
-        .group_by(e.session_id)
-    )
+        rows = list(conn.execute(select(sessions).where(sessions.c.session_id.in_(ids))))
+    infos = {row.session_id: session_info(row) for row in rows}
+    counted = count_sessions(store, list(infos))
     return {
-        row[0]: (int(row[1] or 0), int(row[2] or 0), int(row[3] or 0)) for row in conn.execute(stmt)
+        sid: {**counted[sid].as_dict(), "outcome": derived_outcome(info, counted[sid])}
+        for sid, info in infos.items()
     }
 
 
@@ -153,6 +151,17 @@ def _excerpt(raw: bytes) -> str:
     body = raw[: EXCERPT * 4].decode("utf-8", errors="replace")
     body = " ".join(body.split())
     return body if len(body) <= EXCERPT else body[: EXCERPT - 1] + "…"
+
+
+def _stderr_line(head: bytes) -> str | None:
+    """The line a stderr record holds, for the page to show consecutive lines as one block;
+    None when the record runs past the excerpt's bytes (the page shows the excerpt instead)."""
+    try:
+        doc = json.loads(head)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    line = doc.get("line") if isinstance(doc, dict) else None
+    return line if isinstance(line, str) else None
 
 
 _ROW = (
@@ -168,10 +177,17 @@ _ROW = (
 
 
 def timeline_page(
-    store: EventStore, session_id: str, after_seq: int = 0, limit: int = TIMELINE_PAGE
+    store: EventStore,
+    session_id: str,
+    after_seq: int = 0,
+    limit: int = TIMELINE_PAGE,
+    redact: Callable[[bytes], bytes] | None = None,
 ) -> dict[str, Any]:
     """Records `after_seq`+1 ... of a session (at most `limit`), raw bytes cut to an excerpt,
-    each request with the seq and latency of its response when there is one."""
+    each request with the seq and latency of its response when there is one. `redact` is
+    applied to the bytes an excerpt is cut from, which run well past what it shows, so a
+    secret is replaced whole before the cut could leave a piece of it. A stderr record also
+    carries its `line`."""
     e = events.c
     with _engine(store).connect() as conn:
         first = conn.execute(
@@ -193,6 +209,7 @@ def timeline_page(
     base = first or 0
     out = []
     for r in rows:
+        head = bytes(r.head) if redact is None else redact(bytes(r.head))
         row = {
             "seq": r.seq,
             "t_ms": round((r.mono_ns - base) / 1e6, 3),
@@ -205,8 +222,10 @@ def timeline_page(
             "tool": r.tool,
             "error": bool(r.is_error) or r.msg_type == "error" or r.kind == "fault",
             "size": r.size,
-            "excerpt": _excerpt(bytes(r.head)),
+            "excerpt": _excerpt(head),
         }
+        if r.kind == "stderr":
+            row["line"] = _stderr_line(head)
         answer = answers.get(r.seq)
         if answer is not None:
             row["response_seq"], mono, bad = answer

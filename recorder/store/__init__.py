@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -60,7 +60,8 @@ class EventStore(Protocol):
         ...
 
     def resolve(self, ref: str) -> str:
-        """A full id from a full id, a unique prefix, or `last`."""
+        """A full id from a full id, a unique prefix, or `last` (the newest recorded session
+        with traffic: `with_traffic`, not a replay)."""
         ...
 
     def read_session(self, session_id: str, after_seq: int = 0) -> Iterator[StoredEvent]:
@@ -82,8 +83,11 @@ class EventStore(Protocol):
         """The highest log position stored (0 when empty)."""
         ...
 
-    def verify(self, session_id: str | None = None) -> list[Finding]:
-        """Check one session's chain, or every session's; no findings means intact."""
+    def verify(
+        self, session_id: str | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> list[Finding]:
+        """Check one session's chain, or every session's; no findings means intact. `progress`
+        is told (sessions checked, sessions to check) after each session."""
         ...
 
     def verify_each(self, session_ids: Sequence[str]) -> dict[str, list[Finding]]:
@@ -230,6 +234,7 @@ if _TYPE_CHECKING:
     from blackbox.recorder.store.schema import metadata as metadata
     from blackbox.recorder.store.schema import sessions as sessions
     from blackbox.recorder.store.sql import SqlEventStore as SqlEventStore
+    from blackbox.recorder.store.sql_reads import with_traffic as with_traffic
 
 _FACE: dict[str, tuple[str, str | None]] = {
     "SqlEventStore": ("blackbox.recorder.store.sql", "SqlEventStore"),
@@ -242,6 +247,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "sessions": ("blackbox.recorder.store.schema", "sessions"),
     "tree": ("blackbox.recorder.store.tree", None),
     "tree_check": ("blackbox.recorder.store.tree_check", None),
+    "with_traffic": ("blackbox.recorder.store.sql_reads", "with_traffic"),
 }
 
 __getattr__, __dir__ = _lazy_face(__name__, _FACE, globals)

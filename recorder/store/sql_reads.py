@@ -4,6 +4,9 @@ position.
 
 They only read, through connections that never write, so they are kept apart from the append
 path and the verification; `read_log_rows` is the bulk form the analytics refresh uses.
+
+`with_traffic` is the one rule of which sessions carry traffic: `last` resolves among them, and
+the default session lists (`sessions`, the web UI) show only them.
 """
 
 from __future__ import annotations
@@ -16,10 +19,18 @@ from blackbox.recorder.log import SessionInfo, StoredEvent, chain
 from blackbox.recorder.store.projection import INSERT_COLUMNS, session_info
 from blackbox.recorder.store.schema import events, sessions
 from blackbox.recorder.store.sql_base import SqlStoreBase
-from sqlalchemy import Select, func, select
+from sqlalchemy import ColumnElement, Select, func, select
 
 # StoredEvent's fields in order: the log position, then what was inserted.
 _EVENT_COLUMNS = [events.c.position, *(events.c[name] for name in INSERT_COLUMNS)]
+
+
+def with_traffic() -> ColumnElement[bool]:
+    """The sessions that carry traffic: those holding at least one frame. The others are
+    background sessions: an HTTP proxy's tool watch (`tool watch: NAME`, its own records only),
+    a server started and never spoken to (heartbeats, stderr, idle marks). `last` never names
+    one, and the session lists hide them unless asked for every session."""
+    return sessions.c.frames > 0
 
 
 class ReadMixin(SqlStoreBase):
@@ -69,12 +80,16 @@ class ReadMixin(SqlStoreBase):
             if ref == "last":
                 row = conn.execute(
                     select(sessions.c.session_id)
-                    .where(sessions.c.replay_of.is_(None))  # the last recorded, not replayed
+                    # The last recorded with traffic: not a replay, not a background session.
+                    .where(sessions.c.replay_of.is_(None), with_traffic())
                     .order_by(sessions.c.started_ns.desc(), sessions.c.session_id.desc())
                     .limit(1)
                 ).first()
                 if row is None:
-                    raise SessionNotFound("no sessions recorded yet")
+                    raise SessionNotFound(
+                        "no session with traffic recorded yet "
+                        "(`blackbox sessions --all` lists background sessions too)"
+                    )
                 return row.session_id
             escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             found = [

@@ -11,7 +11,7 @@ way) while its records are re-derived on a thread. The findings are `chain.Findi
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from blackbox.recorder import SessionNotFound
@@ -41,7 +41,9 @@ def verify_cores() -> int:
 class VerifyMixin(SqlStoreBase):
     """`verify` and `verify_each`, and the reads they are made of."""
 
-    def verify(self, session_id: str | None = None) -> list[chain.Finding]:
+    def verify(
+        self, session_id: str | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> list[chain.Finding]:
         query = select(sessions.c.session_id, sessions.c.sealed_count).order_by(
             sessions.c.session_id
         )
@@ -51,7 +53,8 @@ class VerifyMixin(SqlStoreBase):
             targets = conn.execute(query).all()
         if session_id is not None and not targets:
             raise SessionNotFound(f"no session {session_id}")
-        findings = [f for found in self._verify_targets(targets).values() for f in found]
+        checked = self._verify_targets(targets, progress)
+        findings = [f for found in checked.values() for f in found]
         with self._translated(), self.engine.connect() as conn:
             if session_id is None:
                 findings.extend(removals.orphan_findings(conn))
@@ -83,9 +86,11 @@ class VerifyMixin(SqlStoreBase):
                     out[finding.session_id].append(finding)
         return out
 
-    def _verify_targets(self, targets: Sequence) -> dict[str, list[chain.Finding]]:
+    def _verify_targets(
+        self, targets: Sequence, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, list[chain.Finding]]:
         """Each (session id, sealed count)'s findings: its chain and seal, derived columns and
-        projection."""
+        projection; `progress` gets (done, total) after each session."""
         out: dict[str, list[chain.Finding]] = {}
         # Each session's records are re-derived on a thread while its chain is checked: on
         # PostgreSQL the chain check is the server's work, so the two overlap.
@@ -106,6 +111,8 @@ class VerifyMixin(SqlStoreBase):
                 out[sid] = [*found, *(f for f in derived if f.seq not in named)]
                 if not found:
                     out[sid].extend(projection)
+                if progress is not None:
+                    progress(len(out), len(targets))
         return out
 
     def _rederived_findings(

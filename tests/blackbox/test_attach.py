@@ -69,7 +69,7 @@ def test_attach_then_detach_round_trips_byte_for_byte(tmp_path: Path, host: str)
     config = place(tmp_path, host)
     original = config.read_bytes()
 
-    attached = lib.attach(config, wrapper=WRAPPER, store_url="sqlite:///x.db")
+    attached = lib.attach(config, wrapper=WRAPPER)
     assert attached.written and config.read_bytes() != original
     backup = lib.backup_path(lib.load_config(config), tmp_path / "bbhome")
     assert backup.read_bytes() == original
@@ -87,7 +87,7 @@ def test_attach_then_detach_round_trips_byte_for_byte(tmp_path: Path, host: str)
 def test_attach_wraps_stdio_and_keeps_everything_else(tmp_path: Path, host: str) -> None:
     config = place(tmp_path, host)
     before = parse(config, host)
-    lib.attach(config, wrapper=WRAPPER, store_url="postgresql://u@db/bb")
+    lib.attach(config, wrapper=WRAPPER, options=lib.RecordOptions(otel=True))
     after = parse(config, host)
 
     section = SECTION[host]
@@ -104,8 +104,7 @@ def test_attach_wraps_stdio_and_keeps_everything_else(tmp_path: Path, host: str)
                 "record",
                 "--name",
                 key,
-                "--store",
-                "postgresql://u@db/bb",
+                "--otel",
                 "--",
                 old["command"],
                 *old.get("args", []),
@@ -113,10 +112,12 @@ def test_attach_wraps_stdio_and_keeps_everything_else(tmp_path: Path, host: str)
             rest_old = {k: v for k, v in old.items() if k not in ("command", "args")}
             rest_new = {k: v for k, v in new.items() if k not in ("command", "args")}
             assert rest_new == rest_old  # env, cwd, envFile, type, dev, unknown keys
-        elif "${" not in old["url"] and old.get("type") != "sse":
-            # A Streamable HTTP server becomes a stdio entry running the bridge, its headers
+        elif "${" not in old["url"]:
+            # An HTTP server (either era) becomes a stdio entry running the bridge, its headers
             # passed in the entry's environment (never as arguments: `ps` shows those).
             assert new["command"] == WRAPPER and new["args"][:3] == ["bridge", "--name", key]
+            sse = ["--transport", "sse"] if old.get("type") == "sse" else []
+            assert new["args"][3:-1] == sse
             assert new["args"][-1] == old["url"] and "--header" not in new["args"]
             headers = old.get("headers", {})
             passed = {
@@ -129,7 +130,7 @@ def test_attach_wraps_stdio_and_keeps_everything_else(tmp_path: Path, host: str)
             rest_new = {k: v for k, v in new.items() if k not in ("command", "args", "type", "env")}
             assert rest_new == rest_old
         else:
-            assert new == old  # legacy SSE and host variables: skipped, said why
+            assert new == old  # host variables in the URL: skipped, said why
 
 
 def test_attach_keeps_indentation_comments_and_line_endings(tmp_path: Path) -> None:
@@ -182,13 +183,14 @@ def test_attaching_twice_changes_nothing(tmp_path: Path, host: str) -> None:
     config = place(tmp_path, host)
     lib.attach(config, wrapper=WRAPPER)
     once = config.read_bytes()
-    state = Path(str(config) + lib.SIDECAR_SUFFIX).read_bytes()
+    state_file = lib.state_path(tmp_path / "bbhome", config.resolve())
+    state = state_file.read_bytes()
     mtime = config.stat().st_mtime_ns
 
     again = lib.attach(config, wrapper=WRAPPER)
     assert not again.written and not again.changed
     assert config.read_bytes() == once and config.stat().st_mtime_ns == mtime
-    assert Path(str(config) + lib.SIDECAR_SUFFIX).read_bytes() == state
+    assert state_file.read_bytes() == state
     assert {c.action for c in again.changes} <= {"attached", "skipped"}
 
 
@@ -201,11 +203,12 @@ def test_dry_run_prints_a_diff_and_writes_nothing(tmp_path: Path) -> None:
     assert code == 0, out
     assert f"--- {config} (current)" in out and f"+++ {config} (attached)" in out
     assert '-      "command": "npx",' in out
-    assert f'+      "command": {json.dumps(lib.os.path.abspath(WRAPPER))},' in out
+    launcher = tmp_path / "bbhome" / "bin" / "blackbox"  # a user config runs the launcher
+    assert f'+      "command": {json.dumps(str(launcher))},' in out
     assert "would change the file" in out
     assert config.read_bytes() == original
     assert sorted(p.name for p in config.parent.iterdir()) == [config.name]
-    assert not (tmp_path / "u").exists()
+    assert not (tmp_path / "u").exists() and not launcher.exists()
 
 
 def test_backup_is_the_pre_attach_file_even_after_a_second_attach(tmp_path: Path) -> None:
@@ -225,27 +228,67 @@ def test_backup_is_the_pre_attach_file_even_after_a_second_attach(tmp_path: Path
 # --- the wrapper ------------------------------------------------------------------------------
 
 
-def test_cli_writes_the_absolute_path_of_the_running_blackbox(tmp_path: Path) -> None:
+def test_a_project_config_runs_blackbox_from_path_and_names_no_store(tmp_path: Path) -> None:
     config = place(tmp_path, "claude-code")
-    env = {**os.environ, "PATH": "/nonexistent"}  # the host must not need PATH to find it
+    env = {**os.environ, "BLACKBOX_STORE": f"sqlite:///{tmp_path / 'shell.db'}"}
     proc = subprocess.run(
         [BLACKBOX, "attach", str(config)], capture_output=True, text=True, timeout=60, env=env
     )
     assert proc.returncode == 0, proc.stderr
-    entry = json.loads(config.read_text())["mcpServers"]["git"]
-    assert os.path.isabs(entry["command"])
-    assert Path(entry["command"]).samefile(BLACKBOX)
-    assert os.access(entry["command"], os.X_OK)
+    text = config.read_text()
+    entry = json.loads(text)["mcpServers"]["git"]
+    assert entry["command"] == "blackbox"
+    assert entry["args"][:4] == ["record", "--name", "git", "--"]
+    # Nothing of this machine: no store, no data directory, no path of the checkout or its venv.
+    for mine in (str(tmp_path), sys.prefix, "--store", "--home", "sqlite:"):
+        assert mine not in text
     assert "restart the host" in proc.stdout
+
+
+def test_a_user_config_runs_a_launcher_that_finds_the_installed_blackbox(
+    tmp_path: Path,
+) -> None:
+    config = place(tmp_path, "claude-desktop")
+    code, out = run_cli("attach", str(config))
+    assert code == 0, out
+    command = json.loads(config.read_text())["mcpServers"]["filesystem"]["command"]
+    launcher = tmp_path / "bbhome" / "bin" / "blackbox"
+    assert command == str(launcher) and os.access(launcher, os.X_OK)
+    # A host started from the desktop has next to no PATH: the launcher still finds blackbox.
+    proc = subprocess.run(
+        [command, "where"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/nonexistent", "HOME": str(tmp_path), "BLACKBOX_HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "data dir:" in proc.stdout
 
 
 def test_already_wrapped_entries_are_recognised_by_shape(tmp_path: Path) -> None:
     config = tmp_path / ".mcp.json"
-    wrapped = {"command": "/opt/bb/bin/blackbox", "args": ["record", "--name", "t", "--", "srv"]}
+    wrapped = {"command": "blackbox", "args": ["record", "--name", "t", "--", "srv"]}
     config.write_text(json.dumps({"mcpServers": {"t": wrapped}}, indent=2))
-    report = lib.attach(config, wrapper=WRAPPER)
+    report = lib.attach(config)
     assert [c.action for c in report.changes] == ["attached"]
     assert not report.written
+
+
+def test_an_entry_attached_by_an_earlier_version_is_made_portable(tmp_path: Path) -> None:
+    """A config attached before (absolute venv path, store and data directory pinned) is
+    rewritten into the portable form by attaching again, and detach still restores it."""
+    config = tmp_path / ".mcp.json"
+    original = '{\n  "mcpServers": {\n    "t": {"command": "srv", "args": ["-v"]}\n  }\n}\n'
+    old_args = ["record", "--name", "t", "--store", "sqlite:////old/bb.db", "--home", "/old"]
+    wrapped = {"command": "/old/venv/bin/blackbox", "args": [*old_args, "--", "srv", "-v"]}
+    config.write_text(json.dumps({"mcpServers": {"t": wrapped}}, indent=2) + "\n")
+    report = lib.attach(config)
+    assert [c.action for c in report.changes] == ["updated"]
+    entry = json.loads(config.read_text())["mcpServers"]["t"]
+    assert entry == {"command": "blackbox", "args": ["record", "--name", "t", "--", "srv", "-v"]}
+    lib.detach(config)
+    assert json.loads(config.read_text()) == json.loads(original)
 
 
 # --- HTTP entries -----------------------------------------------------------------------------
@@ -258,9 +301,7 @@ def test_http_entries_point_at_a_proxy_on_stable_ports(tmp_path: Path) -> None:
         "beta": {"type": "sse", "url": "https://b.example/sse"},
     }
     config.write_text(json.dumps({"mcpServers": servers}, indent=2) + "\n")
-    first = lib.attach(
-        config, wrapper=WRAPPER, port_base=9000, store_url="sqlite:///s.db", http="proxy"
-    )
+    first = lib.attach(config, wrapper=WRAPPER, port_base=9000, http="proxy")
     ports = {c.key: c.port for c in first.changes}
     assert all(9000 <= p < 9000 + proxy_service.PORT_WINDOW for p in ports.values())
     assert len(set(ports.values())) == 2
@@ -278,8 +319,6 @@ def test_http_entries_point_at_a_proxy_on_stable_ports(tmp_path: Path) -> None:
         f"127.0.0.1:{ports['alpha']}",
         "--name",
         "alpha",
-        "--store",
-        "sqlite:///s.db",
         "--rewrite-host",  # a remote server sees its own name
     ]
 
@@ -323,12 +362,14 @@ def test_install_service_writes_a_user_unit_per_proxy(tmp_path: Path) -> None:
     text = (units / "blackbox-proxy-docs.service").read_text()
     port = json.loads(config.read_text())["mcpServers"]["docs"]["url"].split(":")[2][:4]
     exec_line = next(line for line in text.splitlines() if line.startswith("ExecStart="))
-    assert (
+    assert exec_line.endswith(
         f"proxy --upstream https://mcp.example.com/mcp --listen 127.0.0.1:{port} --name docs "
-        "--store sqlite:///" in exec_line
+        "--rewrite-host"
     )
-    # The relative SQLite path is pinned as an absolute one; systemd expands %: escaped.
-    assert exec_line.endswith("/a%%b.db --rewrite-host")
+    # The store is the user's (the unit runs without this shell's environment): the relative
+    # SQLite path is saved as an absolute one in the user configuration.
+    saved = (tmp_path / "bbhome" / "config.toml").read_text()
+    assert saved.startswith('store = "sqlite:////') and saved.rstrip().endswith('/a%b.db"')
     assert "[Install]\nWantedBy=default.target" in text
     assert "Description=mcp-blackbox recording proxy for MCP server 'docs'" in text
     assert (
@@ -387,7 +428,7 @@ def test_detach_without_the_attach_state_unwraps_stdio_entries(tmp_path: Path) -
     config = place(tmp_path, "claude-code")
     before = parse(config, "claude-code")
     lib.attach(config, wrapper=WRAPPER)
-    Path(str(config) + lib.SIDECAR_SUFFIX).unlink()
+    lib.state_path(tmp_path / "bbhome", config.resolve()).unlink()
     report = lib.detach(config)
     after = parse(config, "claude-code")["mcpServers"]
     assert after["git"] == before["mcpServers"]["git"]
@@ -405,7 +446,7 @@ def test_detach_keeps_an_entry_the_user_changed_since(tmp_path: Path) -> None:
     report = lib.detach(config)
     assert [(c.key, c.action) for c in report.changes] == [("t", "kept")]
     assert json.loads(config.read_text()) == {"mcpServers": {"t": {"command": "other"}}}
-    assert not Path(str(config) + lib.SIDECAR_SUFFIX).exists()
+    assert not lib.state_path(tmp_path / "bbhome", config.resolve()).exists()
 
 
 def test_detach_of_a_config_never_attached_is_a_no_op(tmp_path: Path) -> None:
@@ -504,7 +545,7 @@ def test_a_file_changed_while_attaching_is_not_overwritten(
     with pytest.raises(lib.ConfigChanged):
         lib.attach(config, wrapper=WRAPPER)
     assert '"documents"' in config.read_text()  # the host's save survives
-    assert not Path(str(config) + lib.SIDECAR_SUFFIX).exists()
+    assert not lib.state_path(tmp_path / "bbhome", config.resolve()).exists()
 
 
 # --- how the file is written ------------------------------------------------------------------
@@ -572,8 +613,10 @@ def test_a_host_launching_the_attached_entry_is_recorded(
     # shutdown window (the SDK allows about 2 s) is not spent on a first migration.
     open_store(store_url).close()
     entry = json.loads(config.read_text())["mcpServers"]["clock"]
-    # The host lays the entry's env over its own; BLACKBOX_HOME keeps the journal in tmp_path.
-    env = {**entry["env"], "BLACKBOX_HOME": str(tmp_path / "bbhome")}
+    # The host lays the entry's env over its own; BLACKBOX_HOME keeps the journal in tmp_path
+    # (and holds the user configuration `--store` saved the store in); blackbox is on PATH.
+    path = f"{Path(BLACKBOX).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**entry["env"], "BLACKBOX_HOME": str(tmp_path / "bbhome"), "PATH": path}
     params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env)
     text = anyio.run(_call_time, params, mode)
     assert "UTC" in text

@@ -83,10 +83,11 @@ def test_an_attached_http_entry_answers_an_sdk_client_with_no_further_step(
             "BLACKBOX_BRIDGE_HEADER_1": "X-Team: blackbox",
             "BLACKBOX_BRIDGE_HEADER_2": "Authorization: Bearer s3cret-t0ken",
         }
-        # The host starts the entry as it is: the SDK's minimal environment plus the entry's.
-        params = StdioServerParameters(
-            command=entry["command"], args=entry["args"], env=entry["env"]
-        )
+        # The host starts the entry as it is: the SDK's minimal environment plus the entry's,
+        # blackbox installed on PATH, the user's data directory in the user's environment.
+        path = f"{Path(BLACKBOX).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        host_env = {**entry["env"], "PATH": path, "BLACKBOX_HOME": str(home)}
+        params = StdioServerParameters(command=entry["command"], args=entry["args"], env=host_env)
         seen_on_command_lines: list[str] = []
         assert anyio.run(_echo, params, seen_on_command_lines) == "Echo: through the bridge"
         # What any local user saw with `ps` while the bridge ran: no credential.
@@ -117,13 +118,17 @@ def test_an_attached_http_entry_answers_an_sdk_client_with_no_further_step(
     assert config.read_bytes() == original
 
 
-def test_a_legacy_sse_entry_is_skipped_saying_why(tmp_path: Path) -> None:
+def test_a_legacy_sse_entry_is_bridged_in_its_own_era(tmp_path: Path) -> None:
     config = tmp_path / ".mcp.json"
     entry = {"type": "sse", "url": "https://old.example/sse"}
     config.write_text(json.dumps({"mcpServers": {"old": entry}}))
     report = lib.attach(config, wrapper=BLACKBOX)
     (change,) = report.changes
-    assert change.action == "skipped" and "--http proxy" in change.detail
+    assert change.action == "bridged" and "legacy HTTP+SSE" in change.detail
+    bridged = json.loads(config.read_text())["mcpServers"]["old"]
+    assert bridged["args"] == ["bridge", "--name", "old", "--transport", "sse", entry["url"]]
+    lib.state_path(tmp_path / "bbhome", config.resolve()).unlink()  # rebuilt without the state
+    lib.detach(config)
     assert json.loads(config.read_text())["mcpServers"]["old"] == entry
 
 

@@ -1,6 +1,7 @@
-"""Recordings land where the user looks: `attach` pins the store and the data directory of the
-shell it ran in, so a server the host starts with an empty environment still records there, and
-`blackbox where` says where that is and which configs are attached."""
+"""Recordings land where the user looks: the store is the user's (`attach --store` saves it in the
+user configuration, never in the host's file), so a server a desktop host starts with next to no
+environment still records there, and `blackbox where` says where that is and which configs are
+attached."""
 
 from __future__ import annotations
 
@@ -35,25 +36,38 @@ def _attach(config: Path, home: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_server_started_with_an_empty_environment_records_into_the_attached_store(
+def test_a_desktop_host_with_a_bare_environment_records_into_the_users_store(
     tmp_path: Path,
 ) -> None:
-    home = tmp_path / "user-home"
-    config = tmp_path / ".mcp.json"
+    """Claude Desktop starts servers with HOME and a PATH that has none of the user's tools: the
+    entry runs the launcher in the data directory, which finds blackbox, which finds the store
+    `attach --store` saved in the user configuration."""
+    user_home = tmp_path / "home"
+    config = user_home / ".config" / "Claude" / "claude_desktop_config.json"
+    config.parent.mkdir(parents=True)
     entry = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
     config.write_text(json.dumps({"mcpServers": {"clock": entry}}, indent=2) + "\n")
-    proc = _attach(config, home)
+    store_path = tmp_path / "team.db"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BLACKBOX_")}
+    env.update(HOME=str(user_home), XDG_DATA_HOME="")  # the default data directory
+    proc = subprocess.run(
+        [BLACKBOX, "attach", str(config), "--store", f"sqlite:///{store_path}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
-    store_path = (home / "blackbox.db").resolve()
-    assert f"recordings go to: sqlite:///{store_path}" in proc.stdout
-    assert "BLACKBOX_HOME is set here" in proc.stderr
+    data_dir = user_home / ".local" / "share" / "mcp-blackbox"
+    assert f"saved as this user's store in {data_dir / 'config.toml'}" in proc.stdout
+    assert str(store_path) not in config.read_text()  # the store is the user's, not the file's
     open_store(f"sqlite:///{store_path}").close()  # the user's store exists before the host runs
 
     wrapped = json.loads(config.read_text())["mcpServers"]["clock"]
-    # The host starts the entry with nothing at all in its environment.
+    assert wrapped["command"] == str(data_dir / "bin" / "blackbox")
     server = subprocess.Popen(
         [wrapped["command"], *wrapped["args"]],
-        env={},
+        env={"HOME": str(user_home), "PATH": "/usr/bin:/bin"},
         cwd=tmp_path,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -75,7 +89,7 @@ def test_a_server_started_with_an_empty_environment_records_into_the_attached_st
             lambda: [s for s in store.list_sessions() if s.name == "clock" and s.sealed],
             timeout=30,
             interval=0.2,
-            message="the session in the store attach named",
+            message="the session in the user's store",
         )
     finally:
         store.close()
@@ -96,8 +110,5 @@ def test_where_names_store_data_dir_journals_and_attached_configs(tmp_path: Path
     assert lines[1] == f"data dir:  {home} (BLACKBOX_HOME)"
     assert lines[2].startswith("journals:  0 waiting")
     assert lines[3] == f"attached:  {config.resolve()} [Claude Code]"
-    # No backup next to the config, where a project would commit it.
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".mcp")) == [
-        ".mcp.json",
-        ".mcp.json.blackbox-attach.json",
-    ]
+    # No backup and no attach state next to the config, where a project would commit them.
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".mcp")) == [".mcp.json"]

@@ -1,4 +1,4 @@
-"""Durations and points in time as every command reads them (one parser for all)."""
+"""Durations, ages and points in time as every command reads them (one parser for all)."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ def test_moment_from_an_age_or_a_date() -> None:
         moment_ns("last tuesday", now)
 
 
-def test_spans_need_a_unit_unless_bare_seconds_are_allowed() -> None:
-    assert span_seconds("90d") == 90 * 86_400
+def test_ages_need_a_unit_durations_take_bare_seconds() -> None:
+    assert span_seconds("90d", age=True) == 90 * 86_400
     assert span_seconds("250ms") == pytest.approx(0.25)
     assert span_seconds("2w") == 14 * 86_400
     with pytest.raises(BadTime, match="is not an age"):
-        span_seconds("90")  # a retention age of 90 seconds is never what was meant
-    assert span_seconds("90", bare_seconds=True) == 90
+        span_seconds("90", age=True)  # a retention age of 90 seconds is never what was meant
+    assert span_seconds("90") == 90
 
 
 def test_duration_option_type() -> None:
@@ -64,10 +64,13 @@ def test_one_reading_of_every_unit(text: str, seconds: float) -> None:
     assert Duration().convert(text, None, None) == pytest.approx(seconds)
 
 
-def test_a_bare_m_is_refused_with_a_one_line_hint() -> None:
+def test_a_bare_m_is_minutes_in_a_duration_and_refused_in_an_age() -> None:
+    assert span_seconds("1m") == 60 and Duration().convert("2m", None, None) == 120
     with pytest.raises(BadTime) as info:
-        span_seconds("1m")
+        span_seconds("1m", age=True)
     assert str(info.value) == "'1m' is ambiguous: write 1min for minutes or 1mo for months"
+    with pytest.raises(BadTime, match="ambiguous"):
+        span_seconds("1M")  # never minutes: ISO 8601 and others read M as months
     with pytest.raises(BadTime, match="ambiguous"):
         moment_ns("30m")
     for bad in ("P", "PT", "3parsecs"):
@@ -82,10 +85,9 @@ def test_a_bare_m_is_refused_with_a_one_line_hint() -> None:
         ["sessions", "--since", "1m"],
         ["sessions", "--until", "1m"],
         ["report", "latency", "--since", "1m"],
-        ["proxy", "--upstream", "http://127.0.0.1:9/mcp", "--idle-gap", "1m"],
     ],
 )
-def test_every_time_option_refuses_a_bare_m(argv: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_every_age_option_refuses_a_bare_m(argv: list[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
     from click.testing import CliRunner
 
     from blackbox.cli.main import main
@@ -94,7 +96,7 @@ def test_every_time_option_refuses_a_bare_m(argv: list[str], tmp_path) -> None: 
     from blackbox.recorder.store import open_store
 
     open_store(store).close()
-    extra = [] if argv[0] == "proxy" else ["--store", store]
+    extra = ["--store", store]
     result = CliRunner().invoke(main, [*argv, *extra])
     assert result.exit_code == 2, result.output
     assert "ambiguous: write 1min for minutes or 1mo for months" in result.output

@@ -13,12 +13,19 @@ from pathlib import Path
 import pytest
 from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Direction, Kind, NewEvent
+from blackbox.recorder.query import counts as counts_module
 from blackbox.recorder.query import listing
+from blackbox.recorder.query.counts import SessionCounts
 from blackbox.recorder.store import open_store
 
 from tests.fixtures import peers
 from tests.fixtures.polling import eventually
 from tests.fixtures.taps import INIT_MESSAGE, INITIALIZED_MESSAGE
+
+
+def _three(counts: SessionCounts) -> dict[str, int]:
+    """The counts the table shows."""
+    return {name: getattr(counts, name) for name in ("calls", "errors", "faults")}
 
 
 def _call(rpc_id: int, timezone: str) -> dict:
@@ -223,10 +230,11 @@ def test_counts_and_handles_of_listed_sessions_on_each_backend(
         for n, (sid, *counts) in enumerate(sessions):
             store.append(_session(sid, (n + 1) * 10**12, *counts))
         listed = listing.list_summaries(store, listing.SessionFilter(limit=4))
-        got = {s.info.session_id: (s.counts, s.outcome, s.handle) for s in listed}
+        got = {s.info.session_id: (_three(s.counts), s.outcome, s.handle) for s in listed}
         with_faults = listing.list_summaries(store, listing.SessionFilter(faults=True, limit=1))
         # Every session listed, a few ids per statement: the same counts, handles among all.
         monkeypatch.setattr(listing, "_IDS_PER_QUERY", 2)
+        monkeypatch.setattr(counts_module, "_IDS_PER_QUERY", 2)
         every = listing.list_summaries(store, listing.SessionFilter(limit=None))
     finally:
         store.close()
@@ -242,12 +250,12 @@ def test_counts_and_handles_of_listed_sessions_on_each_backend(
     everyone = listing.handles_for([sid for sid, *_ in sessions])
     assert all(everyone[sid] == handle for sid, (_c, _o, handle) in got.items())
     assert {
-        s.info.session_id: (s.counts, s.outcome, s.handle)
+        s.info.session_id: (_three(s.counts), s.outcome, s.handle)
         for s in every
         if s.info.session_id in got
     } == got
     assert [s.handle for s in every] == [everyone[sid] for sid, *_ in reversed(sessions)]
-    assert (every[-1].counts, every[-1].outcome) == (
+    assert (_three(every[-1].counts), every[-1].outcome) == (
         dict(zip(k, (40, 16, 5), strict=True)),
         "faults",
     )

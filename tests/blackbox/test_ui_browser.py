@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +28,28 @@ CHROMIUM = "/usr/bin/chromium"
 WAIT_MS = 15_000
 
 
-def record_aside(*args: Any) -> None:
-    """`record` on a thread of its own: Playwright's sync API keeps an event loop on this one,
+def aside(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` on a thread of its own: Playwright's sync API keeps an event loop on this one,
     where the SDK client's `anyio.run` would refuse to start."""
     failure: list[BaseException] = []
+    result: list[Any] = []
 
     def run() -> None:
         try:
-            record(*args)
+            result.append(fn(*args))
         except BaseException as exc:
             failure.append(exc)
 
     thread = threading.Thread(target=run)
     thread.start()
     thread.join(120)
-    assert not failure, failure
+    assert not failure and result, failure
+    return result[0]
+
+
+def record_aside(*args: Any) -> None:
+    """`record` on a thread of its own (`aside`)."""
+    aside(record, *args)
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +193,46 @@ def test_replay_from_the_page_shows_the_divergences_side_by_side(page: Page, ser
     expect(page.locator(".diff pre.new").first).to_contain_text('"mcp-time"')  # its answer
     expect(page.locator(".diff pre.old").first).to_contain_text('"blackbox-example"')
     shot(page, "replay")
+
+
+def test_replay_asks_before_a_writing_tool_and_cancel_skips_it(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A session that wrote a note (tests/replay/servers/notes.py: `write_note` is destructive,
+    `read_note` read-only): starting its replay opens a dialog naming `write_note`, and Cancel
+    replays the session without sending it (the note, changed since, stays as it is)."""
+    from tests.fixtures.replay_kit import SERVERS, record_session
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.txt").write_text("first")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = open_store(url)
+    server = [sys.executable, str(SERVERS / "notes.py"), str(notes)]
+    calls = [("read_note", {"name": "a.txt"}), ("write_note", {"name": "a.txt", "text": "again"})]
+    sid = aside(record_session, store, url, tmp_path / "home", server, calls, "legacy", "notes")
+    (notes / "a.txt").write_text("changed since")
+    ui = serve_in_thread(store, None, tmp_path / "analytics")
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        pg = context.new_page()
+        pg.goto(f"{ui.url.split('/?')[0]}/sessions/{sid}/replay?token={ui.token}")
+        pg.click("#replay-form button")
+        dialog = pg.locator("#replay-confirm")
+        expect(dialog).to_be_visible(timeout=WAIT_MS)
+        expect(dialog.locator("#risky-tools li")).to_have_count(1)
+        expect(dialog.locator("#risky-tools")).to_contain_text("write_note")
+        expect(dialog.locator("#risky-tools")).to_contain_text("destructive")
+        shot(pg, "replay-confirm")
+        pg.click("#replay-cancel")
+        expect(dialog).to_be_hidden()
+        expect(pg.locator("#verdict")).to_be_visible(timeout=60_000)
+        expect(pg.locator("#skipped")).to_contain_text("write_note")
+        assert (notes / "a.txt").read_text() == "changed since"
+    finally:
+        context.close()
+        ui.stop()
+        store.close()
 
 
 def test_sql_page_shows_a_result_and_refuses_delete(page: Page, served) -> None:  # type: ignore[no-untyped-def]

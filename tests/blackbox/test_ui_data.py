@@ -66,7 +66,10 @@ def test_session_list_is_newest_first_paged_filtered_and_counted(store: EventSto
     first = session_page(store, SessionQuery())
     assert [r["id"] for r in first["sessions"]] == ids[::-1][:100]
     counts = session_counts(store, [ids[-1], ids[0]])
-    assert counts == {ids[-1]: (2, 1, 0), ids[0]: (2, 0, 0)}
+    shown = {
+        sid: (c["calls"], c["rpc_errors"], c["faults"], c["outcome"]) for sid, c in counts.items()
+    }
+    assert shown == {ids[-1]: (2, 1, 0, "errors"), ids[0]: (2, 0, 0, "open")}
     second = session_page(store, SessionQuery(before=parse_cursor(first["next"])))
     third = session_page(store, SessionQuery(before=parse_cursor(second["next"])))
     got = [r["id"] for p in (first, second, third) for r in p["sessions"]]

@@ -10,98 +10,16 @@ stop took about 120 s (2.4 s at 8 KB)."""
 
 from __future__ import annotations
 
-import json
-import random
 import time
 
 import pytest
+from blackbox.recorder.privacy.hostile import HOSTILE_PIECES, RUN_CHARS, frame, plain_text, tile
 from blackbox.recorder.privacy.redact import Redactor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 KEY = b"test-key"
 N = 80_000
-
-# Per built-in rule, the words that make it look (its literals and the heads it starts from):
-# tiled, or followed by a long run of one character, they make the rule start over and over
-# without completing a match.
-HOSTILE_PIECES: dict[str, tuple[str, ...]] = {
-    "private_key_block": (
-        "-----BEGIN RSA PRIVATE KEY-----",
-        "-----END RSA PRIVATE KEY-----",
-        "-----BEGIN ",
-        "PRIVATE KEY-----",
-    ),
-    "jwt": ("eyJ", "eyJabcdefgh.", "eyJabcdefgh.eyJ", "eyJabcdefgh.eyJabcdefgh"),
-    "url_password": ("://", "://a:", "://user:pw", "a:"),
-    "url_query": ("?token=", "&sig=", "?X-Amz-Signature=", "&key", "?access_token"),
-    "authorization_header": (
-        "Authorization:",
-        "authorization: ",
-        "Authorization: Bearer ",
-        "Proxy-Authorization=",
-    ),
-    "cookie_header": ("Cookie: ", "cookie=", "Set-Cookie:", "Cookie: a"),
-    "bearer": ("Bearer ", "token ", "bearer", "Bearer abcdefg"),
-    "basic_auth": ("Basic ", "basic", "Basic abcdefg"),
-    "openai_anthropic_key": ("sk-", "sk-abcdefghijklmno", "sk-ant-"),
-    "stripe_key": ("sk_live_", "rk_test_", "whsec_"),
-    "github_token": ("ghp_", "github_pat_", "gho_"),
-    "gitlab_token": ("glpat-", "gl"),
-    "aws_access_key": ("AKIA", "ASIA", "AKIA0123456789ABCDE"),
-    "slack_token": ("xoxb-", "xapp-1-", "xox"),
-    "slack_webhook": ("hooks.slack.com/services/T", "hooks.slack.com/services/T1/B", "/B"),
-    "google_api_key": ("AIza", "-AIza"),
-    "google_oauth": ("ya29.", "GOCSPX-"),
-    "azure_storage_key": ("AccountKey=", "accountkey"),
-    "sendgrid_key": ("SG.", "SG.abcdefghijklmnop."),
-    "npm_token": ("npm_",),
-    "pypi_token": ("pypi-AgE",),
-    "huggingface_token": ("hf_",),
-    "telegram_bot_token": ("12345678:AA", ":AA"),
-    "mailchimp_key": ("0123456789abcdef0123456789abcdef-us", "-us"),
-    "digitalocean_token": ("dop_v1_", "_v1_"),
-    "shopify_token": ("shpat_", "shp"),
-    "embedded_json": ('"token"', '"api_key": ', '{"password":', '\\"secret\\": ', "'apiKey':"),
-    "name_value": ('{"name": "password", "value": ', '"name": "DB_PASSWORD"', '"value":'),
-    "assignment": ("password=", "api_key:", "DB_PASSWORD", "token", "x-api-key: "),
-    "cli_flag": (" --password ", "--token", " -api-key"),
-    "quoted_after_name": ("PASSWORD '", 'client_secret "', "password 'a"),
-    "markdown_table": ("| user | password |\n|---|---|\n", "| a | b |\n", "|---|\n", "| token |\n"),
-    "sql_password": ("IDENTIFIED BY '", "identified with x by '", "IDENTIFIED BY"),
-    "netrc_password": ("\npassword ", "\nmachine h login u password ", "\n  passwd "),
-    "password_phrase": ("password is", "passwd was", "password is:", "passphrase is '"),
-    "email": ("a.", "a@", "@a.", "a@a"),
-}
-# One character of each class the patterns repeat (and a few that end runs).
-RUN_CHARS = " \t\n.-_:=/@\"'\\aA0+%~;,&{[?#*$<é"
-
-
-def _tile(unit: str, size: int) -> str:
-    return (unit * (size // len(unit) + 1))[:size]
-
-
-def _plain(size: int) -> str:
-    """Prose of a tool result with a few secrets in it, so that every rule runs over it all."""
-    rng = random.Random(7)
-    words = ["the", "server", "returned", "a", "result", "with", "status", "ok", "and", "the"]
-    words += ["tool", "listed", "files", "in"]
-    sprinkle = [
-        "alice.auditor@example.org",
-        "https://user:hunter2pw@db.example.com/x",
-        "password=tiger-lily-42",
-        "Bearer abc123def456ghi789",
-        "sk-proj-Abc123Def456Ghi789Jkl012",
-        '{"api_key": "k-123456789"}',
-        "https://x.example/cb?code=abc123&state=s",
-    ]
-    parts: list[str] = []
-    length = 0
-    while length < size:
-        word = rng.choice(sprinkle) if rng.random() < 0.002 else rng.choice(words)
-        parts.append(word)
-        length += len(word) + 1
-    return " ".join(parts)[:size]
 
 
 def _best(redactor: Redactor, text: str, repeat: int) -> float:
@@ -113,7 +31,7 @@ def _best(redactor: Redactor, text: str, repeat: int) -> float:
     return best
 
 
-PLAIN = _plain(N)
+PLAIN = plain_text(N)
 # Bounds: generous, as the suite shares two cores with other work (bench/redact.py measures
 # the worst near-miss frames at up to ~16x plain text on this machine); a quadratic rule misses
 # them by a factor of a thousand at this size.
@@ -144,7 +62,7 @@ def test_hostile_text_costs_a_bounded_multiple_of_plain_text(
             st.lists(st.sampled_from(pieces + tuple(RUN_CHARS)), min_size=1, max_size=4),
             label="units",
         )
-        hostile = _tile("".join(units), N)
+        hostile = tile("".join(units), N)
     else:
         head = data.draw(st.sampled_from(pieces), label="head")
         run = data.draw(st.sampled_from(RUN_CHARS), label="run")
@@ -172,9 +90,8 @@ def test_password_phrase_with_a_long_gap_stays_fast_and_still_redacts(gap: str) 
     redactor = Redactor.default(key=KEY)
     for tail in (".", " the password is hunter2."):
         text = "password is" + gap + tail
-        frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"text": text}}).encode()
         start = time.perf_counter()
-        out = redactor.redact_frame(frame)
+        out = redactor.redact_frame(frame(text))
         assert time.perf_counter() - start < 0.5
         assert b"hunter2" not in out
 

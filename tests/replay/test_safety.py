@@ -105,7 +105,8 @@ def test_the_calls_that_may_change_something_are_found_from_annotations(recorded
         decide(risky)
     assert decide(risky, read_only=True) == {c.step for c in risky}
     assert decide(risky, allow_writes=True) == frozenset()
-    assert decide(risky, confirm=lambda: True) == frozenset()
+    assert decide(risky, confirm=lambda _call: True) == frozenset()
+    assert decide(risky, confirm=lambda call: call.tool != "touch_note") == {risky[1].step}
 
 
 def test_replay_refuses_without_allow_writes_when_not_on_a_terminal(recorded) -> None:  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import junitparser
 import pytest
+from blackbox.recorder.query import session_handle
 from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
@@ -19,6 +20,15 @@ from tests.fixtures import peers
 from tests.fixtures.replay_kit import SERVERS, record_session
 
 CHANGED = f"{peers.PYTHON} {SERVERS / 'variant.py'} louder"
+
+
+def handle(url: str, session_id: str) -> str:
+    """The session's handle, as `blackbox sessions` prints it."""
+    store = open_store(url)
+    try:
+        return session_handle(store, session_id)
+    finally:
+        store.close()
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -51,6 +61,7 @@ def test_a_suite_with_one_diverging_session_exits_1_with_junit_on_that_case(
     sqlite_url: str, tmp_path: Path, example_sessions: tuple[str, str, str]
 ) -> None:
     echo, fail, _echo2 = example_sessions
+    h_echo, h_fail = handle(sqlite_url, echo), handle(sqlite_url, fail)
     junit = tmp_path / "replay.xml"
     code, out, err = cli(
         "replay", echo, fail, "--against", CHANGED, "--jobs", "2", "--junit", str(junit),
@@ -59,9 +70,9 @@ def test_a_suite_with_one_diverging_session_exits_1_with_junit_on_that_case(
     assert code == 1, out + err
     lines = out.splitlines()
     assert len(lines) == 3  # one line per session, then the summary
-    assert lines[0].startswith(f"FAIL {echo[:8]}") and "echo" in lines[0]
+    assert lines[0].startswith(f"FAIL {h_echo}") and "echo" in lines[0]
     assert "$.result.content[0].text" in lines[0]
-    assert lines[1].startswith(f"ok   {fail[:8]}")
+    assert lines[1].startswith(f"ok   {h_fail}")
     assert lines[2].startswith("2 session(s): 1 diverged, 1 equivalent")
     assert "[2/2]" in err
 
@@ -69,9 +80,9 @@ def test_a_suite_with_one_diverging_session_exits_1_with_junit_on_that_case(
     (suite,) = tree.getroot().iter("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
-    assert set(cases) == {f"echo-a [{echo[:8]}]", f"fail-only [{fail[:8]}]"}
-    failure = cases[f"echo-a [{echo[:8]}]"].find("failure")
-    assert failure is not None and cases[f"fail-only [{fail[:8]}]"].find("failure") is None
+    assert set(cases) == {f"echo-a [{h_echo}]", f"fail-only [{h_fail}]"}
+    failure = cases[f"echo-a [{h_echo}]"].find("failure")
+    assert failure is not None and cases[f"fail-only [{h_fail}]"].find("failure") is None
     message = failure.get("message") or ""
     assert message.startswith("step ") and "tools/call echo: diverged" in message
     assert 'replayed "hi!"' in message  # the replayed value
@@ -80,8 +91,8 @@ def test_a_suite_with_one_diverging_session_exits_1_with_junit_on_that_case(
     # and as a CI's JUnit reader sees it
     report = junitparser.JUnitXml.fromfile(str(junit))
     results = {case.name: case.result for ts in report for case in ts}
-    assert results[f"fail-only [{fail[:8]}]"] == []
-    (bad,) = results[f"echo-a [{echo[:8]}]"]
+    assert results[f"fail-only [{h_fail}]"] == []
+    (bad,) = results[f"echo-a [{h_echo}]"]
     assert isinstance(bad, junitparser.Failure) and bad.message == message
 
     code, out, _ = cli(
@@ -141,8 +152,8 @@ def test_saved_suite_of_third_party_servers_replays_equivalent(
     assert code == 0, out + err
     root = ET.parse(junit).getroot()
     assert [c.get("name") for c in root.iter("testcase")] == [
-        f"time [{time_sid[:8]}]",
-        f"everything [{everything[:8]}]",
+        f"time [{handle(sqlite_url, time_sid)}]",
+        f"everything [{handle(sqlite_url, everything)}]",
     ]
     assert root.find("testsuite").get("failures") == "0"  # type: ignore[union-attr]
     # a suite's own record session is not a recorded session to replay

@@ -58,6 +58,9 @@ SWITCH_INTERVAL = 0.0002
 SHUTDOWN_GRACE_SECONDS = 2.0
 SHIPPER_NICE = 15
 WORKER_POLL_SECONDS = 0.2
+# The most redaction may take per frame on the relay's path (`record --redact-budget`); past it
+# the frame is forwarded and stored withheld, as its keyed fingerprint and length.
+REDACT_BUDGET_SECONDS = 0.05
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _POLLIN = select.POLLIN | select.POLLPRI
@@ -72,7 +75,7 @@ class Gate(Protocol):
 
 
 class Redactor(Protocol):
-    def redact_frame(self, raw: bytes) -> bytes: ...
+    def redact_frame_within(self, raw: bytes, budget_s: float) -> tuple[bytes, str | None]: ...
 
 
 @dataclass
@@ -90,6 +93,7 @@ class TapConfig:
     quarantine_noise: bool = False
     policy: Gate | None = None
     redactor: Redactor | None = None
+    redact_budget_s: float = REDACT_BUDGET_SECONDS
     final_ship_seconds: float = FINAL_SHIP_SECONDS
     ship_leftovers: bool = True
     extra_started: dict[str, Any] = field(default_factory=dict)
@@ -533,12 +537,22 @@ class _Tap:
                 self._oversize(frame, direction)
                 forward.append(frame + b"\n")
                 continue
-            stored = cfg.redactor.redact_frame(frame) if cfg.redactor is not None else frame
-            self.append(self.sid, Kind.FRAME, direction, stored)
+            withheld = None
+            if cfg.redactor is None:
+                stored = frame
+            else:
+                stored, withheld = cfg.redactor.redact_frame_within(frame, cfg.redact_budget_s)
+            if withheld is None:
+                self.append(self.sid, Kind.FRAME, direction, stored)
+            else:
+                self._withheld(frame, stored, withheld, direction)
             pinner = pinning.pinner_of(cfg.policy) if cfg.policy is not None else None
             if direction == Direction.SERVER_TO_CLIENT:
                 if pinner is not None:
-                    pinner.server_frame(stored)  # as recorded: the hashes approvals name
+                    # As recorded: the hashes approvals name. A withheld frame's definitions
+                    # were never recorded, so the pinner judges the frame itself: changed
+                    # tools are then drift, never silently unseen.
+                    pinner.server_frame(stored if withheld is None else frame)
                 if cfg.quarantine_noise and _is_noise(frame):
                     _write_all(self.stderr_fd, frame + b"\n")
                     continue
@@ -575,6 +589,29 @@ class _Tap:
                 "size": size,
                 "sha256": hashlib.sha256(frame).hexdigest(),
                 "stored_bytes": min(size, OVERSIZE_PREFIX),
+            },
+        )
+
+    def _withheld(self, frame: bytes, marker: bytes, rule: str, direction: str) -> None:
+        """A frame redaction could not finish within its budget: stored as the marker with the
+        frame's keyed fingerprint, `raw_size` its length, and a fault naming the rule."""
+        size = len(frame)
+        seq = self.append(self.sid, Kind.FRAME, direction, marker, raw_size=size)
+        budget_ms = round(self.config.redact_budget_s * 1000, 3)
+        self._event(
+            Kind.FAULT,
+            {
+                "fault": "redaction_over_budget",
+                "stage": "transport",
+                "detail": f"redacting a {size}-byte frame ran past the {budget_ms} ms budget "
+                f"in rule {rule}: forwarded unchanged, stored withheld (its keyed fingerprint "
+                "and length)",
+                "seq": seq,
+                "direction": direction,
+                "size": size,
+                "rule": rule,
+                "budget_ms": budget_ms,
+                "stored": marker.decode("ascii", "replace"),
             },
         )
 

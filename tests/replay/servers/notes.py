@@ -1,6 +1,7 @@
 """A small notes server on the official SDK whose tools say what they do, as real servers'
 annotations do: `read_note` is read-only, `write_note` destructive, `touch_note` writes but is
-idempotent and not destructive, `count_notes` says nothing.
+idempotent and not destructive, `count_notes` says nothing, `delete_note` is destructive and asks
+the client to confirm first (a server-to-client elicitation, as careful writing tools do).
 
     python notes.py DIR [http PORT]
 """
@@ -10,8 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel
 
 root = Path(sys.argv[1])
 server = MCPServer("notes")
@@ -43,6 +45,20 @@ def touch_note(name: str) -> str:
 def count_notes() -> int:
     """How many notes there are."""
     return len(list(root.iterdir()))
+
+
+class Confirmation(BaseModel):
+    sure: bool
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+async def delete_note(name: str, ctx: Context) -> str:
+    """Delete a note once the client confirms."""
+    answer = await ctx.elicit(f"delete {name}?", Confirmation)
+    if answer.action != "accept" or not answer.data.sure:
+        return "kept"
+    (root / name).unlink(missing_ok=True)
+    return "deleted"
 
 
 if __name__ == "__main__":
