@@ -84,6 +84,9 @@ CONFINED = {
     "duckdb": ("analytics/",),
     # Records as Arrow columns: the columns (log), the export files and the Parquet copy.
     "pyarrow": ("analytics/", "recorder/compliance/", "recorder/log/columns.py"),
+    # Every pattern goes through the one engine that keeps redaction linear and converts RE2's
+    # errors: a module compiling with re2 itself would bypass the refusal of what RE2 cannot run.
+    "re2": ("recorder/privacy/engine.py",),
 }
 # Display code the write side must not pull in: terminal rendering belongs to blackbox/cli/.
 DISPLAY = ("rich", "blackbox.cli")
@@ -400,6 +403,11 @@ def test_only_the_store_and_migrations_import_the_database_libraries(library: st
     assert not found, "\n".join(found)
 
 
+def test_only_the_redaction_engine_imports_re2() -> None:
+    found = confined_violations(ROOT, "re2")
+    assert not found, "\n".join(found)
+
+
 @pytest.mark.parametrize("library", ["duckdb", "pyarrow"])
 def test_only_analytics_and_the_export_import_the_columnar_libraries(library: str) -> None:
     found = confined_violations(ROOT, library, PACKAGES)
@@ -562,6 +570,25 @@ def test_sqlalchemy_outside_the_store_is_caught(tmp_path: Path) -> None:
             "recorder/storekeeper.py:1 imports sqlalchemy.text",
             "bench/ingest.py:2 imports sqlalchemy.engine",
             "bench/ingest.py:2 imports sqlalchemy.engine.create_engine",
+        ]
+    )
+
+
+def test_re2_beside_the_redaction_engine_is_caught(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "recorder/privacy/engine.py": "import re2\n",
+            "recorder/privacy/rules.py": "import re2 as fast\n",  # a rule compiled past the engine
+            "recorder/gate/policy_rules.py": "from re2 import compile\n",
+        },
+    )
+    found = confined_violations(root, "re2")
+    assert sorted(v.split(" (")[0] for v in found) == sorted(
+        [
+            "recorder/privacy/rules.py:1 imports re2",
+            "recorder/gate/policy_rules.py:1 imports re2",
+            "recorder/gate/policy_rules.py:1 imports re2.compile",
         ]
     )
 
