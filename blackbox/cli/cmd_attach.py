@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from blackbox import config as bbconfig
+from blackbox.cli.options import rules_file_option
 from blackbox.hosts import attach as lib
 from blackbox.hosts import attached_configs
 from blackbox.recorder import BlackboxError
@@ -97,12 +98,9 @@ def _echo_changes(report: lib.Report) -> None:
     default=None,
     help="Gate every attached server's tools/call requests with this policy file (TOML).",
 )
-@click.option(
-    "--redact",
-    "redact_file",
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="Redact every attached server's frames with these rules before they are recorded.",
+@rules_file_option(
+    "Redact every attached server's frames with these rules before they are recorded.",
+    exists=True,
 )
 @click.option("--dry-run", is_flag=True, help="Print the diff; write nothing.")
 @click.option(

@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from blackbox.cli.options import Moment, moment_ns, open_configured_store, store_option
+from blackbox.cli.options import (
+    Moment,
+    moment_ns,
+    open_configured_store,
+    rules_file_option,
+    store_option,
+)
 from blackbox.cli.otel_options import (
     endpoint_option,
     protocol_option,
@@ -44,13 +50,7 @@ def otel() -> None:
     is_flag=True,
     help="Include tool arguments and results (redacted with the default rules): opt-in.",
 )
-@click.option(
-    "--redact",
-    "redact_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Redaction rules (TOML) for --content instead of the default ones.",
-)
+@rules_file_option("Redaction rules (TOML) for --content instead of the default ones.")
 def export_command(
     store_url: str | None,
     since: str | None,

@@ -12,7 +12,14 @@ import click
 
 from blackbox import config
 from blackbox.cli.lifecycle_options import idle_after_option, idle_after_seconds
-from blackbox.cli.options import DURATION_HELP, Duration, home_option, policy_option, store_option
+from blackbox.cli.options import (
+    DURATION_HELP,
+    Duration,
+    home_option,
+    policy_option,
+    rules_file_option,
+    store_option,
+)
 from blackbox.cli.otel_options import otel_options, start_live
 from blackbox.cli.output import ProgressBar, progress_lines
 from blackbox.recorder.capture import (
@@ -30,6 +37,11 @@ def _notice(message: str) -> None:
     # The tap's own diagnostics go to stderr only: stdout belongs to the protocol.
     sys.stderr.write(f"blackbox: {message}\n")
     sys.stderr.flush()
+
+
+JOURNAL_REDACT_HELP = (
+    "Redact frames with these rules before they are journalled (forwarded unchanged)."
+)
 
 
 def _gates(policy_file: Path | None, redact_file: Path | None) -> tuple[Any, Any]:
@@ -52,13 +64,7 @@ def _gates(policy_file: Path | None, redact_file: Path | None) -> tuple[Any, Any
 @click.option("--name", default=None, help="A name for the session (e.g. the host's server key).")
 @policy_option
 @idle_after_option
-@click.option(
-    "--redact",
-    "redact_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Redact frames with these rules before they are journalled (forwarded unchanged).",
-)
+@rules_file_option(JOURNAL_REDACT_HELP)
 @click.option(
     "--redact-budget",
     "redact_budget_s",
@@ -204,13 +210,7 @@ def ship(store_url: str | None) -> None:
     "to the endpoint it names), or auto: Streamable HTTP first, the legacy stream on 400/404/405.",
 )
 @policy_option
-@click.option(
-    "--redact",
-    "redact_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Redact frames with these rules before they are journalled (forwarded unchanged).",
-)
+@rules_file_option(JOURNAL_REDACT_HELP)
 @click.option(
     "--header",
     "headers",

@@ -230,3 +230,15 @@ class Moment(click.ParamType):
 
 
 NAME_GLOB_HELP = "a shell glob: * any text, ? one character, [ab] one of them"
+
+
+def rules_file_option(help: str, exists: bool = False) -> Callable[[F], F]:
+    """`--redact RULES` naming a rules file (value `redact_file`) for the commands that redact
+    as they record or send (`record`, `bridge`, `attach`, `otel export`); `help` says to what."""
+    return click.option(
+        "--redact",
+        "redact_file",
+        type=click.Path(dir_okay=False, exists=exists, path_type=Path),
+        default=None,
+        help=help,
+    )
