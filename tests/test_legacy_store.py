@@ -14,7 +14,8 @@ import pytest
 from blackbox.recorder.log import events
 from blackbox.recorder.store import open_store
 
-from tests.fixtures.environment import BLACKBOX, ROOT
+from tests.fixtures.clirun import run_blackbox
+from tests.fixtures.environment import ROOT
 
 FIXTURE = ROOT / "tests" / "fixtures" / "store-v0.sqlite"
 
@@ -30,9 +31,7 @@ def legacy(tmp_path: Path, blackbox_env: dict[str, str]) -> tuple[str, dict[str,
 
 
 def run(env: dict[str, str], *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [BLACKBOX, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return run_blackbox(*args, env=env, cwd=cwd)
 
 
 def sessions(env: dict[str, str]) -> dict[str, dict]:

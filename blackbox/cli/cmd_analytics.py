@@ -31,7 +31,7 @@ from blackbox.cli.options import (
     open_configured_store,
     store_option,
 )
-from blackbox.cli.output import refresh_progress, render_report, render_stream
+from blackbox.cli.output import refresh_progress, render_report, render_stream, wrap
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.capture import REFUSED_DIR, refused_files
 from blackbox.recorder.store import EventStore
@@ -239,7 +239,7 @@ def doctor_command(session: str, slow_s: float, store_url: str | None, fmt: str)
     if fmt == "json":
         click.echo(json.dumps(diagnosis.as_dict(), indent=2))
     else:
-        click.echo(render_text(diagnosis))
+        click.echo(wrap(render_text(diagnosis)))
     refused = refused_files(config.journal_dir() / REFUSED_DIR)
     if refused:  # records of any session that no store would take: said wherever one looks
         click.echo(

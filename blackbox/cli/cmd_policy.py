@@ -11,7 +11,12 @@ from pathlib import Path
 import click
 
 from blackbox import config
-from blackbox.cli.options import format_option, open_configured_store, store_option
+from blackbox.cli.options import (
+    NAME_GLOB_HELP,
+    format_option,
+    open_configured_store,
+    store_option,
+)
 from blackbox.cli.output import render
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.gate import (
@@ -86,7 +91,12 @@ def policy_test(
 
 
 @policy_group.command("history")
-@click.option("--server", default=None, help="Only the versions recorded for this server name.")
+@click.option(
+    "--server",
+    default=None,
+    metavar="GLOB",
+    help=f"Only the versions recorded for servers whose name matches ({NAME_GLOB_HELP}).",
+)
 @store_option
 @format_option()
 def policy_history_command(server: str | None, store_url: str | None, fmt: str) -> None:
@@ -97,6 +107,7 @@ def policy_history_command(server: str | None, store_url: str | None, fmt: str) 
     \b
     Example:
       blackbox policy history --server github
+      blackbox policy history --server 'github*'
     """
     from blackbox.recorder.gate import policy_history
 

@@ -17,7 +17,7 @@ from blackbox.cli.options import (
     open_configured_store,
     store_option,
 )
-from blackbox.cli.output import ProgressBar, group_stderr, page, pager_option, render
+from blackbox.cli.output import ProgressBar, group_stderr, page, pager_option, render, wrap
 from blackbox.cli.redaction_options import configured_redactor, redaction_options
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import StoredEvent
@@ -296,41 +296,45 @@ def verify(
             }
         click.echo(json.dumps(doc, indent=2))
         sys.exit(1 if findings or problems else 0)
+
+    def say(text: str) -> None:  # a finding's line is wrapped to the terminal, never cut
+        click.echo(wrap(text))
+
     for f in findings:
         where = "log" if f.session_id == "-" else f.session_id
         at = "" if f.seq is None else f" seq {f.seq}"
-        click.echo(f"{where}{at}: {f.problem}: {f.detail}")
+        say(f"{where}{at}: {f.problem}: {f.detail}")
     for problem in trust.findings if trust else []:
-        click.echo(f"log: checkpoint: {problem}")
+        say(f"log: checkpoint: {problem}")
     for problem in removal.findings:
-        click.echo(f"log: removal: {problem}")
+        say(f"log: removal: {problem}")
     if not findings and not problems:
-        click.echo(f"intact: {checked} session(s) verified")
+        say(f"intact: {checked} session(s) verified")
     if trust is not None and trust.checked and not problems:
         sizes = ", ".join(map(str, trust.checked[-3:]))
         if checkpoint_file is not None:
-            click.echo(f"consistent with the checkpoint signed by the key (size {sizes})")
+            say(f"consistent with the checkpoint signed by the key (size {sizes})")
         else:
             how = "signatures checked with the key" if vkey else "without --key"
-            click.echo(
+            say(
                 f"{len(trust.checked)} stored checkpoint(s) match the log (latest sizes {sizes}; "
                 f"{how}): stored checkpoints are only as trustworthy as the database; check a "
                 "copy kept elsewhere with --checkpoint FILE --key VKEY"
             )
     if removal.unchecked:
-        click.echo(
+        say(
             f"{removal.unchecked} signed removal(s) match their records, signatures not "
             "checked: pass --key VKEY (`blackbox keys show`) to check them"
         )
     if removal.legacy:
-        click.echo(
+        say(
             f"{removal.legacy} removal(s) were made before removals were signed: bound to "
             "their retention records only"
         )
     # Every removal is said, not only the suspect ones: a writer who forged a retention record
     # can remove whole sessions the log then explains, and only a reader of this line sees it.
     for r in removed:
-        click.echo(
+        say(
             f"removed by retention: session {r.session_id} (retention_applied record at log "
             f"position {r.removed_by}, session {r.record_session})"
         )

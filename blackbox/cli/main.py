@@ -79,6 +79,13 @@ class BlackboxGroup(click.Group):
         except BlackboxError as exc:
             click.echo(f"blackbox: {exc}", err=True)
             sys.exit(2)
+        except click.BadParameter as exc:
+            # A value the option cannot read (a duration, a date, a path) is the user's typo:
+            # one line naming the option and what it takes, like a library error, not click's
+            # usage block above it.
+            message = exc.format_message()
+            click.echo(f"blackbox: {message[:1].lower()}{message[1:]}", err=True)
+            sys.exit(2)
 
 
 @click.group(cls=BlackboxGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -240,15 +240,16 @@ def _table(rows: Sequence[dict], cols: list[str], width: int | None = None) -> s
     gap = 2
     if limit is not None:
         widths, gap = fit_widths(widths, limit, cols)
-
-    def line(values: Sequence[str]) -> str:
-        cells = (cut(v, w).ljust(w) for v, w in zip(values, widths, strict=True))
-        text = (" " * gap).join(cells)
-        return cut(text.rstrip(), limit) if limit is not None else text.rstrip()
-
-    lines = [line(cols), line(["-" * w for w in widths])]
-    lines.extend(line(row) for row in cells)
+    lines = [_row(cols, widths, gap, limit), _row(["-" * w for w in widths], widths, gap, limit)]
+    lines.extend(_row(row, widths, gap, limit) for row in cells)
     return "\n".join(lines)
+
+
+def _row(values: Sequence[str], widths: Sequence[int], gap: int, limit: int | None) -> str:
+    """One line of a table: each cell cut to its column, the line cut to `limit`."""
+    cells = (cut(v, w).ljust(w) for v, w in zip(values, widths, strict=True))
+    text = (" " * gap).join(cells).rstrip()
+    return cut(text, limit) if limit is not None else text
 
 
 def _md_cell(value: object) -> str:
@@ -265,33 +266,35 @@ def markdown(rows: Sequence[dict], columns: Sequence[str]) -> str:
 
 
 def render_stream(
-    columns: Sequence[str], batches: Iterable[Sequence[tuple]], fmt: str
+    columns: Sequence[str], batches: Iterable[Sequence[tuple]], fmt: str, width: int | None = None
 ) -> Iterator[str]:
     """Rows that arrive in batches, rendered as they arrive: text chunks whose concatenation is
     `render(all rows, fmt, columns)` and a newline. Nothing but the current batch is held, so a
     result of any size prints in bounded memory. A table sizes its columns on the first batch and
-    widens them when a later row needs it (from that row on)."""
+    widens them when a later row needs it (from that row on); it fits `width` columns (default:
+    `terminal_width()`), each batch fitted as `render` fits a whole table."""
     cols = list(columns)
+    limit = width if width is not None else terminal_width()
     widths: list[int] | None = None
     started = False
     for batch in batches:
         if not batch:
             continue
         if fmt == "table":
-            cells = [[_cell(v) for v in row] for row in batch]
-            head = []
+            cells = [[_cell(v).replace("\n", " ") for v in row] for row in batch]
             if widths is None:
                 widths = [len(c) for c in cols]
             widths = [max(w, *(len(r[i]) for r in cells)) for i, w in enumerate(widths)]
+            # Earlier batches are printed: the columns fit from this batch on, as wide as the
+            # rows so far need and the terminal allows.
+            shown, gap = fit_widths(widths, limit, cols) if limit is not None else (widths, 2)
+            head = []
             if not started:
                 head = [
-                    "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip(),
-                    "  ".join("-" * w for w in widths),
+                    _row(cols, shown, gap, limit),
+                    _row(["-" * w for w in shown], shown, gap, limit),
                 ]
-            body = [
-                "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
-                for r in cells
-            ]
+            body = [_row(r, shown, gap, limit) for r in cells]
             yield "\n".join(head + body) + "\n"
         elif fmt == "csv":
             buf = io.StringIO()
@@ -372,13 +375,24 @@ def timeline(store: EventStore, session_id: str) -> list[dict]:
     return list(timeline_rows(store.read_session(session_id)))
 
 
-def _stderr_line(row: dict) -> str:
-    """The line a `stderr` record holds (its document's `line`), else its excerpt."""
+def stderr_line(document: str | bytes) -> str | None:
+    """The line a `stderr` record's document holds (its `line`); None when it holds none."""
     try:
-        line = json.loads(row.get("payload") or "")["line"]
+        line = json.loads(document)["line"]
     except (ValueError, TypeError, KeyError):
-        return str(row.get("excerpt") or "")
+        return None
     return str(line).rstrip("\r\n")
+
+
+def stderr_run(lines: Sequence[str]) -> str:
+    """A run of a server's stderr lines as one row's text: `(3 lines) one ⏎ two ⏎ three`."""
+    return f"({len(lines)} lines) " + " ⏎ ".join(lines)
+
+
+def _stderr_line(row: dict) -> str:
+    """The line a `stderr` row holds, else its excerpt."""
+    line = stderr_line(row.get("payload") or "")
+    return str(row.get("excerpt") or "") if line is None else line
 
 
 def group_stderr(rows: Iterable[dict]) -> list[dict]:
@@ -398,7 +412,7 @@ def group_stderr(rows: Iterable[dict]) -> list[dict]:
                 | {
                     "seq": f"{run[0]['seq']}-{run[-1]['seq']}",
                     "bytes": sum(r.get("bytes") or 0 for r in run),
-                    "excerpt": f"({len(run)} lines) " + " ⏎ ".join(lines),
+                    "excerpt": stderr_run(lines),
                 }
             )
         run.clear()

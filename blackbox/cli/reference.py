@@ -44,9 +44,10 @@ def _commands(
     command: click.Command, path: list[str], parent: click.Context | None
 ) -> list[tuple[list[str], click.Context]]:
     """Each command under `command` (itself first) with a context to render its help in."""
-    ctx = click.Context(
-        command, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH
-    )
+    # The command's own context settings (the group's `-h`), as `blackbox CMD --help` has them:
+    # click remembers a command's help option from the first context that asks for it.
+    settings = {**command.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
     found = [(path, ctx)]
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from blackbox.cli.output import stderr_line, stderr_run
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import request_key, response_key
 from blackbox.recorder.query import Record, backlog, follow, handles_for, session_handle
@@ -219,10 +220,41 @@ class TailFormatter:
             return click.style(line, dim=True)
         return line
 
+    def _stderr_lines(self, run: list[Record]) -> Iterator[str]:
+        """A run of one session's consecutive stderr records as one line, as `show` groups
+        them: the seqs as a range, the lines joined (a traceback reads as one block)."""
+        if len(run) < 2:
+            line = self._single_line(run[0]) if run else None
+            if line is not None:
+                yield line
+            return
+        if not self.filt.keeps(None, None, False):
+            return
+        first = run[0]
+        seqs = f"{first.seq}-{run[-1].seq}"
+        head = f"{_clock(first.wall_ns)} {self.label(first.session_id)} {seqs:>5} · stderr"
+        lines = []
+        for rec in run:
+            line = stderr_line(rec.raw)  # None: a document cut short (an oversize line)
+            lines.append(payload(rec) if line is None else _cut(line, PAYLOAD_CHARS))
+        text = stderr_run(lines)
+        if self.width is not None:
+            text = _cut(text, max(1, self.width - len(head) - 2))
+        yield click.style(self._fit(f"{head}  {text}"), dim=True)
+
     def feed(self, records: Iterable[Record]) -> Iterator[str]:
-        """Lines for these records, then for requests held past `hold_s`."""
+        """Lines for these records (each run of a session's consecutive stderr records as one
+        line), then for requests held past `hold_s`."""
+        run: list[Record] = []
         for rec in records:
+            if run and (rec.kind != "stderr" or rec.session_id != run[0].session_id):
+                yield from self._stderr_lines(run)
+                run = []
+            if rec.kind == "stderr":
+                run.append(rec)
+                continue
             yield from self._one(rec)
+        yield from self._stderr_lines(run)
         yield from self.flush()
 
     def _one(self, rec: Record) -> Iterator[str]:

@@ -18,6 +18,7 @@ for the loads that session has not recorded yet.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import getpass
 import hashlib
 import os
@@ -230,7 +231,8 @@ class LivePolicy:
 def policy_history(store: EventStore, server: str | None = None) -> list[dict[str, Any]]:
     """The policy versions the taps recorded, oldest first: one row per version and server,
     with when it was first and last recorded, in how many sessions, and by whom; failed loads
-    are rows of their own (`ok` false, with the error)."""
+    are rows of their own (`ok` false, with the error). `server` is a shell glob over the
+    session's name, matched as `fnmatch.fnmatchcase` (and the stores' name globs) match it."""
     names: dict[str, str | None] = {}
     rows: dict[tuple, dict[str, Any]] = {}
     for sid, _kind, wall_ns, raw in records_of_kinds(store, [events.PolicyLoaded.KIND]):
@@ -240,7 +242,7 @@ def policy_history(store: EventStore, server: str | None = None) -> list[dict[st
         if sid not in names:
             names[sid] = store.session(sid).name
         name = names[sid]
-        if server is not None and name != server:
+        if server is not None and not fnmatch.fnmatchcase(name or "", server):
             continue
         key = (name, doc.ok, doc.sha256, doc.error)
         row = rows.get(key)

@@ -60,8 +60,9 @@ class EventStore(Protocol):
         ...
 
     def resolve(self, ref: str) -> str:
-        """A full id from a full id, a unique prefix, or `last` (the newest recorded session
-        with traffic: `with_traffic`, not a replay)."""
+        """A full id from a full id, a unique prefix, a short handle (the id's random tail, as
+        `blackbox.recorder.query.handles` gives it) or `last` (the newest recorded session with
+        traffic: `with_traffic`, not a replay)."""
         ...
 
     def read_session(self, session_id: str, after_seq: int = 0) -> Iterator[StoredEvent]:

@@ -67,7 +67,9 @@ def test_report_errors_are_one_line(store_with_sessions) -> None:  # type: ignor
     url, _ = store_with_sessions
     result = run("report", "latency", "--since", "yesterday-ish", "--store", url)
     assert result.exit_code == 2
-    assert result.stderr.startswith("blackbox: cannot read time 'yesterday-ish'")
+    assert result.stderr.startswith(
+        "blackbox: invalid value for '--since': cannot read time 'yesterday-ish'"
+    )
     assert len(result.stderr.strip().splitlines()) == 1
     result = run("report", "sessions", "--by", "tool", "--store", url)
     assert result.exit_code == 2 and "groups by server, day or session" in result.stderr

@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
 from blackbox.cli.main import main
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.environment import BLACKBOX, ROOT, backend_store_url
 from tests.fixtures.polling import eventually
 
@@ -64,9 +64,7 @@ def _record(store_url: str, tmp: Path, name: str, mode: str, rules: Path | None)
     # On a loaded machine the tap's final shipping can miss the SDK's shutdown window; what it
     # journalled then waits for `blackbox ship`, the documented way to move it (journals of a
     # tap still running are left to that tap).
-    subprocess.run(
-        [BLACKBOX, "ship"], env={**os.environ, **params.env}, timeout=60, capture_output=True
-    )
+    run_blackbox("ship", env={**os.environ, **params.env})
     store = open_store(store_url)
     try:  # the tap ships its journal in the background
         found = eventually(

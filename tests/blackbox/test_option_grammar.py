@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import click
 import pytest
+from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 from blackbox.recorder.query import listing
 from blackbox.recorder.store import open_store
@@ -278,3 +279,33 @@ def test_tail_counts_lines_after_its_filters(sqlite_url: str) -> None:
     assert [(doc["tool"], doc["msg_type"]) for doc in jsonl] == [("get_time", "response")]
     assert len(tail("-n", "5")) == 5  # a call and its answer are one line
     assert tail("-n", "3", "--tool", "nothing") == []
+
+
+def test_policy_history_server_is_a_glob(sqlite_url: str) -> None:
+    store = open_store(sqlite_url)
+    for n, name in enumerate(["github", "github-enterprise", "gitlab", "Github"]):
+        start = T0 + n * 10**12
+        sid = new_session_id(start)
+        loaded = events.PolicyLoaded(sha256=f"{n:064x}", default="allow", trigger="start")
+        docs = [
+            (Kind.SESSION_STARTED, frame({"name": name, "transport": "stdio"})),
+            (events.PolicyLoaded.KIND, events.encode(loaded)),
+        ]
+        store.append(
+            [
+                NewEvent(sid, seq, start + seq, seq, kind, Direction.NONE, raw)
+                for seq, (kind, raw) in enumerate(docs, start=1)
+            ]
+        )
+    store.close()
+
+    def servers(glob: str) -> list[str]:
+        argv = ["policy", "history", "--server", glob, "--format", "json"]
+        result = CliRunner().invoke(main, [*argv, "--store", sqlite_url])
+        assert result.exit_code == 0, result.output
+        return sorted(row["server"] for row in json.loads(result.output))
+
+    assert servers("github") == ["github"]  # a name without magic is still exact
+    assert servers("github*") == ["github", "github-enterprise"]  # case matters: not "Github"
+    assert servers("git[!h]*") == ["gitlab"]
+    assert servers("?ithub") == ["Github", "github"]

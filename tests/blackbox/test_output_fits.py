@@ -21,6 +21,7 @@ from click.testing import CliRunner, Result
 
 from blackbox.cli.main import main
 from tests.fixtures.environment import BLACKBOX
+from tests.fixtures.storekit import T0, session_events, tamper
 
 SID = "019b0000-0000-7000-8000-00000000f175"
 NAME = "a-server-with-a-name-much-longer-than-any-column-should-be-" + "x" * 40
@@ -125,14 +126,37 @@ def test_main_commands_fit_80_columns(store_url: str, tmp_path: Path) -> None:
         ["report", "sessions"],
         ["tools"],
         ["replay", SID, "--against", f"{sys.executable} {server}", "--allow-writes"],
+        ["sql", "SELECT * FROM frames"],  # streamed: fitted batch by batch
+        ["sql", "SELECT session_id, tool, raw FROM frames WHERE tool IS NOT NULL"],
+        ["doctor", SID],
+        ["verify"],
     ]
-    for argv in commands:
-        result = run(store_url, *argv, width=80)
+    # A store whose findings name long values: verify wraps them, whole.
+    tampered = f"sqlite:///{tmp_path / 'tampered.db'}"
+    store = open_store(tampered)
+    store.append(_session_records())
+    store.close()
+    edit = "UPDATE events SET tool = :tool WHERE session_id = :sid AND seq = 11"
+    tamper(tampered, (edit, {"tool": "edited_" + TOOL, "sid": SID}))
+    runs = [(store_url, argv) for argv in commands] + [(tampered, ["verify"])]
+    for url, argv in runs:
+        result = run(url, *argv, width=80)
         assert result.exit_code in (0, 1), (argv, result.output, result.exception)
         lines = result.stdout.splitlines()
         assert lines, argv
         too_long = [line for line in lines if len(line) > 80]
         assert not too_long, (argv, too_long)
+        if argv[0] == "doctor" or url == tampered:  # long lines wrapped, not cut
+            whole = run(url, *argv).stdout  # a pipe: every line as it is
+            assert max(map(len, whole.splitlines())) > 80
+            assert "".join(result.stdout.split()) == "".join(whole.split())
+        if url == tampered:
+            assert result.exit_code == 1
+            finding = f"stored 'edited_{TOOL}', its raw bytes say '{TOOL}'"
+            assert finding.replace(" ", "") in "".join(lines).replace(" ", "")
+        if argv[-1].endswith("IS NOT NULL"):  # a few columns: headers whole, values cut
+            assert lines[0].split() == ["session_id", "tool", "raw"]
+            assert "…" in lines[2]
         if argv[0] == "replay":  # the diff is whole: wrapped, not cut
             assert result.exit_code == 1
             assert "rain rain" in result.stdout and "…" not in result.stdout
@@ -152,6 +176,20 @@ def test_stderr_lines_are_one_row(store_url: str) -> None:
     assert all(text.strip() in rows[0] for text in STDERR_LINES)
     # Machine-readable formats keep one record per row.
     jsonl = run(store_url, "show", SID, "--format", "jsonl")
+    assert sum(json.loads(line)["kind"] == "stderr" for line in jsonl.stdout.splitlines()) == 3
+
+
+def test_tail_prints_stderr_lines_as_one_line(store_url: str) -> None:
+    result = run(store_url, "tail", SID, "-n", "50")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if " stderr " in line]
+    assert len(rows) == 1, rows
+    assert " 8-10 · stderr  (3 lines) " in rows[0]
+    assert all(" ".join(text.split()) in rows[0] for text in STDERR_LINES)
+    # The grouped line is one line of the history -n counts.
+    last = run(store_url, "tail", SID, "-n", "5").stdout.splitlines()
+    assert len(last) == 5 and " 8-10 · stderr " in last[0], last
+    jsonl = run(store_url, "tail", SID, "-n", "50", "--format", "jsonl")
     assert sum(json.loads(line)["kind"] == "stderr" for line in jsonl.stdout.splitlines()) == 3
 
 
@@ -192,6 +230,13 @@ def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
         [BLACKBOX, *args], stdin=child, stdout=child, stderr=child, env=env, close_fds=True
     )
     os.close(child)
+    out = _read_until_closed(parent)
+    assert proc.wait(30) == 0, out
+    return out
+
+
+def _read_until_closed(parent: int) -> str:
+    """What was written to a pseudo-terminal until its other side closed (then closed too)."""
     out = b""
     while True:
         try:
@@ -201,7 +246,6 @@ def _on_a_terminal(args: list[str], env: dict[str, str]) -> str:
         if not chunk:
             break
         out += chunk
-    assert proc.wait(30) == 0, out
     os.close(parent)
     return out.decode("utf-8", errors="replace")
 
@@ -218,3 +262,35 @@ def test_a_terminal_pages_long_json_unless_no_pager(store_url: str, tmp_path: Pa
     )
     assert not marker.exists()
     assert '"seq": 1' in shown
+
+
+def test_a_progress_bar_on_a_terminal_only(tmp_path: Path, blackbox_env: dict[str, str]) -> None:
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    store = open_store(url)
+    store.append(
+        [ev for n in range(40) for ev in session_events(calls=1, start_ns=T0 + n * 10**12)]
+    )
+    store.close()
+    # stderr is a pseudo-terminal, stdout a file: the bar is drawn on stderr alone.
+    parent, child = pty.openpty()
+    env = {**blackbox_env, "COLUMNS": "80"}
+    with (tmp_path / "stdout").open("wb") as stdout:
+        proc = subprocess.Popen(
+            [BLACKBOX, "verify", "--store", url],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=child,
+            env=env,
+            close_fds=True,
+        )
+        os.close(child)
+        drawn = _read_until_closed(parent)
+        assert proc.wait(30) == 0, drawn
+    assert (tmp_path / "stdout").read_text() == "intact: 40 session(s) verified\n"
+    assert "verifying sessions" in drawn and "100%" in drawn, drawn
+    assert "[####" in drawn  # the bar itself, not only its label
+    # Off a terminal (a log, a pipe) nothing of it is printed.
+    piped = CliRunner().invoke(main, ["verify", "--store", url])
+    assert piped.exit_code == 0, piped.output
+    assert piped.stdout == "intact: 40 session(s) verified\n"
+    assert "verifying" not in piped.stderr and "%" not in piped.stderr

@@ -14,11 +14,13 @@ import pytest
 from blackbox.recorder.log import events
 from blackbox.recorder.log.model import Direction, Kind, NewEvent
 from blackbox.recorder.query import counts as counts_module
-from blackbox.recorder.query import listing
+from blackbox.recorder.query import handles as handles_module
+from blackbox.recorder.query import handles_for, listing
 from blackbox.recorder.query.counts import SessionCounts
 from blackbox.recorder.store import open_store
 
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.polling import eventually
 from tests.fixtures.taps import INIT_MESSAGE, INITIALIZED_MESSAGE
 
@@ -92,24 +94,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> str:
     env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=url)
     clean = _cli(url, "--name", "clean", "--format", "json")[0]["id"]
     against = " ".join(time_server)
-    replay = subprocess.run(
-        [peers.BLACKBOX, "replay", clean, "--allow-writes", "--store", url, "--against", against],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    replay = run_blackbox(
+        "replay", clean, "--allow-writes", "--store", url, "--against", against, env=env
     )
     assert replay.returncode in (0, 1), replay.stderr
     return url
 
 
 def _cli(url: str, *args: str) -> list[dict]:
-    proc = subprocess.run(
-        [peers.BLACKBOX, "sessions", "--store", url, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_blackbox("sessions", "--store", url, *args)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout) if "--format" in args else proc.stdout
 
@@ -159,12 +152,7 @@ def test_handles_are_short_unique_and_accepted_as_session(recorded: str) -> None
         assert store.resolve("last") == names_id(recorded, "noisy")
     finally:
         store.close()
-    shown = subprocess.run(
-        [peers.BLACKBOX, "show", rows[0]["handle"], "--store", recorded, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    shown = run_blackbox("show", rows[0]["handle"], "--store", recorded, "--format", "json")
     assert shown.returncode == 0 and json.loads(shown.stdout), shown.stderr
 
 
@@ -174,12 +162,12 @@ def test_handles_grow_until_unique() -> None:
         "019a0000-0000-7000-8000-0000991234ab",
         "019a0000-0000-7000-8000-000000abcdef",
     ]
-    handles = listing.handles_for(ids)
+    handles = handles_for(ids)
     assert handles[ids[2]] == "abcdef"
     assert handles[ids[0]] == "01234ab"[-7:] and handles[ids[1]] == "91234ab"
     # A tail that is also the start of another id is not a handle.
     tricky = ["019a0000-0000-7000-8000-00000019a000", "19a00000-0000-7000-8000-000000000001"]
-    assert listing.handles_for(tricky) == {tricky[0]: "019a000", tricky[1]: "000001"}
+    assert handles_for(tricky) == {tricky[0]: "019a000", tricky[1]: "000001"}
 
 
 def _session(
@@ -235,6 +223,7 @@ def test_counts_and_handles_of_listed_sessions_on_each_backend(
         # Every session listed, a few ids per statement: the same counts, handles among all.
         monkeypatch.setattr(listing, "_IDS_PER_QUERY", 2)
         monkeypatch.setattr(counts_module, "_IDS_PER_QUERY", 2)
+        monkeypatch.setattr(handles_module, "_IDS_PER_QUERY", 2)
         every = listing.list_summaries(store, listing.SessionFilter(limit=None))
     finally:
         store.close()
@@ -247,7 +236,7 @@ def test_counts_and_handles_of_listed_sessions_on_each_backend(
     }
     assert [s.info.session_id for s in with_faults] == [sessions[5][0]]
     # The handles of the listed sessions are those counted among every id of the store.
-    everyone = listing.handles_for([sid for sid, *_ in sessions])
+    everyone = handles_for([sid for sid, *_ in sessions])
     assert all(everyone[sid] == handle for sid, (_c, _o, handle) in got.items())
     assert {
         s.info.session_id: (_three(s.counts), s.outcome, s.handle)

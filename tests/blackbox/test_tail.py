@@ -21,6 +21,7 @@ from blackbox.recorder.query.live_feed import Follower
 from blackbox.recorder.store import open_store
 
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.polling import eventually
 from tests.fixtures.taps import RECORD_CALLS, record, wait_sessions
 
@@ -32,13 +33,7 @@ def tail_env(home: Path) -> dict[str, str]:
 
 
 def tail(home: Path, url: str, *args: str) -> str:
-    proc = subprocess.run(
-        [peers.BLACKBOX, "tail", "--store", url, *args],
-        env=tail_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_blackbox("tail", "--store", url, *args, env=tail_env(home))
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -173,7 +168,17 @@ def test_follower_gives_each_record_once_from_either_source(recorded: tuple[Path
 def test_request_and_response_on_one_line_filters_and_cut(recorded: tuple[Path, str]) -> None:
     home, url = recorded
     first = first_session(url)
-    out = tail(home, url, first, "-n", "1000")
+    # A real pipe, in a child: in-process, click's test runner strips styles itself, so only a
+    # child's stdout says whether the command leaves colour off a pipe.
+    piped = subprocess.run(
+        [peers.BLACKBOX, "tail", "--store", url, first, "-n", "1000"],
+        env=tail_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert piped.returncode == 0, piped.stderr
+    out = piped.stdout
     assert "\x1b[" not in out  # piped: no colour codes
     calls = [line for line in out.splitlines() if "tools/call" in line]
     echo = next(line for line in calls if '"hello"' in line)
@@ -226,12 +231,6 @@ def test_colour_only_on_a_terminal(recorded: tuple[Path, str]) -> None:
 
 def test_unknown_session_is_one_line(recorded: tuple[Path, str]) -> None:
     home, url = recorded
-    proc = subprocess.run(
-        [peers.BLACKBOX, "tail", "zzzz", "--store", url],
-        env=tail_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_blackbox("tail", "zzzz", "--store", url, env=tail_env(home))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

@@ -14,6 +14,7 @@ import pytest
 from blackbox.recorder.store import open_store
 from mcp import Client
 
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.environment import BLACKBOX
 from tests.fixtures.http_kit import server_process
 from tests.fixtures.polling import eventually, free_port, wait_listening
@@ -147,9 +148,8 @@ def test_the_proxy_denies_a_pinned_tool_under_a_new_definition(
     if "will be shipped by the next tap" in err:
         # On a loaded machine the proxy's last 2.5 s of shipping may not suffice: what the store
         # did not take stays in the journal, and `blackbox ship` delivers it. Nothing is lost.
-        subprocess.run(
-            [BLACKBOX, "ship", "--store", sqlite_url], env=blackbox_env, check=True, timeout=60
-        )
+        shipped = run_blackbox("ship", "--store", sqlite_url, env=blackbox_env)
+        assert shipped.returncode == 0, shipped.stdout + shipped.stderr
     store = open_store(sqlite_url)
     approvals = [
         json.loads(ev.raw)

@@ -20,6 +20,7 @@ from blackbox.replay.report import render_text
 from sqlalchemy import create_engine, text
 
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.polling import eventually, free_port, wait_listening
 from tests.fixtures.replay_kit import SERVERS, record_session
 
@@ -86,13 +87,10 @@ def test_replay_against_the_same_server_is_equivalent_in_both_eras(pg_store, ses
 
 
 def cli(args: list[str], url: str) -> tuple[int, str]:
-    """Run a blackbox command in-process (the CLI's import cost once, not per call)."""
-    from click.testing import CliRunner
-
-    from blackbox.cli.main import main
-
-    result = CliRunner().invoke(main, [*args, "--store", url])
-    return result.exit_code, result.stdout
+    """Run a blackbox command in-process (the CLI's import cost once, not per call); a
+    traceback is raised, never taken for exit status 1."""
+    result = run_blackbox(*args, "--store", url)
+    return result.returncode, result.stdout
 
 
 def test_cli_exit_codes_changed_build_names_path_and_values(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from blackbox.replay.recording import load_recording
 from blackbox.replay.safety import UnsafeReplay, check_replay_safety, decide, tool_annotations
 
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.taps import INIT_MESSAGE, INITIALIZED_MESSAGE, wait_sealed
 
 NOTES = [sys.executable, str(Path(__file__).parent / "servers" / "notes.py")]
@@ -75,6 +76,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]
 
 
 def _replay(url: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`replay last` run in this process, its stdin not a terminal: nobody to ask."""
+    env = dict(os.environ, BLACKBOX_HOME=str(tmp / "home"))
+    return run_blackbox("replay", "last", "--store", url, *args, env=env)
+
+
+def _replay_child(url: str, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`replay last` as a process of its own: what a user waits for, start-up included."""
     env = dict(os.environ, BLACKBOX_HOME=str(tmp / "home"))
     return subprocess.run(
         [peers.BLACKBOX, "replay", "last", "--store", url, *args],
@@ -151,7 +159,7 @@ def test_a_dead_url_fails_within_5_s_with_exit_2(recorded) -> None:  # type: ign
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     began = time.monotonic()
-    proc = _replay(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
+    proc = _replay_child(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
     assert time.monotonic() - began < 5
     assert proc.returncode == 2
     assert (
@@ -168,7 +176,7 @@ def test_a_url_that_accepts_but_never_answers_fails_within_5_s(recorded) -> None
         sock.listen()  # the kernel accepts; nothing ever answers
         port = sock.getsockname()[1]
         began = time.monotonic()
-        proc = _replay(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
+        proc = _replay_child(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
         assert time.monotonic() - began < 5
     assert proc.returncode == 2 and "cannot reach" in proc.stderr
 
@@ -180,12 +188,7 @@ def test_a_replay_nobody_answered_is_not_ok(recorded) -> None:  # type: ignore[n
     assert proc.returncode == 1, proc.stderr
     assert "the server answered none of the requests" in proc.stdout
     assert proc.stdout.strip().endswith("verdict: unanswered")
-    listed = subprocess.run(
-        [peers.BLACKBOX, "sessions", "--replays", "--store", url, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    listed = run_blackbox("sessions", "--replays", "--store", url, "--format", "json")
     newest = json.loads(listed.stdout)[0]
     assert newest["replay_of"] and newest["outcome"] == "diverged"
 
