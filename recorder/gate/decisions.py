@@ -34,7 +34,7 @@ from blackbox.recorder.log import (
     id_fields,
     request_key,
 )
-from blackbox.recorder.store import EventStore
+from blackbox.recorder.store import HOOK_TRANSPORT, EventStore
 
 DECISIONS = ("allow", "deny", "ask")
 FINALS = ("allow", "deny")
@@ -72,7 +72,6 @@ def args_fingerprint(args: object) -> str:
 
 # -- recording host decisions ---------------------------------------------------------------------
 
-HOST_TRANSPORT = "hook"
 _APPEND_ATTEMPTS = 50
 
 
@@ -100,7 +99,7 @@ def session_started_doc(
     return events.encode(
         events.started_here(
             name=name,
-            transport=HOST_TRANSPORT,
+            transport=HOOK_TRANSPORT,
             command=command,
             cwd=cwd,
             host_session=host_session,

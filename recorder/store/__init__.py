@@ -231,6 +231,7 @@ if _TYPE_CHECKING:
     from blackbox.recorder.store.projection import derive as derive
     from blackbox.recorder.store.projection import session_info as session_info
     from blackbox.recorder.store.record_scan import records_of_kinds as records_of_kinds
+    from blackbox.recorder.store.schema import HOOK_TRANSPORT as HOOK_TRANSPORT
     from blackbox.recorder.store.schema import events as events
     from blackbox.recorder.store.schema import metadata as metadata
     from blackbox.recorder.store.schema import sessions as sessions
@@ -238,6 +239,7 @@ if _TYPE_CHECKING:
     from blackbox.recorder.store.sql_reads import with_traffic as with_traffic
 
 _FACE: dict[str, tuple[str, str | None]] = {
+    "HOOK_TRANSPORT": ("blackbox.recorder.store.schema", "HOOK_TRANSPORT"),
     "SqlEventStore": ("blackbox.recorder.store.sql", "SqlEventStore"),
     "derive": ("blackbox.recorder.store.projection", "derive"),
     "events": ("blackbox.recorder.store.schema", "events"),

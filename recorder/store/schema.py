@@ -58,6 +58,10 @@ events = Table(
     UniqueConstraint("session_id", "seq"),
 )
 
+# `sessions.transport` of a host's own decisions (a Claude Code or Cursor hook): such a session
+# holds no frame, yet each of its records is a tool call the host allowed or denied.
+HOOK_TRANSPORT = "hook"
+
 sessions = Table(
     "sessions",
     metadata,

@@ -17,20 +17,21 @@ from typing import Any, cast
 from blackbox.recorder import AmbiguousSession, SessionNotFound
 from blackbox.recorder.log import SessionInfo, StoredEvent, chain
 from blackbox.recorder.store.projection import INSERT_COLUMNS, session_info
-from blackbox.recorder.store.schema import events, sessions
+from blackbox.recorder.store.schema import HOOK_TRANSPORT, events, sessions
 from blackbox.recorder.store.sql_base import SqlStoreBase
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import ColumnElement, Select, func, or_, select
 
 # StoredEvent's fields in order: the log position, then what was inserted.
 _EVENT_COLUMNS = [events.c.position, *(events.c[name] for name in INSERT_COLUMNS)]
 
 
 def with_traffic() -> ColumnElement[bool]:
-    """The sessions that carry traffic: those holding at least one frame. The others are
-    background sessions: an HTTP proxy's tool watch (`tool watch: NAME`, its own records only),
-    a server started and never spoken to (heartbeats, stderr, idle marks). `last` never names
-    one, and the session lists hide them unless asked for every session."""
-    return sessions.c.frames > 0
+    """The sessions that carry traffic: those holding at least one frame, and a host's hook
+    decisions. The others are background sessions: an HTTP proxy's tool watch (`tool watch:
+    NAME`, its own records only), tool approvals, retention's records, a server started and
+    never spoken to (heartbeats, stderr, idle marks). `last` never names one, and the session
+    lists hide them unless asked for every session."""
+    return or_(sessions.c.frames > 0, sessions.c.transport == HOOK_TRANSPORT)
 
 
 class ReadMixin(SqlStoreBase):

@@ -3,7 +3,8 @@ record` (the example server, one call); after it come two background sessions: t
 tool watch ("tool watch: NAME", written as the proxy's shipper process writes it: a `ToolWatch`
 over the real session's records, recording in an `OwnSession`) and a server started and never
 spoken to. `show last` shows the real session, `sessions` and the web UI's list hide the
-background ones, and `sessions --all` lists them. On both databases."""
+background ones, and `sessions --all` lists them. A host's hook decisions, which hold no frame,
+are traffic all the same. On both databases."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from blackbox.recorder.gate.decisions import record_decision
 from blackbox.recorder.gate.tool_watch import OwnSession, ToolWatch
 from blackbox.recorder.log import NewEvent
 from blackbox.recorder.store import open_store
@@ -81,5 +83,14 @@ def test_last_and_the_session_lists_skip_background_sessions(
         assert [s["name"] for s in page["sessions"]] == ["real"]
         page = client.get("/api/sessions", params={"all": "1"}).json()
         assert [s["name"] for s in page["sessions"]] == names
+
+        # A host's hook session holds no frame, yet each record is a tool call it decided:
+        # traffic, so it is `last` and listed.
+        hook = record_decision(
+            store, tool="mcp__files__write", decision="deny", host="cursor", host_session="abc"
+        )
+        assert store.resolve("last") == hook
+        listed = runner.invoke(main, ["sessions", "--store", store_url, "--format", "json"])
+        assert [r["name"] for r in json.loads(listed.output)] == ["cursor:abc", "real"]
     finally:
         store.close()
