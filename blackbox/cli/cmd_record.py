@@ -178,9 +178,12 @@ def ship(store_url: str | None) -> None:
     """
     store = open_store(config.store_url(store_url))  # a writer: creates the store if need be
     directory = config.journal_dir()
-    with ProgressBar("shipping journals") as bar:
-        notice = progress_lines(bar, _notice)
-        report = ship_leftovers(directory, store, notice, unmarked=True, on_step=bar)
+    try:
+        with ProgressBar("shipping journals") as bar:
+            notice = progress_lines(bar, _notice)
+            report = ship_leftovers(directory, store, notice, unmarked=True, on_step=bar)
+    finally:
+        store.close()
     live = f"; {report.live} journal(s) of running taps left alone" if report.live else ""
     click.echo(
         f"shipped {report.records} records from {report.journals} journal(s) into {store.url}; "
