@@ -20,7 +20,6 @@ import pty
 import re
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,9 +30,9 @@ from click.testing import CliRunner
 
 from blackbox.cli.main import load_command, main
 from tests.fixtures import peers
+from tests.fixtures.replay_kit import record_notes_session, tool_call
 from tests.fixtures.taps import INITIALIZED_MESSAGE, wait_sealed
 
-NOTES = [sys.executable, str(Path(__file__).parent / "servers" / "notes.py")]
 INIT = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -44,11 +43,6 @@ INIT = {
         "clientInfo": {"name": "raw", "version": "1"},
     },
 }
-
-
-def _call(rpc_id: int, tool: str, **args: str) -> dict:
-    params = {"name": tool, "arguments": args}
-    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
 
 
 def _reset(notes: Path) -> None:
@@ -71,37 +65,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[
         INIT,
         INITIALIZED_MESSAGE,
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        _call(3, "read_note", name="a.txt"),  # step 4
-        _call(4, "delete_note", name="b.txt"),  # step 5: the server asks to confirm
-        _call(5, "read_note", name="a.txt"),  # step 6
-        _call(6, "write_note", name="c.txt", text="new"),  # step 7
+        tool_call(3, "read_note", name="a.txt"),  # step 4
+        tool_call(4, "delete_note", name="b.txt"),  # step 5: the server asks to confirm
+        tool_call(5, "read_note", name="a.txt"),  # step 6
+        tool_call(6, "write_note", name="c.txt", text="new"),  # step 7
     ]
     env = dict(os.environ, BLACKBOX_HOME=str(tmp / "home"), BLACKBOX_STORE=url)
-    tap = subprocess.Popen(
-        peers.record_command([*NOTES, str(notes)], "notes"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    assert tap.stdin is not None and tap.stdout is not None
-
-    def send(message: dict) -> None:
-        assert tap.stdin is not None
-        tap.stdin.write(json.dumps(message).encode() + b"\n")
-        tap.stdin.flush()
-
-    for message in msgs:  # one at a time: the server runs requests concurrently
-        send(message)
-        while "id" in message:
-            answer = json.loads(tap.stdout.readline())
-            if answer.get("method") == "elicitation/create":  # the client confirms
-                result = {"action": "accept", "content": {"sure": True}}
-                send({"jsonrpc": "2.0", "id": answer["id"], "result": result})
-            elif answer.get("id") == message["id"]:
-                break
-    tap.stdin.close()
-    tap.wait(60)
+    record_notes_session(notes, msgs, env)
     store = open_store(url)
     try:
         wait_sealed(store)

@@ -21,14 +21,8 @@ from blackbox.replay.safety import UnsafeReplay, check_replay_safety, decide, to
 
 from tests.fixtures import peers
 from tests.fixtures.clirun import run_blackbox
+from tests.fixtures.replay_kit import NOTES_SERVER, record_notes_session, tool_call
 from tests.fixtures.taps import INIT_MESSAGE, INITIALIZED_MESSAGE, wait_sealed
-
-NOTES = [sys.executable, str(Path(__file__).parent / "servers" / "notes.py")]
-
-
-def _call(rpc_id: int, tool: str, **args: str) -> dict:
-    params = {"name": tool, "arguments": args}
-    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
 
 
 @pytest.fixture(scope="module")
@@ -43,30 +37,13 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]
         INIT_MESSAGE,
         INITIALIZED_MESSAGE,
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        _call(3, "read_note", name="a.txt"),
-        _call(4, "write_note", name="a.txt", text="recorded"),
-        _call(5, "touch_note", name="b.txt"),
-        _call(6, "count_notes"),
+        tool_call(3, "read_note", name="a.txt"),
+        tool_call(4, "write_note", name="a.txt", text="recorded"),
+        tool_call(5, "touch_note", name="b.txt"),
+        tool_call(6, "count_notes"),
     ]
     env = dict(os.environ, BLACKBOX_HOME=str(tmp / "home"), BLACKBOX_STORE=url)
-    tap = subprocess.Popen(
-        peers.record_command([*NOTES, str(notes)], "notes"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    assert tap.stdin is not None and tap.stdout is not None
-    for message in msgs:  # one at a time: the server runs requests concurrently
-        tap.stdin.write(json.dumps(message).encode() + b"\n")
-        tap.stdin.flush()
-        while "id" in message:
-            line = tap.stdout.readline()
-            assert line
-            if json.loads(line).get("id") == message["id"]:
-                break
-    tap.stdin.close()
-    tap.wait(60)
+    record_notes_session(notes, msgs, env)
     store = open_store(url)
     try:
         wait_sealed(store)
@@ -207,7 +184,7 @@ def test_the_pytest_plugin_refuses_writes_unless_the_marker_allows_them(
 ) -> None:  # type: ignore[no-untyped-def]
     url, notes, _ = recorded
     (notes / "a.txt").write_text("changed since")
-    against = " ".join([*NOTES, str(notes)])
+    against = " ".join([*NOTES_SERVER, str(notes)])
 
     def run(writes: str) -> pytest.RunResult:
         pytester.makepyfile(
