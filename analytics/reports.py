@@ -3,6 +3,10 @@
 A report is a list of sections (rows with named columns), computed by SQL over the views after an
 incremental refresh of the Parquet copy. Percentiles are exact and interpolated (DuckDB's
 `quantile_cont`, the same definition as numpy's default `percentile`).
+
+A session's outcome and counts are the read model's (`blackbox.recorder.query.session_counts`),
+given to the sessions report as the table `_read_model`, so that `report` and `sessions` say the
+same of one session; the copy's own session rows hold only the stored ending.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 from blackbox.analytics.parquet import ParquetCopy, Progress, RefreshResult, copy_dir
 from blackbox.analytics.views import DEFAULT_WINDOW_S, connect
 from blackbox.recorder import BlackboxError
-from blackbox.recorder.query import short_handles
+from blackbox.recorder.query import COUNT_NAMES, session_counts, short_handles
 from blackbox.recorder.store import EventStore
 
 KINDS = ("latency", "errors", "permissions", "sessions")
@@ -266,8 +271,30 @@ def permissions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> li
     ]
 
 
+# The table of each session's counts and derived outcome the sessions report reads.
+READ_MODEL = "_read_model"
+
+
+def _give_read_model(store: EventStore, con: duckdb.DuckDBPyConnection) -> None:
+    """Register `READ_MODEL` on `con`: for each session of the copy, its counts (`COUNT_NAMES`)
+    and outcome as the read model gives them."""
+    ids = [sid for (sid,) in con.execute("SELECT session_id FROM sessions").fetchall()]
+    counted = session_counts(store, ids)
+    columns: dict[str, list] = {"session_id": list(counted), "outcome": []}
+    columns.update({name: [] for name in COUNT_NAMES})
+    for row in counted.values():
+        for name in ("outcome", *COUNT_NAMES):
+            columns[name].append(row[name])
+    schema = pa.schema(
+        [("session_id", pa.string()), ("outcome", pa.string())]
+        + [(name, pa.int64()) for name in COUNT_NAMES]
+    )
+    con.register(READ_MODEL, pa.table(columns, schema=schema))
+
+
 def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[Section]:
-    """Sessions per group: counts, durations, frames, calls and outcomes."""
+    """Sessions per group: counts, durations, frames, calls, errors and outcomes (the outcome
+    and the counts are the read model's, `READ_MODEL`)."""
     if by not in ("server", "session", "day"):
         raise ReportError("a sessions report groups by server, day or session")
     g = {
@@ -290,12 +317,13 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
         clauses.append("s.server GLOB ?")
         params.append(filters.server)
     where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    counts = ", ".join(f"coalesce(r.{name}, 0) AS {name}" for name in COUNT_NAMES)
     base = f"""
         WITH s AS (
-            SELECT s.*, coalesce(c.calls, 0) AS calls
+            SELECT s.* EXCLUDE (outcome, faults), coalesce(r.outcome, s.outcome) AS outcome,
+                   {counts}
             FROM sessions s
-            LEFT JOIN (SELECT session_id, count(*) AS calls FROM _calls_joined GROUP BY 1) c
-                   ON c.session_id = s.session_id
+            LEFT JOIN {READ_MODEL} r ON r.session_id = s.session_id
             {where}
         )
     """
@@ -308,7 +336,9 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
                count(*) FILTER (WHERE outcome NOT IN ('ok', 'open', 'client_closed', 'ended'))
                    AS failed,
                quantile_cont(duration_s, 0.5) AS duration_p50_s,
-               max(duration_s) AS duration_max_s, sum(frames) AS frames, sum(calls) AS calls
+               max(duration_s) AS duration_max_s, sum(frames) AS frames, sum(calls) AS calls,
+               sum(errors) AS errors, sum(is_error) AS is_error, sum(rpc_errors) AS rpc_errors,
+               sum(faults) AS faults
         FROM s GROUP BY 1 ORDER BY sessions DESC, 1
         """,
         params,
@@ -356,6 +386,10 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
                 "duration_max_s",
                 "frames",
                 "calls",
+                "errors",
+                "is_error",
+                "rpc_errors",
+                "faults",
             ],
             _round(summary),
         ),
@@ -493,6 +527,8 @@ def run_report(
         filters = replace(filters, session=store.resolve(filters.session))
     con, result = refreshed_connection(store, base_dir, progress, window_s)
     try:
+        if kind == "sessions":
+            _give_read_model(store, con)
         report = Report(kind, by, filters, BUILDERS[kind](con, by, filters), refresh=result)
         _add_handles(store, report.sections)
         if with_charts:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import Direction, NewEvent, SessionInfo, events, new_session_id
-from blackbox.recorder.query import handles_for, short_handles
+from blackbox.recorder.query import count_sessions, derived_outcome, handles_for, short_handles
 from blackbox.recorder.store import EventStore
 from blackbox.replay.compare import summarize
 from blackbox.replay.recording import Recording, ReplayError
@@ -47,6 +47,9 @@ class SessionOutcome:
     replay_id: str | None = None
     report: dict | None = None  # the JSON report (None on error)
     handle: str = ""  # the session's short handle (`blackbox.recorder.query.handles`)
+    # The recording's counts and outcome as every surface shows them (`query.count_sessions`,
+    # `query.derived_outcome`): a CI report says what the replayed session held.
+    recorded: dict[str, int | str] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -266,11 +269,14 @@ def run_suite(
     lock = threading.Lock()
     # Counted before any replay is stored: the handles are those `sessions` printed.
     handles = short_handles(store, [info.session_id for info in sessions])
+    counted = count_sessions(store, [info.session_id for info in sessions])
 
     def work(index: int) -> None:
         nonlocal done
         outcome = replay_one(store, sessions[index], against, url, options, guard)
         outcome.handle = handles.get(outcome.session_id, "")
+        counts = counted[outcome.session_id]
+        outcome.recorded = {**counts.as_dict(), "outcome": derived_outcome(sessions[index], counts)}
         with lock:
             outcomes[index] = outcome
             done += 1

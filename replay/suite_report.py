@@ -3,7 +3,9 @@ annotations, and JUnit XML (the format every CI system and test dashboard import
 
 JUnit: one `testcase` per session, named after the session's name and short id; a diverged
 session has a `failure` whose message is the first divergence and whose body is the whole
-explanation; a session that could not be replayed has an `error`.
+explanation; a session that could not be replayed has an `error`. Each testcase's `properties`
+carry what the recording held, as `blackbox sessions` counts it (`recorded.calls`,
+`recorded.errors`, ..., `recorded.outcome`).
 
 Every text a report carries came from recorded and replayed payloads; `redacted` passes it
 through the redactor the command was given (the one `export` and `show` use) before any of it
@@ -90,6 +92,7 @@ def as_json(result: SuiteResult) -> dict:
                 "replay": o.replay_id,
                 "report": o.report,
                 "error": o.explanation if o.status == "error" else None,
+                "recorded": o.recorded,
             }
             for o in result.outcomes
         ],
@@ -140,6 +143,12 @@ def junit_tree(result: SuiteResult) -> ET.ElementTree:
         case = ET.SubElement(
             suite, "testcase", classname=JUNIT_CLASS, name=o.title, time=f"{o.duration_s:.3f}"
         )
+        if o.recorded:
+            # Prefixed: a dashboard shows a property beside the test's own result, and the
+            # recording's `outcome` is not the replay's verdict.
+            props = ET.SubElement(case, "properties")
+            for key, value in o.recorded.items():
+                ET.SubElement(props, "property", name=f"recorded.{key}", value=str(value))
         if o.status == "error":
             ET.SubElement(case, "error", message=o.first, type="replay_error").text = o.explanation
         elif not o.passed:

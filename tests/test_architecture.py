@@ -61,7 +61,8 @@ ALLOWED: dict[str, set[str]] = {
     "capture": {"kernel", "log", "store", "gate", "privacy", "trust"},
     # The live feed reads the journals of running taps, not only the store.
     "query": {"kernel", "log", "store", "capture"},
-    "compliance": {"kernel", "log", "store", "trust", "privacy"},
+    # A bundle lists each session's counts and outcome as every surface shows them.
+    "compliance": {"kernel", "log", "store", "trust", "privacy", "query"},
     "otel": {"kernel", "log", "store", "privacy", "query"},
     "replay": {"kernel", "log", "store", "query"},
     # The doctor explains heartbeats and tool drift with their own rules.

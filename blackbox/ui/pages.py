@@ -82,6 +82,7 @@ def session(token: str, session_id: str, title: str, handle: str | None = None) 
     body = f"""<h1>{escape(title)}</h1>
 <p class="sub">{shown}<code>{escape(session_id)}</code> ·
 <a href="/sessions/{escape(session_id)}/replay">replay…</a> · <span id="count"></span></p>
+<p class="sub" id="session-counts"></p>
 <div class="split"><div class="timeline-wrap" id="scroller">
 <table class="grid timeline" id="timeline"><thead><tr><th>seq</th><th>t (ms)</th><th></th>
 <th>what</th><th class="bar">waterfall</th><th>size</th><th>excerpt</th></tr></thead>

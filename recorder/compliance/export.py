@@ -7,7 +7,9 @@ A bundle is a directory:
 - `records.<ext>`: every field of every record of the selected sessions, in session then seq
   order, including the raw bytes (binary in Parquet, base64 in JSONL/CSV) and each record's chain
   hash (hex), plus `redacted` (whether the raw was changed by redaction);
-- `sessions.<ext>`: the sessions projection, with each session's head, record count and hold;
+- `sessions.<ext>`: the sessions projection, with each session's head, record count and hold,
+  its counts and outcome as `blackbox sessions` gives them (`blackbox.recorder.query`), and the
+  stored ending as `ended`;
 - `decisions.<ext>`: the permission decisions, one row per `decision` record;
 - `manifest.json`, written last: tool and schema version, the selection, the time range, rows and
   sha256 per file, each session's chain head / last seq / sealed count / redacted count (and, with
@@ -54,6 +56,7 @@ from blackbox.recorder.log import (
     events,
 )
 from blackbox.recorder.privacy import Redactor
+from blackbox.recorder.query import COUNT_NAMES, SessionCounts, count_sessions, derived_outcome
 from blackbox.recorder.store import EventStore
 from blackbox.recorder.trust import Signer
 
@@ -82,7 +85,9 @@ SESSION_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("command", pa.string()),
     ("started_ns", pa.int64()),
     ("ended_ns", pa.int64()),
-    ("outcome", pa.string()),
+    ("outcome", pa.string()),  # derived from the counts (`query.derived_outcome`)
+    ("ended", pa.string()),  # the stored ending
+    *((name, pa.int64()) for name in COUNT_NAMES),
     ("era", pa.string()),
     ("replay_of", pa.string()),
     ("frames", pa.int64()),
@@ -454,6 +459,7 @@ def _export(
         )
     _prepare_dir(out_dir)
     holds = {sid: reason for sid, reason, _ in store.list_holds()}
+    counted = count_sessions(store, [info.session_id for info in infos])
     writers = {
         stem: _RowWriter(out_dir / file_name(stem, fmt), cols, fmt) for stem, cols in FILES.items()
     }
@@ -506,7 +512,9 @@ def _export(
             if not intact:
                 broken.append(info.session_id)
             writers["sessions"].write(
-                _session_row(info, per_session[info.session_id], holds, redactor)
+                _session_row(
+                    info, per_session[info.session_id], counted[info.session_id], holds, redactor
+                )
             )
             if progress is not None:
                 progress(ExportProgress(done, len(infos), writers["records"].rows))
@@ -550,7 +558,11 @@ def _export(
 
 
 def _session_row(
-    info: SessionInfo, summary: dict, holds: dict[str, str], redactor: Redactor | None
+    info: SessionInfo,
+    summary: dict,
+    counts: SessionCounts,
+    holds: dict[str, str],
+    redactor: Redactor | None,
 ) -> dict:
     command, name = info.command, info.name
     if redactor is not None:
@@ -564,7 +576,9 @@ def _session_row(
         "command": command,
         "started_ns": info.started_ns,
         "ended_ns": info.ended_ns,
-        "outcome": info.outcome,
+        "outcome": derived_outcome(info, counts),
+        "ended": info.outcome,
+        **counts.as_dict(),
         "era": info.era,
         "replay_of": info.replay_of,
         "frames": info.frames,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from blackbox.recorder.otel.sdk import Sender, Target
-from blackbox.recorder.otel.spans import Options, SessionSpans, SpanData
+from blackbox.recorder.otel.spans import OK_OUTCOMES, Options, SessionSpans, SpanData
 from blackbox.recorder.otel.watermark import Watermark
 from blackbox.recorder.store import EventStore
 
@@ -85,8 +85,8 @@ def build_spans(
 
 def with_counts(store: EventStore, spans: Iterable[SpanData]) -> Iterator[SpanData]:
     """`spans`, each session span carrying the session's counts and outcome as every surface
-    shows them (`query.count_sessions`, `query.derived_outcome`): the span builder sees one record
-    at a time and would count on its own."""
+    shows them (`query.count_sessions`, `query.derived_outcome`), and failed when that outcome is
+    a failure: the span builder sees one record at a time and would count on its own."""
     from blackbox.recorder.query import count_sessions, derived_outcome
 
     for span in spans:
@@ -95,7 +95,16 @@ def with_counts(store: EventStore, spans: Iterable[SpanData]) -> Iterator[SpanDa
             counts = count_sessions(store, [span.session_id])[span.session_id]
             for name, value in counts.as_dict().items():
                 span.attributes[f"mcp_blackbox.{name}"] = value
-            span.attributes["mcp_blackbox.outcome"] = derived_outcome(info, counts)
+            outcome = derived_outcome(info, counts)
+            span.attributes["mcp_blackbox.outcome"] = outcome
+            # The span fails as the session did: a session that ended `ok` with error replies
+            # is `errors`, the same outcome (and the same failure) as on every other surface.
+            span.error = outcome not in OK_OUTCOMES
+            if span.error:
+                span.attributes["error.type"] = outcome
+            else:
+                span.attributes.pop("error.type", None)
+                span.status_message = None
         yield span
 
 

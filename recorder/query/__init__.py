@@ -26,6 +26,7 @@ if _TYPE_CHECKING:
     from blackbox.recorder.query.browse import session_counts as session_counts
     from blackbox.recorder.query.browse import session_page as session_page
     from blackbox.recorder.query.browse import timeline_page as timeline_page
+    from blackbox.recorder.query.counts import COUNT_NAMES as COUNT_NAMES
     from blackbox.recorder.query.counts import SessionCounts as SessionCounts
     from blackbox.recorder.query.counts import count_sessions as count_sessions
     from blackbox.recorder.query.counts import derived_outcome as derived_outcome
@@ -50,6 +51,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "TIMELINE_PAGE": ("blackbox.recorder.query.browse", "TIMELINE_PAGE"),
     "answer_seq": ("blackbox.recorder.query.browse", "answer_seq"),
     "backlog": ("blackbox.recorder.query.live_feed", "backlog"),
+    "COUNT_NAMES": ("blackbox.recorder.query.counts", "COUNT_NAMES"),
     "SessionCounts": ("blackbox.recorder.query.counts", "SessionCounts"),
     "count_sessions": ("blackbox.recorder.query.counts", "count_sessions"),
     "derived_outcome": ("blackbox.recorder.query.counts", "derived_outcome"),

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from blackbox.recorder.log import DERIVED, request_key, response_key
-from blackbox.recorder.query.counts import count_sessions, derived_outcome
+from blackbox.recorder.query.counts import NORMAL_ENDINGS, count_sessions, derived_outcome
 from blackbox.recorder.query.handles import short_handles
 from blackbox.recorder.store import EventStore, events, session_info, sessions, with_traffic
 from sqlalchemy import and_, func, or_, select
@@ -29,6 +29,10 @@ PAGE = 100
 TIMELINE_PAGE = 200
 EXCERPT = 160
 ANSWER_WINDOW = 5000
+# The outcomes `derived_outcome` makes from the counts of a session that ended normally.
+_FROM_COUNTS = ("ok", "errors", "faults", "open", "server_exited")
+_NORMAL_STORED = [ending for ending in NORMAL_ENDINGS if ending is not None]
+_IDS_PER_QUERY = 1000  # PostgreSQL binds at most 65,535 parameters a statement, SQLite 32,766
 
 
 def _engine(store: EventStore) -> Engine:
@@ -62,9 +66,10 @@ class SessionQuery:
 
 
 def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
-    """One page of sessions, newest first, from the projection alone (`session_counts` adds the
-    calls, errors and faults: counting reads every record of a session, slow for a long one, so
-    the list shows first and the counts follow)."""
+    """One page of sessions, newest first, each with its outcome as `blackbox sessions` derives
+    it (`counts.derived_outcome`): the page's sessions are counted, and with an `outcome` filter
+    the pages after it too, until enough are kept. `session_counts` gives the counts again as
+    open sessions grow."""
     s = sessions.c
     started = func.coalesce(s.started_ns, 0)
     stmt = select(sessions).order_by(started.desc(), s.session_id.desc())
@@ -79,20 +84,36 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
         )
     if not query.background:
         stmt = stmt.where(with_traffic())
-    if query.outcome == "open":
-        stmt = stmt.where(s.sealed_count.is_(None))
+    if query.outcome in _FROM_COUNTS:
+        # Derived from the counts: only a normal (or no) stored ending can become one of these.
+        stmt = stmt.where(or_(s.outcome.is_(None), s.outcome.in_(_NORMAL_STORED)))
+        if query.outcome == "open":
+            stmt = stmt.where(s.sealed_count.is_(None))
     elif query.outcome:
-        stmt = stmt.where(s.outcome == query.outcome)
-    if query.before is not None:
-        at, sid = query.before
-        stmt = stmt.where(or_(started < at, and_(started == at, s.session_id < sid)))
-    stmt = stmt.limit(query.limit + 1)
-    with _engine(store).connect() as conn:
-        rows = list(conn.execute(stmt))
-        more = len(rows) > query.limit
-        rows = rows[: query.limit]
+        stmt = stmt.where(s.outcome == query.outcome)  # an abnormal ending is the outcome
+    kept: list[tuple[Row, str]] = []
+    before, more = query.before, False
+    while True:
+        batch_stmt = stmt
+        if before is not None:
+            at, sid = before
+            batch_stmt = stmt.where(or_(started < at, and_(started == at, s.session_id < sid)))
+        with _engine(store).connect() as conn:
+            rows = list(conn.execute(batch_stmt.limit(query.limit + 1)))
+        counted = count_sessions(store, [r.session_id for r in rows])
+        for r in rows:
+            outcome = derived_outcome(session_info(r), counted[r.session_id])
+            if not query.outcome or outcome == query.outcome:
+                kept.append((r, outcome))
+        if len(kept) > query.limit:
+            more = True
+            break
+        if len(rows) <= query.limit:
+            break
+        before = (rows[-1].started_ns or 0, rows[-1].session_id)
+    kept = kept[: query.limit]
     out = []
-    for r in rows:
+    for r, outcome in kept:
         duration = None
         if r.started_ns is not None and r.ended_ns is not None:
             duration = round((r.ended_ns - r.started_ns) / 1e9, 3)
@@ -108,7 +129,8 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
                 "started_ns": r.started_ns,
                 "duration_s": duration,
                 "frames": r.frames,
-                "outcome": r.outcome or ("open" if r.sealed_count is None else None),
+                "outcome": outcome,
+                "ended": r.outcome,
                 "replay_of": r.replay_of,
                 "sealed": r.sealed_count is not None,
             }
@@ -117,8 +139,9 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
     for row in out:
         row["handle"] = handles[row["id"]]
     cursor = None
-    if more and rows:
-        cursor = f"{rows[-1].started_ns or 0}:{rows[-1].session_id}"
+    if more and kept:
+        last = kept[-1][0]
+        cursor = f"{last.started_ns or 0}:{last.session_id}"
     return {"sessions": out, "next": cursor}
 
 
@@ -137,8 +160,12 @@ def session_counts(store: EventStore, ids: list[str]) -> dict[str, dict[str, Any
     the numbers `blackbox sessions` shows for it."""
     if not ids:
         return {}
+    rows: list[Row] = []
     with _engine(store).connect() as conn:
-        rows = list(conn.execute(select(sessions).where(sessions.c.session_id.in_(ids))))
+        # A report passes every session of the store: more ids than one statement may bind.
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            rows += conn.execute(select(sessions).where(sessions.c.session_id.in_(chunk)))
     infos = {row.session_id: session_info(row) for row in rows}
     counted = count_sessions(store, list(infos))
     return {

@@ -367,6 +367,20 @@ async function session() {
     if (entries.some((e) => e.isIntersecting) && !atEnd) more();
   }, { root: $("#scroller") }).observe(sentinel);
   await more();
+  // The session's counts and outcome as `blackbox sessions` gives them (/api/counts, the read
+  // model), asked again as the session grows.
+  const showCounts = async () => {
+    const c = (await getJSON(`/api/counts?ids=${encodeURIComponent(sid)}`))[sid];
+    if (!c) return;
+    const names = ["calls", "errors", "is_error", "rpc_errors", "faults", "notifications", "pings"];
+    const label = { is_error: "isError", rpc_errors: "JSON-RPC errors" };
+    const parts = names.map((k) => el("span", { class: "count", "data-count": k },
+      `${label[k] || k} `, el("b", { text: String(c[k]) })));
+    parts.push(el("span", { class: "count", "data-count": "outcome" }, "outcome ", el("b", { text: c.outcome })));
+    $("#session-counts").replaceChildren(...parts.flatMap((p, i) => (i ? [" · ", p] : [p])));
+    document.body.classList.add("counted");
+  };
+  await showCounts();
   // The live feed reads the running taps' journals, so it announces a record before the
   // shipper has put it in the store, where the page reads: while the page is behind what was
   // announced it asks again, 4 times a second (once a second after the first 10 s, a shipper
@@ -378,6 +392,7 @@ async function session() {
     if (loading) { kick(100); return; }
     if (!following || capped) { counted(); return; }
     loading = true;
+    const shownBefore = lastSeq;
     try {
       for (;;) {
         if (tbody.children.length >= MAX_ROWS) { cap(); break; }
@@ -388,6 +403,7 @@ async function session() {
     } finally {
       loading = false;
     }
+    if (lastSeq !== shownBefore) showCounts().catch(() => {});
     if (capped || lastSeq >= target) { behindSince = null; return; }
     behindSince = behindSince ?? Date.now();
     kick(Date.now() - behindSince < 10_000 ? 250 : 1000);
