@@ -78,10 +78,11 @@ class RecordedSession:
     name: str | None
     spec: ReplaySpec
     records: list[Any] | None = None  # from a bundle; None: read from the store
+    handle: str = ""  # the session's short handle, as every command prints it
 
     @property
     def title(self) -> str:
-        return f"{self.name or 'session'}-{self.session_id[:8]}"
+        return f"{self.name or 'session'}-{self.handle or self.session_id}"
 
     def stored_records(self) -> list[Any]:
         if self.records is not None:
@@ -144,9 +145,16 @@ def collect_sessions(spec: ReplaySpec) -> list[RecordedSession]:
 
         if spec.suite:
             raise pytest.UsageError("suite= needs a store, not a bundle")
+        from blackbox.recorder.query import handles_for
+
         found = read_bundle_sessions(spec.bundle)
         chosen = select_bundle_sessions(found, spec.sessions, spec.name)
-        return [RecordedSession(s.session_id, s.name, spec, s.records) for s in chosen]
+        handles = handles_for([s.session_id for s in chosen], found)
+        return [
+            RecordedSession(s.session_id, s.name, spec, s.records, handles[s.session_id])
+            for s in chosen
+        ]
+    from blackbox.recorder.query import short_handles
     from blackbox.recorder.store import open_store
     from blackbox.replay import select_sessions
 
@@ -158,9 +166,10 @@ def collect_sessions(spec: ReplaySpec) -> list[RecordedSession]:
             name_glob=spec.name if spec.name or spec.sessions or spec.suite else "*",
             suite=spec.suite,
         )
+        handles = short_handles(store, [i.session_id for i in infos])
     finally:
         store.close()
-    return [RecordedSession(i.session_id, i.name, spec) for i in infos]
+    return [RecordedSession(i.session_id, i.name, spec, None, handles[i.session_id]) for i in infos]
 
 
 def pytest_configure(config: pytest.Config) -> None:

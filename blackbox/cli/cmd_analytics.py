@@ -49,7 +49,9 @@ TABLES_QUERY = (
 )
 @click.option("--since", type=Moment(), help="From this time: 7d, 30min, 6mo or an ISO date.")
 @click.option("--until", type=Moment(), help="Before this time (same forms as --since).")
-@click.option("--session", metavar="ID", help="Only this session (id, unique prefix or 'last').")
+@click.option(
+    "--session", metavar="ID", help="Only this session (handle, id, unique prefix or 'last')."
+)
 @click.option(
     "--server",
     metavar="GLOB",
@@ -227,7 +229,7 @@ def doctor_command(session: str, slow_s: float, store_url: str | None, fmt: str)
     when nothing is wrong, 1 when an error or warning is found (info notes, such as an era
     fallback that worked, do not count).
 
-    SESSION is a full id, a unique prefix of one, or 'last'.
+    SESSION is a handle from `blackbox sessions`, a full id, a unique prefix, or 'last'.
 
     \b
     Example:

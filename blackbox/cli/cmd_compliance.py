@@ -64,7 +64,7 @@ def parse_age(text: str) -> int:
     "sessions",
     multiple=True,
     metavar="ID",
-    help="Export this session (id, unique prefix or 'last'); repeatable.",
+    help="Export this session (handle, id, unique prefix or 'last'); repeatable.",
 )
 @click.option(
     "--server",
@@ -390,7 +390,7 @@ def hold() -> None:
 @click.option("--reason", required=True, help="Why the session is held (case, ticket).")
 @store_option
 def hold_add(session: str, reason: str, store_url: str | None) -> None:
-    """Put SESSION (id, unique prefix or 'last') on legal hold.
+    """Put SESSION (a handle, id, unique prefix or 'last') on legal hold.
 
     \b
     Example:

@@ -82,11 +82,13 @@ def read_bundle_sessions(path: Path) -> dict[str, BundleSession]:
 def select_bundle_sessions(
     sessions: dict[str, BundleSession], refs: list[str] | None = None, name_glob: str | None = None
 ) -> list[BundleSession]:
-    """Sessions named by id or unique id prefix, or by a name glob; all recorded sessions (not
-    replays) when neither is given."""
+    """Sessions named by id, unique id prefix or handle (the tail `blackbox sessions` prints), or
+    by a name glob; all recorded sessions (not replays) when neither is given."""
     chosen: list[BundleSession] = []
     for ref in refs or []:
         hits = [s for sid, s in sessions.items() if sid.startswith(ref)]
+        if ref not in sessions and 6 <= len(ref) <= 12 and "-" not in ref:  # as the store does
+            hits += [s for sid, s in sessions.items() if sid.endswith(ref) and s not in hits]
         if len(hits) != 1:
             what = "no session" if not hits else f"{len(hits)} sessions"
             raise ExportError(f"{what} in the bundle match {ref!r}")

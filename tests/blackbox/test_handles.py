@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.compliance import select_bundle_sessions
+from blackbox.recorder.compliance.bundle_read import BundleSession, ExportError
 from blackbox.recorder.query import session_handle, short_handles
 from blackbox.recorder.store import EventStore, open_store
 from click.testing import CliRunner
@@ -149,3 +151,13 @@ def test_a_suite_and_its_junit_name_sessions_by_the_handle_replay_takes(
     handle = cases[1].split("[")[1].rstrip("]")
     shown = json.loads(cli("show", handle, "--store", url, "--format", "json"))
     assert json.loads(shown[0]["payload"])["name"] == "beta"
+
+
+def test_a_bundle_takes_the_handles_the_store_takes() -> None:
+    """The pytest plugin and `replay --bundle` select a bundle's sessions by the same handles."""
+    found = {sid: BundleSession(sid, NAMES[sid], None) for sid in (ALPHA, BETA, GAMMA)}
+    for sid, handle in HANDLES.items():
+        assert select_bundle_sessions(found, [handle]) == [found[sid]]
+    assert select_bundle_sessions(found, [ALPHA[:30]]) == [found[ALPHA]]  # a prefix, as before
+    with pytest.raises(ExportError, match="2 sessions in the bundle match '123456'"):
+        select_bundle_sessions(found, ["123456"])  # the shared tail names neither
