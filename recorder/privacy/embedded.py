@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from blackbox.recorder.privacy.engine import (
     Context,
@@ -33,6 +33,9 @@ from blackbox.recorder.privacy.engine import (
 )
 from blackbox.recorder.privacy.rules import (
     PATH_KEYS,
+    SECRET_PARAM_PARTS,
+    SECRET_PARAM_SUFFIXES,
+    SECRET_PARAMS,
     fold_key,
     is_code,
     is_placeholder,
@@ -42,6 +45,7 @@ from blackbox.recorder.privacy.rules import (
     is_secret_param,
     key_variants,
     marker_hit,
+    not_prose_pattern,
 )
 
 PEEK = 64  # how far a value is looked at before it is judged
@@ -370,25 +374,45 @@ _PARAM_PARTS = (
     *("token", "secret", "passw", "apikey", "api_key", "api-key", "signature", "credential"),
     *("session", "verifier", "sig", "key", "code", "auth", "pass", "pwd", "jwt", "sid"),
 )
+
+
+def _secret_param_pattern() -> str:
+    """A query parameter's name that `is_secret_param` accepts, as a pattern: a name a picker
+    would refuse (`AccountKey=;AccountKey=;...`) then costs no call."""
+
+    def spelled(words: Iterable[str]) -> str:
+        return "|".join(re.escape(w).replace("_", "[-_]") for w in sorted(words))
+
+    char = r"[A-Za-z0-9_.\-\[\]]"
+    return (
+        f"(?:(?:{spelled(SECRET_PARAMS)})|{char}{{0,40}}(?:{spelled(SECRET_PARAM_PARTS)})"
+        f"{char}{{0,40}}|{char}{{0,40}}(?:{spelled(SECRET_PARAM_SUFFIXES)}))"
+    )
+
+
+_SECRET_PARAM = _secret_param_pattern()
 _Spec = tuple[str, str, Callable[[bytes, Match, Context], Hit | None], tuple[str, ...]]
 # What may start a value: each pattern below ends with one, so a name with nothing after it
 # ("password: " at the end of a line, `token=&`) or before a placeholder (`$`, `<`, `%`, `*`:
 # `is_placeholder`) is no match at all, and costs no look.
 _QUOTED_START = (
-    r"(?:\\\"[^\"\\\r\n$<%*]|\"(?:[^\"\\\r\n$<%*]|\\.)|'[^'\r\n$<%*]|[{\[]"
+    r"(?:\\\"[^\"\\\r\n$<%*]|\"(?:[^\"\\\r\n$<%*]|\\.)|'[^'\r\n$<%*]"
+    r"|\{\s*[\"}]|\[\s*[-\"0-9{\[\]tfn]"  # a JSON object or array (what `_structured` parses)
     r"|[^\s\"'&,;{}\[\]\\$<%*][^\s\"'&,;{}\[\]\\]{2})"
 )
 # A bare value runs to white space, a quote, `&`, `,`, `;` or the end, and does not end with a
 # colon (`Cookie: Authorization:` names, it holds no value).
-_BARE_START = r"(?:[\"'][^\"'\r\n$<%*]|[^\s\"'&,;$<%*][^\s\"'&,;]+[^\s\"'&,;:](?:[\s\"'&,;]|$))"
+_BARE_START = (
+    r"(?:[\"'][^\"'\r\n$<%*]|"
+    + not_prose_pattern(r"\s\"'&,;", first_not="$<%*", last_not=":", min_len=3)
+    + ")"
+)
 
 # Built-in, whatever the key names: credentials in URLs and headers, and prose.
 URL_AND_HEADERS: tuple[_Spec, ...] = (
     (
         "url_query",
-        r"(?i)[?&#;][A-Za-z0-9_.\-\[\]]{0,40}(?:"
-        + "|".join(re.escape(p) for p in _PARAM_PARTS)
-        + r")[A-Za-z0-9_.\-\[\]]{0,40}=[^&#\s\"'<>\\]",
+        r"(?i)[?&#;]" + _SECRET_PARAM + r"=[^&#\s\"'<>\\]",
         _pick_param,
         _PARAM_PARTS,
     ),
@@ -447,14 +471,16 @@ _ROW_SEP = re.compile(rb"\|")
 def _pick_table(buf: bytes, m: Match, ctx: Context) -> Hit | None:
     """A Markdown table whose header names a secret (`| user | password |`): that column's cells,
     in every row down to the table's end (or the next table's header rule)."""
-    start, end = m.span()
-    header = buf[start : buf.index(b"\n", start, end)]
+    start = m.start()
+    header_end = buf.index(b"\n", start, m.end())
+    header = buf[start:header_end]
     names = [c.strip() for c in _ROW_SEP.split(header.strip().strip(b"|"))]
     columns = {i for i, name in enumerate(names) if name and _judged(name, ctx) is not None}
     if not columns:
         return None
     pieces: list[bytes] = []
-    pos = region_end = end
+    body = buf.index(b"\n", header_end + 1) + 1  # after the rule under the header
+    pos = region_end = body
     changed = False
     while pos < len(buf):
         line_end = buf.find(b"\n", pos)
@@ -477,7 +503,7 @@ def _pick_table(buf: bytes, m: Match, ctx: Context) -> Hit | None:
         pos = line_end + 1
     if not changed:
         return None
-    return end, region_end, b"\n".join(pieces)
+    return body, region_end, b"\n".join(pieces)
 
 
 QUOTED_TAILS: tuple[_Spec, ...] = (
@@ -490,15 +516,17 @@ QUOTED_TAILS: tuple[_Spec, ...] = (
     (
         "netrc_password",
         r"(?im)^[ \t]*(?:(?:machine|login|account|default)[ \t]+\S*[ \t]+)*"
-        r"(?:password|passwd)[ \t]+[^\s\"']{3,}[ \t]*\r?$",
+        r"(?:password|passwd)[ \t]+"
+        + not_prose_pattern(r"\s\"'", min_len=3, end=False)
+        + r"[ \t]*\r?$",
         _pick_netrc,
         ("password", "passwd"),
     ),
 )
 PHRASE: _Spec = (
     "password_phrase",
-    r"(?i)\b(?:password|passwd|passphrase|passcode|pwd)\s+(?:is|was)\s*:?\s*"
-    r"(?:[\"'][^\"'\r\n$<%*]|[.!?)\]}]*[^\s\"'&,;:.!?)\]}$<%*])",
+    r"(?i)\b(?:password|passwd|passphrase|passcode|pwd)\s+(?:is|was)\b\s*:?\s*"
+    r"(?:[\"'][^\"'\r\n$<%*]|" + not_prose_pattern(r"\s\"'&,;", first_not="$<%*:") + ")",
     _pick_phrase,
     ("passw", "passphrase", "passcode", "pwd"),
 )
@@ -564,12 +592,14 @@ def keyed_rules(names: set[str]) -> tuple[Rule, ...]:
         ),
         (
             "quoted_after_name",
-            r"(?i)\b" + bare + r"[ \t]+(?:'[^'\r\n]+'|\"[^\"\r\n]+\")",
+            r"(?i)\b" + bare + r"[ \t]+(?:'[^'\r\n$<%*][^'\r\n]*'|\"[^\"\r\n$<%*][^\"\r\n]*\")",
             _pick_quoted_after_name,
         ),
         (
             "markdown_table",
-            r"(?im)^[ \t]*\|[^\r\n]*" + quoted + r"[^\r\n]*\r?\n[ \t]*\|[ \t:|-]*-[ \t:|-]*\r?\n",
+            # A header naming a secret, its rule, and a first row with something in it.
+            r"(?im)^[ \t]*\|[^\r\n]*" + quoted + r"[^\r\n]*\r?\n[ \t]*\|[ \t:|-]*-[ \t:|-]*\r?\n"
+            r"[ \t]*\|[^\r\n]*[^\s|:-]",
             _pick_table,
         ),
     )

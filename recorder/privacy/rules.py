@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
 from blackbox.recorder.privacy.engine import (
     MARKER,
@@ -178,6 +179,9 @@ STOP_WORDS = frozenset(
 )
 
 
+_PROSE_TAIL = ".,:;!?)]}"  # punctuation a sentence puts after a word
+
+
 def is_placeholder(value: bytes) -> bool:
     """Whether a value stands for one without being one: empty, `${TOKEN}`, `<your-key>`,
     `{{secret}}`, `%s`, a mask (`***`, `xxx`, `•••`, `...`), or a marker already."""
@@ -193,8 +197,103 @@ def is_prose(value: bytes) -> bool:
     placeholder): "password: required", "token: see below"."""
     if is_placeholder(value):
         return True
-    word = value.lower().rstrip(b".,:;!?)]}")
+    word = value.lower().rstrip(_PROSE_TAIL.encode())
     return len(word) <= 40 and word.decode("latin-1") in STOP_WORDS
+
+
+# The stop words a rule's pattern itself refuses after a secret's name: the names and schemes
+# (what a text tiled with a rule's own trigger words holds after each name: `token = token =`,
+# `password is: password is:`) and the commonest prose. The picker refuses the other stop words,
+# one candidate at a time: with all of them the pattern is three times larger, and the automaton
+# RE2 runs backwards over each match to find its start outgrows its memory.
+PATTERN_STOP_WORDS = frozenset(
+    {
+        *("bearer", "basic", "token", "tokens", "digest", "negotiate", "ntlm", "auth"),
+        *("password", "passwords", "secret", "secrets", "key", "keys", "credentials", "cookie"),
+        *("is", "was", "are", "not", "none", "null", "required", "optional", "the", "a", "an"),
+    }
+)
+assert PATTERN_STOP_WORDS <= STOP_WORDS
+
+
+def _class_chars(chars: Iterable[str]) -> str:
+    """Characters as the body of a character class."""
+    return "".join("\\" + c if c in "\\]-^[" else c for c in sorted(set(chars)))
+
+
+def not_prose_pattern(
+    outside: str, *, first_not: str = "", last_not: str = "", min_len: int = 1, end: bool = True
+) -> str:
+    """An RE2 pattern of a value: a run of the characters not in `outside` (a character class's
+    body, such as `\\s"'`), `min_len` long or more, starting with none of `first_not`, ending
+    with none of `last_not` (punctuation) and, once its trailing punctuation is stripped, none of
+    PATTERN_STOP_WORDS; then, with `end`, the character that ends the run (or the text's end),
+    else the pattern after it must end the run.
+
+    Why in the pattern: a text tiled with `token = token = ...` has a candidate every few bytes,
+    each refused as prose, and a refusal in the automaton costs nothing where one in Python costs
+    a call per candidate. The run is read as a word, then punctuation; the word is the stop
+    words' complement, written as two tries (words that leave the stop words' trie and run on,
+    words that end inside it on no stop word), so the pattern grows with the words' letters."""
+    tail = "".join(c for c in _PROSE_TAIL if c not in outside)
+    assert set(last_not) <= set(tail), "a bad last character is trailing punctuation"
+    run = f"[^{outside}]"
+
+    def cls(excluded: str) -> str:
+        return f"[^{outside}{_class_chars(excluded)}]"
+
+    def some(chars: str, excluded: str) -> str:
+        return _class_chars(c for c in chars if c not in excluded)
+
+    def punctuation(least: int) -> str:
+        """Trailing punctuation, `least` characters or more, the last not in `last_not`."""
+        if least <= 0:
+            return f"(?:[{_class_chars(tail)}]*[{some(tail, last_not)}])?"
+        return f"[{_class_chars(tail)}]{{{least - 1},}}[{some(tail, last_not)}]"
+
+    trie: dict[str, dict] = {}
+    for stop_word in sorted(PATTERN_STOP_WORDS):
+        node = trie
+        for c in stop_word:
+            node = node.setdefault(c, {})
+        node[""] = {}  # a stop word ends here
+
+    def longer(node: dict) -> str:
+        """Below the root: leaving the trie, then at least one more character."""
+        children = "".join(sorted(c for c in node if c))
+        alternatives = [cls(children)] + [re.escape(c) + longer(node[c]) for c in children]
+        return "(?:" + "|".join(alternatives) + ")"
+
+    def ending(node: dict, depth: int) -> str:
+        """Ending on a stop word's prefix, or on the one character that leaves the trie; a word
+        shorter than `min_len` with punctuation making up the length."""
+        children = "".join(sorted(c for c in node if c))
+        alternatives = [re.escape(c) + ending(node[c], depth + 1) for c in children]
+        leave = cls(children + tail + (first_not if depth == 0 else ""))
+        alternatives.append(leave + punctuation(min_len - depth - 1))
+        if depth > 0 and "" not in node:
+            alternatives.append(punctuation(min_len - depth))
+        return "(?:" + "|".join(alternatives) + ")"
+
+    roots = "".join(sorted(c for c in trie if c))
+    first = cls(roots + first_not)
+    # Leaving at the root: at least two characters; two need punctuation to make three.
+    short = f"{run}{{{max(1, min_len - 2)},}}" if min_len > 2 else f"{run}*"
+    word = (
+        f"(?:{first}{short}{cls(tail)}{punctuation(0)}"
+        + (f"|{first}{cls(tail)}{punctuation(min_len - 2)}" if min_len > 2 else "")
+        + "".join(
+            f"|{re.escape(c)}{longer(trie[c])}{run}*{cls(tail)}{punctuation(0)}" for c in roots
+        )
+        + f"|{ending(trie, 0)})"
+    )
+    # A run of punctuation alone is no stop word (`is_placeholder` judges it).
+    if min_len > 1:
+        alone = f"[{some(tail, first_not)}]{punctuation(min_len - 1)}"
+    else:
+        alone = f"[{some(tail, first_not + last_not)}]|[{some(tail, first_not)}]{punctuation(1)}"
+    stop = f"(?:[{outside}]|$)" if end else ""
+    return f"(?i:(?:{word}|{alone}){stop})"
 
 
 _CALL = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*[(\[]")
@@ -247,6 +346,28 @@ def with_digit(buf: bytes, m: Match, ctx: Context) -> Hit | None:
     if not any(c in b"0123456789" for c in buf[start + 3 : end]):
         return None
     return marker_hit(start, end, buf[start:end], ctx)
+
+
+def _not_plain_word(min_len: int) -> str:
+    """An RE2 pattern of a token's run (`[A-Za-z0-9._~+/=-]`), `min_len` long or more, that
+    `is_plain_word` does not refuse once its trailing dots are stripped: it holds a digit or
+    other punctuation, a dot before more, an upper-case letter after another letter, or more than
+    32 letters, or it is one letter or none before dots. Refused in the automaton, a text tiled
+    with `Bearer Authorization` costs no call per word."""
+    char = "[A-Za-z0-9._~+/=-]"
+    marks = [("[0-9_~+/=-]", 1), (r"\.[A-Za-z0-9_~+/=-]", 2), ("[A-Za-z][A-Z]", 2)]
+    alternatives = []
+    for mark, width in marks:
+        for before in range(min_len):
+            after = max(0, min_len - before - width)
+            alternatives.append(f"{char}{{{before}}}{mark}{char}{{{after},}}")
+        alternatives.append(f"{char}{{{min_len},}}{mark}{char}*")
+    alternatives.append(f"{char}*[A-Za-z]{{33}}{char}*")
+    alternatives.append(rf"\.{char}{{{min_len - 1},}}|[A-Za-z]\.{char}{{{min_len - 2},}}")
+    return "(?-i:" + "|".join(alternatives) + ")"
+
+
+_NOT_PLAIN_TOKEN = _not_plain_word(8)
 
 
 def after_space(buf: bytes, m: Match, ctx: Context) -> Hit | None:
@@ -310,12 +431,7 @@ BLOCKS: tuple[tuple[str, str, Picker, tuple[str, ...]], ...] = (
     ("url_password", r"://[^/\s:@]*:[^/\s@]+@", url_password, ("://",)),
 )
 KEY_SHAPES: tuple[tuple[str, str, Picker, tuple[str, ...]], ...] = (
-    (
-        "bearer",
-        r"(?i)\b(?:bearer|token)\s+[A-Za-z0-9._~+/=-]{8,}",
-        after_space,
-        ("bearer", "token"),
-    ),
+    ("bearer", r"(?i)\b(?:bearer|token)\s+" + _NOT_PLAIN_TOKEN, after_space, ("bearer", "token")),
     ("basic_auth", r"(?i)\bbasic\s+[A-Za-z0-9+/]{8,}={0,2}", after_space, ("basic",)),
     ("openai_anthropic_key", r"\bsk-[A-Za-z0-9_-]{16,}", with_digit, ("sk-",)),
     (

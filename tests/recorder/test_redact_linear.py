@@ -33,7 +33,7 @@ def _best(redactor: Redactor, text: str, repeat: int) -> float:
 
 PLAIN = plain_text(N)
 # Bounds: generous, as the suite shares two cores with other work (bench/redact.py measures
-# the worst near-miss frames at up to ~16x plain text on this machine); a quadratic rule misses
+# the worst near-miss frames at about 2x plain text on this machine); a quadratic rule misses
 # them by a factor of a thousand at this size.
 RATIO = 30.0
 PER_SECRET = 60e-6  # what replacing one secret may add (its fingerprint, the splice)
