@@ -62,16 +62,11 @@ format: $(PY_STAMP)
 
 # Three workers on two cores: most tests wait on servers and subprocesses, not on the CPU
 # (measured: 279 s against 565 s in one process). Each worker has its own PostgreSQL database,
-# temp directories and ports picked free. The downloads (PyPI, npm, apt) run side by side, and
-# the type check beside the suite's first minutes (one process among the workers), so that
-# `make test` on a fresh clone is the suite's time plus the PyPI install, not the sum of all.
+# temp directories and ports picked free. The downloads (PyPI, npm, apt) run side by side, the
+# checks as soon as the package is installed.
 test:
-	@$(MAKE) --no-print-directory -j3 setup services
-	@$(MAKE) --no-print-directory lint
-	@( $(PY) tools/typecheck.py > $(VENV)/typecheck.out 2>&1; echo $$? > $(VENV)/typecheck.rc ) & \
-	$(PY) -m pytest -n 3 --dist worksteal; suite=$$?; wait; \
-	echo "== make typecheck"; cat $(VENV)/typecheck.out; \
-	test $$suite -eq 0 && test "$$(cat $(VENV)/typecheck.rc)" -eq 0
+	@$(MAKE) --no-print-directory -j3 setup services lint typecheck
+	$(PY) -m pytest -n 3 --dist worksteal
 
 bench: setup $(BENCH_STAMP)
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
