@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from blackbox.recorder.otel.batch import export
+from blackbox.recorder.otel.batch import build_spans, export
 from blackbox.recorder.otel.sdk import Target
 from blackbox.recorder.otel.spans import DURATION_BUCKETS
 from blackbox.recorder.otel.watermark import Watermark
@@ -236,10 +236,14 @@ def test_record_otel_sends_live_and_batch_sends_nothing_twice(sqlite_url: str, t
         assert _eventually(session_span), "the follower sent no session span"
         live = _by_session(receiver)[sid]
         assert sum(s.name == "tools/call echo" for s in live) == 5
-        # The follower and the batch share the watermark in the data directory.
+        # The follower and the batch share the watermark in the data directory. The follower
+        # records a send once the collector has answered it: wait for that record, as a batch
+        # run by hand a moment later would find it.
         store = open_store(sqlite_url)
         try:
             watermark = Watermark(tmp_path / "otel-watermark.sqlite", sqlite_url)
+            last = max(span.end_seq for span in build_spans(store, session_id=sid))
+            assert _eventually(lambda: watermark.sent_seq(sid) >= last), watermark.sent()
             again = export(store, watermark, Target(receiver.url))
         finally:
             store.close()
