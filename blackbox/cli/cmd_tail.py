@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from blackbox import config
 from blackbox.cli.options import NAME_GLOB_HELP, open_configured_store, store_option
 from blackbox.cli.output import colour, terminal_width
+from blackbox.cli.redaction_options import configured_redactor, redaction_options
 from blackbox.cli.tail import TailFilter, run_tail
 
 
@@ -45,6 +47,7 @@ from blackbox.cli.tail import TailFilter, run_tail
     show_default=True,
     help="Output format.",
 )
+@redaction_options("payloads")
 @store_option
 def tail(
     session: str | None,
@@ -56,6 +59,8 @@ def tail(
     errors: bool,
     fmt: str,
     store_url: str | None,
+    redact_rules: Path | None = None,
+    no_redact: bool = False,
 ) -> None:
     """Print the newest records, a request and its response on one line with the latency.
 
@@ -64,7 +69,8 @@ def tail(
     following. Each line starts with the time, the session's handle and name, and the seq.
     With -f, records of running taps show within a second of crossing the wire (their
     journals are read too). Lines fit the terminal (COLUMNS); colour only on a terminal,
-    never with NO_COLOR set.
+    never with NO_COLOR set. Secrets are redacted as `show` and `export` redact them
+    (--redact RULES, or --no-redact for the bytes as stored).
 
     \b
     Example:
@@ -77,6 +83,7 @@ def tail(
     store = open_configured_store(store_url)
     session_id = store.resolve(session) if session else None
     filt = TailFilter(method=method, tool=tool, errors=errors)
+    redactor = configured_redactor(redact_rules, no_redact, store_url)
     try:
         run_tail(
             store,
@@ -88,6 +95,7 @@ def tail(
             fmt,
             lambda line: click.echo(line, color=colour()),
             width=terminal_width(),
+            redact=redactor.redact_record if redactor is not None else None,
         )
     except KeyboardInterrupt:
         return

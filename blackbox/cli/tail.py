@@ -343,9 +343,11 @@ def run_tail(
     emit: Callable[[str], None],
     stop: Callable[[], bool] | None = None,
     width: int | None = None,
+    redact: Callable[[Record], Record] | None = None,
 ) -> None:
     """Print the last `history` lines the filters keep (filters first, then the count; then,
-    with `follow_on`, every new one) through `emit`; text lines fit `width` columns when given."""
+    with `follow_on`, every new one) through `emit`; text lines fit `width` columns when given,
+    each record through `redact` first (as `show` and `export` redact)."""
     formatter: TailFormatter | JsonlFormatter = (
         JsonlFormatter(filt)
         if fmt == "jsonl"
@@ -359,6 +361,8 @@ def run_tail(
     depth = history_depth(store, session_id, history, filt)
     first = depth > 0  # `follow` yields the history first (when there is any)
     for batch in follow(store, journal_dir, session_id, depth, stop=stopping):
+        if redact is not None:
+            batch = [redact(rec) for rec in batch]
         if first:
             # The history is whole: a request it holds without its response prints now.
             lines = [*formatter.feed(batch), *formatter.flush(everything=True)]

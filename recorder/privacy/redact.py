@@ -40,8 +40,9 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
-from blackbox.recorder.log import StoredEvent, encode_json
+from blackbox.recorder.log import encode_json
 from blackbox.recorder.privacy.embedded import (
     PHRASE,
     QUOTED_TAILS,
@@ -121,6 +122,10 @@ def _user_pick(has_secret: bool) -> Picker:
         return start, end, ctx.marker(buf[start:end]).encode()
 
     return pick
+
+
+# A record with its bytes in `raw`: the store's `StoredEvent`, or a live feed's record.
+_Rec = TypeVar("_Rec", bound=Any)
 
 
 @dataclass
@@ -388,10 +393,10 @@ class Redactor:
             self._count("unredactable")
             return self.marker(bytes(raw)).encode()
 
-    def redact_record(self, ev: StoredEvent) -> StoredEvent:
-        """A stored record as it may be shown: its raw bytes redacted (the very same record
-        when nothing matched). Frames and session events alike: a session's command line can
-        carry a token too."""
+    def redact_record(self, ev: _Rec) -> _Rec:
+        """A record as it may be shown (a stored one, or one a follower read from a journal):
+        its raw bytes redacted (the very same record when nothing matched). Frames and session
+        events alike: a session's command line can carry a token too."""
         raw = self.redact_frame(ev.raw)
         return ev if raw is ev.raw else dataclasses.replace(ev, raw=raw)
 

@@ -1,7 +1,7 @@
 """One redaction for every way out (issue 35, point 3): a session recorded without `--redact`
-holds a secret in its store; `show`, the web UI's JSON and a replay suite's JUnit file redact it
-as `export` does (the built-in rules, keyed per store, by default), and so does a replay's
-report; `--no-redact` shows what is stored, which proves the redaction is what hid it."""
+holds a secret in its store; `show`, `tail`, the web UI's JSON and a replay suite's JUnit file
+redact it as `export` does (the built-in rules, keyed per store, by default), and so does a
+replay's report; `--no-redact` shows what is stored, which proves the redaction is what hid it."""
 
 from __future__ import annotations
 
@@ -56,6 +56,18 @@ def test_show_redacts_what_export_would(recorded: tuple[str, str, Path]) -> None
         assert code == 0
         assert SECRET.encode() not in out and b"[redacted:" in out, args
     code, out = cli(home, "show", sid, "--store", url, "--format", "json", "--no-redact")
+    assert code == 0 and SECRET.encode() in out
+
+
+def test_tail_redacts_what_export_would(recorded: tuple[str, str, Path]) -> None:
+    url, sid, home = recorded
+    for args in (("--format", "jsonl"), ()):  # jsonl: each record's whole text
+        code, out = cli(home, "tail", sid, "--store", url, "-n", "100", *args)
+        assert code == 0
+        assert SECRET.encode() not in out, args
+    code, out = cli(home, "tail", sid, "--store", url, "-n", "100", "--format", "jsonl")
+    assert b"[redacted:" in out
+    code, out = cli(home, "tail", sid, "--store", url, "--format", "jsonl", "--no-redact")
     assert code == 0 and SECRET.encode() in out
 
 
