@@ -88,7 +88,9 @@ def select_bundle_sessions(
     for ref in refs or []:
         hits = [s for sid, s in sessions.items() if sid.startswith(ref)]
         if ref not in sessions and 6 <= len(ref) <= 12 and "-" not in ref:  # as the store does
-            hits += [s for sid, s in sessions.items() if sid.endswith(ref) and s not in hits]
+            hits += [
+                s for sid, s in sessions.items() if sid.endswith(ref) and not sid.startswith(ref)
+            ]
         if len(hits) != 1:
             what = "no session" if not hits else f"{len(hits)} sessions"
             raise ExportError(f"{what} in the bundle match {ref!r}")
