@@ -172,7 +172,8 @@ class Fault(Document):
     fault: str = doc_field(
         "The fault: stdout_pollution, invalid_json, invalid_utf8, oversize_frame, spawn_failed,"
         " server_exited, exit_with_outstanding, broken_pipe, timeout, stream_cut,"
-        " upstream_error, store_refused (`raw_base64` holds the record a store refused)...",
+        " upstream_error, store_refused (`raw_base64` holds the record a store refused),"
+        " redaction_over_budget (a frame stored withheld: `rule`, `budget_ms`, `size`)...",
         required=True,
         default="unknown",
     )
