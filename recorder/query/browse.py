@@ -16,7 +16,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from blackbox.recorder.log import DERIVED, request_key, response_key
-from blackbox.recorder.query.counts import NORMAL_ENDINGS, count_sessions, derived_outcome
+from blackbox.recorder.query.counts import (
+    NORMAL_ENDINGS,
+    SessionCounts,
+    count_sessions,
+    derived_outcome,
+)
 from blackbox.recorder.query.handles import short_handles
 from blackbox.recorder.store import EventStore, events, session_info, sessions, with_traffic
 from sqlalchemy import and_, func, or_, select
@@ -66,10 +71,10 @@ class SessionQuery:
 
 
 def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
-    """One page of sessions, newest first, each with its outcome as `blackbox sessions` derives
-    it (`counts.derived_outcome`): the page's sessions are counted, and with an `outcome` filter
-    the pages after it too, until enough are kept. `session_counts` gives the counts again as
-    open sessions grow."""
+    """One page of sessions, newest first, each with its counts and outcome as `blackbox
+    sessions` gives them (`counts.SessionCounts`, `counts.derived_outcome`): the page's sessions
+    are counted, and with an `outcome` filter the pages after it too, until enough are kept.
+    `session_counts` gives one session's counts again as it grows."""
     s = sessions.c
     started = func.coalesce(s.started_ns, 0)
     stmt = select(sessions).order_by(started.desc(), s.session_id.desc())
@@ -91,7 +96,7 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
             stmt = stmt.where(s.sealed_count.is_(None))
     elif query.outcome:
         stmt = stmt.where(s.outcome == query.outcome)  # an abnormal ending is the outcome
-    kept: list[tuple[Row, str]] = []
+    kept: list[tuple[Row, str, SessionCounts]] = []
     before, more = query.before, False
     while True:
         batch_stmt = stmt
@@ -104,7 +109,7 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
         for r in rows:
             outcome = derived_outcome(session_info(r), counted[r.session_id])
             if not query.outcome or outcome == query.outcome:
-                kept.append((r, outcome))
+                kept.append((r, outcome, counted[r.session_id]))
         if len(kept) > query.limit:
             more = True
             break
@@ -113,7 +118,7 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
         before = (rows[-1].started_ns or 0, rows[-1].session_id)
     kept = kept[: query.limit]
     out = []
-    for r, outcome in kept:
+    for r, outcome, counts in kept:
         duration = None
         if r.started_ns is not None and r.ended_ns is not None:
             duration = round((r.ended_ns - r.started_ns) / 1e9, 3)
@@ -133,6 +138,7 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
                 "ended": r.outcome,
                 "replay_of": r.replay_of,
                 "sealed": r.sealed_count is not None,
+                **counts.as_dict(),
             }
         )
     handles = short_handles(store, [row["id"] for row in out])

@@ -201,21 +201,16 @@ async function sessions() {
     el("td", { text: when(s.started_ns) }), el("td", { text: s.duration_s == null ? "" : `${s.duration_s}s` }),
     el("td", { class: "calls" }), el("td", { class: "errors" }), el("td", { class: "faults" }),
     el("td", { class: "outcome", text: s.outcome || "" }));
-  const fillCounts = async (list) => {
-    // The list shows first; counting reads every record of a session, so the counts follow.
-    if (!list.length) return;
-    const p = new URLSearchParams({ ids: list.map((s) => s.id).join(","), sealed: list.filter((s) => s.sealed).map((s) => s.id).join(",") });
-    const counts = await getJSON(`/api/counts?${p}`);
-    for (const [id, c] of Object.entries(counts)) {
-      const tr = tbody.querySelector(`tr[data-id="${id}"]`);
+  const fillCounts = (list) => {
+    // Each row carries its counts and derived outcome, as `blackbox sessions` gives them.
+    for (const s of list) {
+      const tr = tbody.querySelector(`tr[data-id="${s.id}"]`);
       if (!tr) continue;
       for (const k of ["calls", "errors", "faults"]) {
         const td = tr.querySelector(`td.${k}`);
-        td.textContent = String(c[k]);
-        if (k !== "calls" && c[k]) { td.classList.add("error"); tr.classList.add("bad"); }
+        td.textContent = String(s[k]);
+        if (k !== "calls" && s[k]) { td.classList.add("error"); tr.classList.add("bad"); }
       }
-      // The outcome derived from the counts, as `blackbox sessions` shows it (not the stored ending).
-      tr.querySelector("td.outcome").textContent = c.outcome;
     }
     document.body.classList.add("counted");
   };
