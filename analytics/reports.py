@@ -275,10 +275,31 @@ def permissions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> li
 READ_MODEL = "_read_model"
 
 
-def _give_read_model(store: EventStore, con: duckdb.DuckDBPyConnection) -> None:
-    """Register `READ_MODEL` on `con`: for each session of the copy, its counts (`COUNT_NAMES`)
-    and outcome as the read model gives them."""
-    ids = [sid for (sid,) in con.execute("SELECT session_id FROM sessions").fetchall()]
+def _session_where(filters: Filters) -> tuple[str, list]:
+    """WHERE clause and parameters over the sessions view (as `s`)."""
+    clauses: list[str] = []
+    params: list = []
+    if filters.since_ns is not None:
+        clauses.append("s.started >= make_timestamp(? // 1000)")
+        params.append(filters.since_ns)
+    if filters.until_ns is not None:
+        clauses.append("s.started < make_timestamp(? // 1000)")
+        params.append(filters.until_ns)
+    if filters.session is not None:
+        clauses.append("s.session_id = ?")
+        params.append(filters.session)
+    if filters.server is not None:
+        clauses.append("s.server GLOB ?")
+        params.append(filters.server)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def _give_read_model(store: EventStore, con: duckdb.DuckDBPyConnection, filters: Filters) -> None:
+    """Register `READ_MODEL` on `con`: for each session the report covers, its counts
+    (`COUNT_NAMES`) and outcome as the read model gives them."""
+    where, params = _session_where(filters)
+    found = con.execute(f"SELECT s.session_id FROM sessions s{where}", params).fetchall()
+    ids = [sid for (sid,) in found]
     counted = session_counts(store, ids)
     columns: dict[str, list] = {"session_id": list(counted), "outcome": []}
     columns.update({name: [] for name in COUNT_NAMES})
@@ -302,21 +323,7 @@ def sessions(con: duckdb.DuckDBPyConnection, by: str, filters: Filters) -> list[
         "session": "s.session_id",
         "day": "CAST(CAST(s.started AS DATE) AS VARCHAR)",
     }[by]
-    clauses: list[str] = []
-    params: list = []
-    if filters.since_ns is not None:
-        clauses.append("s.started >= make_timestamp(? // 1000)")
-        params.append(filters.since_ns)
-    if filters.until_ns is not None:
-        clauses.append("s.started < make_timestamp(? // 1000)")
-        params.append(filters.until_ns)
-    if filters.session is not None:
-        clauses.append("s.session_id = ?")
-        params.append(filters.session)
-    if filters.server is not None:
-        clauses.append("s.server GLOB ?")
-        params.append(filters.server)
-    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    where, params = _session_where(filters)
     counts = ", ".join(f"coalesce(r.{name}, 0) AS {name}" for name in COUNT_NAMES)
     base = f"""
         WITH s AS (
@@ -528,7 +535,7 @@ def run_report(
     con, result = refreshed_connection(store, base_dir, progress, window_s)
     try:
         if kind == "sessions":
-            _give_read_model(store, con)
+            _give_read_model(store, con, filters)
         report = Report(kind, by, filters, BUILDERS[kind](con, by, filters), refresh=result)
         _add_handles(store, report.sections)
         if with_charts:
