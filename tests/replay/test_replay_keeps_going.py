@@ -30,6 +30,7 @@ from click.testing import CliRunner
 
 from blackbox.cli.main import load_command, main
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.replay_kit import record_notes_session, tool_call
 from tests.fixtures.taps import INITIALIZED_MESSAGE, wait_sealed
 
@@ -82,14 +83,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, dict[
 
 
 def _replay(url: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [peers.BLACKBOX, "replay", "last", "--store", url, *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    """`replay last` in this process, its stdin not a terminal (the prompt test below runs the
+    installed command on a pseudo-terminal)."""
+    return run_blackbox("replay", "last", "--store", url, *args, env=env)
 
 
 def test_read_only_compares_only_the_calls_it_sent(recorded) -> None:  # type: ignore[no-untyped-def]
