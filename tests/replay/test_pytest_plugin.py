@@ -53,7 +53,9 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str, P
 def run(pytester: pytest.Pytester, source: str, variant: str) -> pytest.RunResult:
     against = f"{peers.PYTHON} {VARIANT} {variant}"
     pytester.makepyfile(test_replays=TEST_FILE.format(source=source, against=against))
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
+    # In this process: the inner session still loads the plugin from its entry point into a
+    # plugin manager of its own; a subprocess would only add a start of pytest and the SDK.
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-v")
 
 
 def handle(session_id: str) -> str:
