@@ -204,17 +204,22 @@ def test_the_connection_itself_is_locked(setup: dict) -> None:
 
 def test_every_documented_view_still_reads(setup: dict) -> None:
     script = "".join(f"SELECT * FROM {view} LIMIT 1;\n" for view in COLUMNS)
-    result = sql(setup, "--format", "jsonl", input=script)
+    result = run_blackbox(
+        "sql", "--format", "jsonl", "--store", setup["url"], env=setup["env"], input=script
+    )
     assert result.returncode == 0 and result.stderr == "", result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines() if line]
     assert [list(row) for row in rows] == list(COLUMNS.values())
-    counts = sql(
-        setup,
+    counts = run_blackbox(
+        "sql",
         "SELECT (SELECT count(*) FROM sessions) AS sessions, (SELECT count(*) FROM calls "
         "WHERE outcome = 'tool_error') AS failed, (SELECT count(*) FROM faults) AS faults, "
         "(SELECT count(*) FROM decisions) AS decisions",
         "--format",
         "json",
+        "--store",
+        setup["url"],
+        env=setup["env"],
     )
     assert counts.returncode == 0, counts.stderr
     assert json.loads(counts.stdout) == [{"sessions": 2, "failed": 1, "faults": 1, "decisions": 1}]
@@ -229,7 +234,9 @@ def test_timeout_stops_a_long_query(setup: dict) -> None:
         "blackbox: query stopped: it ran longer than its time limit of 1s\n"
     ), result.stderr
     assert took < 15, took
-    bad = sql(setup, "SELECT 1", "--timeout", "0")
+    bad = run_blackbox(
+        "sql", "SELECT 1", "--timeout", "0", "--store", setup["url"], env=setup["env"]
+    )
     assert bad.returncode == 2 and "not a positive duration" in bad.stderr
 
 
