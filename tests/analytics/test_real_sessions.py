@@ -5,7 +5,6 @@ views, a report and the doctor over what the tap actually wrote."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from blackbox.recorder.store import open_store
 
 from tests.fixtures import peers
 from tests.fixtures.analytics_kit import rows
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.taps import wait_sealed
 
 RUNS = {
@@ -113,22 +113,10 @@ def test_doctor_over_real_sessions(recorded) -> None:  # type: ignore[no-untyped
         "crash": {"exit_with_outstanding", "open_at_fault"},
     }
     env = {"BLACKBOX_HOME": str(tmp / "home"), "BLACKBOX_STORE": url, "PATH": "/usr/bin:/bin"}
-    ok = subprocess.run(
-        [peers.BLACKBOX, "doctor", ids["modern"]],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    ok = run_blackbox("doctor", ids["modern"], env=env)
     assert ok.returncode == 0, ok.stderr
     assert "no findings" in ok.stdout
-    bad = subprocess.run(
-        [peers.BLACKBOX, "doctor", ids["pollution"], "--format", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = run_blackbox("doctor", ids["pollution"], "--format", "json", env=env)
     assert bad.returncode == 1, bad.stderr
     doc = json.loads(bad.stdout)
     (finding,) = doc["findings"]

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 from blackbox.recorder.store import open_store
 
-from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.taps import run_session, wait_sealed
 
 
@@ -32,9 +31,8 @@ def drifted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def blackbox(env: dict[str, str], *args: str, status: int = 0) -> str:
-    done = subprocess.run(
-        [peers.BLACKBOX, *args], capture_output=True, text=True, env=env, timeout=120
-    )
+    # In-process: these tests ask what the commands print over recorded sessions.
+    done = run_blackbox(*args, env=env)
     assert done.returncode == status, done.stderr
     return done.stdout
 
