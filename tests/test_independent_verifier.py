@@ -6,8 +6,13 @@ can check with it too.
 
 The project only makes the evidence, in a child process: a store with sessions, a bundle
 written by `blackbox export`, and a checkpoint signed with `blackbox.recorder.trust.checkpoint` over
-a root from `blackbox.recorder.log.merkle`. This module imports the verifier and the standard
-library only: everything here and in the verifier reads files and text, nothing else.
+a root from `blackbox.recorder.log.merkle`. This module imports the verifier, pytest (to scope its
+fixtures) and the standard library only: everything here and in the verifier reads files and text,
+nothing else.
+
+Each kind of evidence is made once per module, by one child process that runs every step of its
+making (scripts and `blackbox` commands) in turn: a process start costs far more CPU than any
+check here. A test that tampers with evidence tampers with its own copy.
 """
 
 from __future__ import annotations
@@ -17,10 +22,14 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.fixtures.independent_verifier import (
     EMPTY_ROOT,
@@ -48,7 +57,6 @@ from tests.fixtures.independent_verifier import (
 # == The evidence, made by the project in a child process =====================================
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = str(Path(sys.executable).with_name("blackbox"))
 
 MAKE_STORE = """
 import sys
@@ -94,38 +102,144 @@ note = checkpoint.sign_checkpoint(
 print(json.dumps({"note": note, "vkey": signer.vkey, "other_vkey": other.vkey}))
 """
 
+# Runs the steps given as JSON in argv[1], in order: ["py", code, *argv] runs a script as
+# `python -c code *argv` would, ["cli", *args] runs `blackbox ARGS` (in this process, as
+# tests/fixtures/clirun.py does). Prints, as JSON, each step's [exit status, stdout, stderr].
+STEPS = """
+import contextlib, io, json, sys
+from tests.fixtures.clirun import run_blackbox
 
-def run(*args: str, env: dict[str, str]) -> str:
+results = []
+for step in json.loads(sys.argv[1]):
+    if step[0] == "cli":
+        done = run_blackbox(*step[1:])
+        results.append([done.returncode, done.stdout, done.stderr])
+        continue
+    sys.argv = ["-c", *step[2:]]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(step[1], {"__name__": "__main__"})
+    results.append([0, out.getvalue(), ""])
+print(json.dumps(results))
+"""
+
+
+def script(code: str, *argv: str) -> list[str]:
+    return ["py", code, *argv]
+
+
+def blackbox(*args: str) -> list[str]:
+    return ["cli", *args]
+
+
+def in_one_child(steps: list[list[str]], home: Path) -> list[tuple[int, str, str]]:
+    """Every step run in turn by one child process with `home` as its data directory: each
+    step's (exit status, stdout, stderr). A script that fails fails the child."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(home))
     done = subprocess.run(
-        args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", STEPS, json.dumps(steps)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    # The results are the child's last line: anything printed before them is not ours to parse.
+    last_line = done.stdout.splitlines()[-1]
+    return [(code, out, err) for code, out, err in json.loads(last_line)]
 
 
-def make_evidence(tmp_path: Path, redact: bool) -> tuple[Path, dict]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    if not (tmp_path / "store.db").exists():
-        run(sys.executable, "-c", MAKE_STORE, url, env=env)
-    bundle = tmp_path / ("redacted" if redact else "bundle")
-    flags = [] if redact else ["--no-redact"]
-    run(CLI, "export", "--store", url, "--out", str(bundle), "--format", "jsonl", *flags, env=env)
-    signed = json.loads(run(sys.executable, "-c", MAKE_CHECKPOINT, url, env=env))
-    return bundle, signed
+def made(steps: list[list[str]], home: Path) -> list[str]:
+    """The stdout of each step, every step having succeeded."""
+    results = in_one_child(steps, home)
+    for (code, out, err), step in zip(results, steps, strict=True):
+        assert code == 0, (step[:3], out + err)
+    return [out for _code, out, _err in results]
 
 
-def make_signed_bundle(tmp_path: Path, redact: bool) -> tuple[Path, str]:
-    """A bundle exported with a signing key configured: it carries checkpoint.txt and
-    proofs.jsonl. Returns the bundle and the verifier key `keys init` printed last."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    run(sys.executable, "-c", MAKE_STORE, url, env=env)
-    vkey = run(CLI, "keys", "init", "--origin", "blackbox.example/log", env=env).split()[-1]
-    bundle = tmp_path / "signed"
-    flags = [] if redact else ["--no-redact"]
-    run(CLI, "export", "--store", url, "--out", str(bundle), "--format", "jsonl", *flags, env=env)
-    return bundle, vkey
+def copy_store(db: Path, to: Path) -> Path:
+    """A SQLite store copied with its write-ahead log, if one was left beside it."""
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{db}{suffix}").exists():
+            shutil.copyfile(f"{db}{suffix}", f"{to}{suffix}")
+    return to
+
+
+def export(url: str, out: Path, *flags: str) -> list[str]:
+    return blackbox("export", "--store", url, "--out", str(out), "--format", "jsonl", *flags)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A store of three sessions, its bundle exported with and without redaction (no key
+    configured), and a checkpoint over its log signed by a fresh key."""
+
+    store: Path
+    bundle: Path
+    redacted: Path
+    note: str
+    vkey: str
+    other_vkey: str  # another key of the same name as the one that signed `note`
+
+
+@pytest.fixture(scope="module")
+def evidence(tmp_path_factory: pytest.TempPathFactory) -> Evidence:
+    where = tmp_path_factory.mktemp("evidence")
+    url = f"sqlite:///{where / 'store.db'}"
+    steps = [
+        script(MAKE_STORE, url),
+        export(url, where / "bundle", "--no-redact"),
+        export(url, where / "redacted"),
+        script(MAKE_CHECKPOINT, url),
+    ]
+    signed = json.loads(made(steps, where / "home")[-1])
+    return Evidence(
+        where / "store.db",
+        where / "bundle",
+        where / "redacted",
+        signed["note"],
+        signed["vkey"],
+        signed["other_vkey"],
+    )
+
+
+@pytest.fixture
+def bundle(evidence: Evidence, tmp_path: Path) -> Path:
+    """This test's copy of the unredacted bundle, to tamper with."""
+    return Path(shutil.copytree(evidence.bundle, tmp_path / "bundle"))
+
+
+@dataclass(frozen=True)
+class SignedBundles:
+    """Bundles exported, redacted and not, with a signing key configured: they carry
+    checkpoint.txt, proofs.jsonl and manifest.sig."""
+
+    home: Path
+    redacted: Path
+    plain: Path
+    vkey: str  # the verifier key `keys init` printed last
+
+
+@pytest.fixture(scope="module")
+def signed_bundles(tmp_path_factory: pytest.TempPathFactory) -> SignedBundles:
+    where = tmp_path_factory.mktemp("signed")
+    url = f"sqlite:///{where / 'store.db'}"
+    steps = [
+        script(MAKE_STORE, url),
+        blackbox("keys", "init", "--origin", "blackbox.example/log"),
+        export(url, where / "signed-redacted"),
+        export(url, where / "signed", "--no-redact"),
+    ]
+    vkey = made(steps, where / "home")[1].split()[-1]
+    return SignedBundles(where / "home", where / "signed-redacted", where / "signed", vkey)
+
+
+@pytest.fixture
+def signed_plain(signed_bundles: SignedBundles, tmp_path: Path) -> Path:
+    """This test's copy of the unredacted signed bundle, to tamper with."""
+    return Path(shutil.copytree(signed_bundles.plain, tmp_path / "signed"))
 
 
 def rewrite_manifest_hash(bundle: Path, name: str) -> None:
@@ -169,14 +283,15 @@ def imports_of(path: Path) -> set[str]:
 def test_the_verifier_imports_nothing_of_the_project() -> None:
     verifier = imports_of(ROOT / "tests" / "fixtures" / "independent_verifier.py")
     assert {name.split(".")[0] for name in verifier} == {"cryptography"}
-    # This module adds the verifier and nothing else: the evidence is made in child processes.
-    assert imports_of(Path(__file__)) == {"tests.fixtures.independent_verifier"}
+    # This module adds the verifier and pytest (for its fixtures' scope) and nothing else: the
+    # evidence is made in child processes.
+    assert imports_of(Path(__file__)) == {"pytest", "tests.fixtures.independent_verifier"}
 
 
-def test_a_bundle_and_a_checkpoint_verify(tmp_path: Path) -> None:
-    bundle, signed = make_evidence(tmp_path, redact=False)
+def test_a_bundle_and_a_checkpoint_verify(evidence: Evidence) -> None:
+    bundle = evidence.bundle
     assert check_bundle(bundle) == []
-    assert check_checkpoint_root(signed["note"], signed["vkey"], bundle) == []
+    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle) == []
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert len(manifest["sessions"]) == 3
     records = read_records_jsonl(bundle / "records.jsonl")
@@ -184,33 +299,29 @@ def test_a_bundle_and_a_checkpoint_verify(tmp_path: Path) -> None:
     assert sum(r["kind"] == SEAL_KIND for r in records) == 2  # two sealed, one open
 
 
-def test_a_redacted_bundle_verifies_with_attested_hashes(tmp_path: Path) -> None:
-    bundle, _signed = make_evidence(tmp_path, redact=True)
-    records = read_records_jsonl(bundle / "records.jsonl")
+def test_a_redacted_bundle_verifies_with_attested_hashes(evidence: Evidence) -> None:
+    records = read_records_jsonl(evidence.redacted / "records.jsonl")
     assert [r["seq"] for r in records if r["redacted"]] == [4]
-    assert check_bundle(bundle) == []
+    assert check_bundle(evidence.redacted) == []
 
 
-def test_one_byte_changed_in_a_record_fails(tmp_path: Path) -> None:
-    bundle, signed = make_evidence(tmp_path, redact=False)
+def test_one_byte_changed_in_a_record_fails(evidence: Evidence, bundle: Path) -> None:
     change_one_byte(bundle, seq=4)
     problems = check_bundle(bundle)
     assert len(problems) == 1 and "seq 4 does not match its hash" in problems[0]
-    assert check_checkpoint_root(signed["note"], signed["vkey"], bundle) == []  # hashes kept
+    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle) == []  # hashes kept
 
 
-def test_an_edited_file_without_the_manifest_fails_on_its_hash(tmp_path: Path) -> None:
-    bundle, _signed = make_evidence(tmp_path, redact=False)
+def test_an_edited_file_without_the_manifest_fails_on_its_hash(bundle: Path) -> None:
     path = bundle / "records.jsonl"
     path.write_text(path.read_text().replace('"seq":2,', '"seq":2 ,', 1))
     assert check_bundle(bundle) == ["records.jsonl: sha256 differs from the manifest"]
 
 
 def test_a_rewritten_record_with_its_chain_recomputed_passes_the_bundle_but_not_the_root(
-    tmp_path: Path,
+    evidence: Evidence, bundle: Path
 ) -> None:
     """docs/trust.md: without a key a bundle proves only that it is consistent with itself."""
-    bundle, signed = make_evidence(tmp_path, redact=False)
     path = bundle / "records.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     victim = rows[0]["session_id"]
@@ -236,14 +347,13 @@ def test_a_rewritten_record_with_its_chain_recomputed_passes_the_bundle_but_not_
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     rewrite_manifest_hash(bundle, "records.jsonl")
     assert check_bundle(bundle) == []
-    assert check_checkpoint_root(signed["note"], signed["vkey"], bundle) == [
+    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle) == [
         "checkpoint: the root differs from the records' tree"
     ]
 
 
-def test_a_forged_checkpoint_is_refused(tmp_path: Path) -> None:
-    bundle, signed = make_evidence(tmp_path, redact=False)
-    note, vkey = signed["note"], signed["vkey"]
+def test_a_forged_checkpoint_is_refused(evidence: Evidence) -> None:
+    bundle, note, vkey = evidence.bundle, evidence.note, evidence.vkey
     text, _, signature = note.partition("\n\n")
     origin, size, _root = text.split("\n")
     forged_root = base64.b64encode(hashlib.sha256(b"forged").digest()).decode()
@@ -252,7 +362,7 @@ def test_a_forged_checkpoint_is_refused(tmp_path: Path) -> None:
     ) == ["checkpoint: the signature does not verify"]
     # Signed by another key of the same name: its key id differs, so the signature is not the
     # trusted key's and the note is refused as unsigned.
-    assert check_checkpoint_root(note, signed["other_vkey"], bundle) == [
+    assert check_checkpoint_root(note, evidence.other_vkey, bundle) == [
         "checkpoint: not signed by the trusted key"
     ]
     # The checkpoint's hash of the chain hashes is the documented one: RFC 9162 over 0..n.
@@ -264,37 +374,44 @@ def test_a_forged_checkpoint_is_refused(tmp_path: Path) -> None:
     assert merkle_root(leaves) == expected
 
 
-def test_a_session_the_exporter_found_broken_fails(tmp_path: Path) -> None:
+def test_a_session_the_exporter_found_broken_fails(evidence: Evidence, tmp_path: Path) -> None:
     """A writer renames a session in the `sessions` projection (no trigger guards it): export
     refuses; with --include-broken the manifest marks the session, and the verifier fails it
     although its records are intact."""
-    make_evidence(tmp_path, redact=False)
-    db = sqlite3.connect(tmp_path / "store.db")
+    store = copy_store(evidence.store, tmp_path / "store.db")
+    db = sqlite3.connect(store)
     with db:
         db.execute("UPDATE sessions SET name = 'innocent' WHERE name = 'keys'")
     db.close()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    args = [CLI, "export", "--store", url, "--format", "jsonl", "--no-redact", "--out"]
-    refused = subprocess.run(
-        [*args, str(tmp_path / "refused")], env=env, capture_output=True, text=True, check=False
+    url = f"sqlite:///{store}"
+    refused, marked = in_one_child(
+        [
+            export(url, tmp_path / "refused", "--no-redact"),
+            export(url, tmp_path / "marked", "--no-redact", "--include-broken"),
+        ],
+        tmp_path / "home",
     )
-    assert refused.returncode == 2 and "projection" in refused.stderr + refused.stdout
-    run(*args, str(tmp_path / "marked"), "--include-broken", env=env)
+    assert refused[0] == 2 and "projection" in refused[2] + refused[1]
+    assert marked[0] == 0, marked
     problems = check_bundle(tmp_path / "marked")
     assert len(problems) == 1 and problems[0].endswith("the exporter found it broken in the store")
 
 
-def test_a_signed_bundle_proves_every_record_in_its_checkpoint(tmp_path: Path) -> None:
-    bundle, vkey = make_signed_bundle(tmp_path, redact=True)
+def test_a_signed_bundle_proves_every_record_in_its_checkpoint(
+    signed_bundles: SignedBundles, evidence: Evidence
+) -> None:
+    bundle, vkey = signed_bundles.redacted, signed_bundles.vkey
     assert check_bundle(bundle) == []
     assert check_bundle_proofs(bundle, vkey) == []  # redacted records too: their original hash
-    other = make_evidence(tmp_path, redact=False)[1]["other_vkey"]
-    assert check_bundle_proofs(bundle, other) == ["checkpoint: not signed by the trusted key"]
+    assert check_bundle_proofs(bundle, evidence.other_vkey) == [
+        "checkpoint: not signed by the trusted key"
+    ]
 
 
-def test_a_record_rewritten_in_a_signed_bundle_fails_its_inclusion_proof(tmp_path: Path) -> None:
-    bundle, vkey = make_signed_bundle(tmp_path, redact=False)
+def test_a_record_rewritten_in_a_signed_bundle_fails_its_inclusion_proof(
+    signed_bundles: SignedBundles, signed_plain: Path
+) -> None:
+    bundle, vkey = signed_plain, signed_bundles.vkey
     path = bundle / "records.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     victim = rows[0]["session_id"]
@@ -352,19 +469,20 @@ def drop_session(bundle: Path, sid: str) -> None:
 
 
 def test_a_signed_bundle_s_manifest_is_signed_and_lists_exactly_what_it_holds(
-    tmp_path: Path,
+    signed_bundles: SignedBundles, evidence: Evidence
 ) -> None:
-    bundle, vkey = make_signed_bundle(tmp_path, redact=True)
+    bundle, vkey = signed_bundles.redacted, signed_bundles.vkey
     assert check_manifest_signature(bundle, vkey) == []
     assert check_completeness(bundle) == []
-    other = make_evidence(tmp_path, redact=False)[1]["other_vkey"]
-    assert check_manifest_signature(bundle, other) == [
+    assert check_manifest_signature(bundle, evidence.other_vkey) == [
         "manifest.sig: not signed by the trusted key"
     ]
 
 
-def test_a_bundle_missing_a_session_fails_in_both_verifiers(tmp_path: Path) -> None:
-    bundle, vkey = make_signed_bundle(tmp_path, redact=False)
+def test_a_bundle_missing_a_session_fails_in_both_verifiers(
+    signed_bundles: SignedBundles, signed_plain: Path, tmp_path: Path
+) -> None:
+    bundle, vkey = signed_plain, signed_bundles.vkey
     manifest = json.loads((bundle / "manifest.json").read_text())
     victim = next(sid for sid, meta in manifest["sessions"].items() if meta["sealed_count"])
     drop_session(bundle, victim)
@@ -374,31 +492,22 @@ def test_a_bundle_missing_a_session_fails_in_both_verifiers(tmp_path: Path) -> N
     assert check_completeness(bundle) == []
     # ... which is not the manifest the key signed.
     assert check_manifest_signature(bundle, vkey) == ["manifest.sig: signs another manifest"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
-    ours = subprocess.run(
-        [CLI, "verify-export", str(bundle), "--key", vkey],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert ours.returncode == 1, ours.stdout + ours.stderr
-    assert "manifest_signature_invalid" in ours.stdout
     # Without manifest.sig both say the manifest is not signed.
-    (bundle / "manifest.sig").unlink()
-    assert check_manifest_signature(bundle, vkey) == ["manifest.sig: the manifest is not signed"]
-    ours = subprocess.run(
-        [CLI, "verify-export", str(bundle), "--key", vkey],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    unsigned = Path(shutil.copytree(bundle, tmp_path / "unsigned"))
+    (unsigned / "manifest.sig").unlink()
+    assert check_manifest_signature(unsigned, vkey) == ["manifest.sig: the manifest is not signed"]
+    # Our verifier, on both, in one child process (the data directory `keys init` made, copied).
+    home = shutil.copytree(signed_bundles.home, tmp_path / "home")
+    resigned, stripped = in_one_child(
+        [
+            blackbox("verify-export", str(bundle), "--key", vkey),
+            blackbox("verify-export", str(unsigned), "--key", vkey),
+        ],
+        Path(home),
     )
-    assert ours.returncode == 1 and "manifest_unsigned" in ours.stdout, ours.stdout
+    assert resigned[0] == 1, resigned
+    assert "manifest_signature_invalid" in resigned[1]
+    assert stripped[0] == 1 and "manifest_unsigned" in stripped[1], stripped
 
 
 # == Proofs (docs/trust.md "Checking a proof") ================================================
@@ -468,41 +577,37 @@ def make_proof(tmp_path: Path) -> tuple[str, str, str, str]:
     """A store, a checkpoint, a later session, a second checkpoint, and `blackbox prove` of the
     later session against the second with consistency from the first: (proof, the last note,
     the file of both notes, the verifier key)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
+    home = tmp_path / "home"
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    run(sys.executable, "-c", MAKE_STORE, url, env=env)
-    vkey = run(CLI, "keys", "init", "--origin", "blackbox.example/log", env=env).split()[-1]
-    first = run(CLI, "checkpoint", "--store", url, env=env)
-    run(sys.executable, "-c", APPEND_SESSION, url, env=env)
-    last = run(CLI, "checkpoint", "--store", url, env=env)
+    steps = [
+        script(MAKE_STORE, url),
+        blackbox("keys", "init", "--origin", "blackbox.example/log"),
+        blackbox("checkpoint", "--store", url),
+        script(APPEND_SESSION, url),
+        blackbox("checkpoint", "--store", url),
+    ]
+    _, keys, first, _, last = made(steps, home)
     (tmp_path / "cp.txt").write_text(last)
     size = first.split("\n")[1]
     against = ["--checkpoint", str(tmp_path / "cp.txt"), "--consistency-from", size]
-    proof = run(CLI, "prove", "last", "--store", url, *against, env=env)
-    filed = next((tmp_path / "home" / "checkpoints").glob("*.txt")).read_text()
-    return proof, last, filed, vkey
+    [proof] = made([blackbox("prove", "last", "--store", url, *against)], home)
+    filed = next((home / "checkpoints").glob("*.txt")).read_text()
+    return proof, last, filed, keys.split()[-1]
 
 
-def another_vkey() -> str:
-    """The verifier key of another key named as the log's key is."""
-    make = "from blackbox.recorder.trust.checkpoint import Signer as S\n"
-    make += "print(S.generate('blackbox.example/log').vkey)"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return run(sys.executable, "-c", make, env=env).strip()
-
-
-def our_verify_proof(tmp_path: Path, proof: str, checkpoint: str, vkey: str) -> int:
-    (tmp_path / "p.json").write_text(proof)
+def our_verify_proofs(tmp_path: Path, checkpoint: str, vkey: str, *proofs: str) -> list[int]:
+    """`blackbox verify-proof`'s exit status on each proof, all in one child process."""
     (tmp_path / "c.txt").write_text(checkpoint)
-    args = [str(tmp_path / "p.json"), "--checkpoint", str(tmp_path / "c.txt"), "--key", vkey]
-    done = subprocess.run(
-        [CLI, "verify-proof", *args], cwd=ROOT, capture_output=True, timeout=120, check=False
-    )
-    return done.returncode
+    steps = []
+    for i, proof in enumerate(proofs):
+        (tmp_path / f"p{i}.json").write_text(proof)
+        args = [str(tmp_path / f"p{i}.json"), "--checkpoint", str(tmp_path / "c.txt")]
+        steps.append(blackbox("verify-proof", *args, "--key", vkey))
+    return [code for code, _out, _err in in_one_child(steps, tmp_path / "verifier-home")]
 
 
 def test_a_proof_checks_against_its_checkpoint_and_every_change_fails_in_both(
-    tmp_path: Path,
+    evidence: Evidence, tmp_path: Path
 ) -> None:
     proof, note, filed, vkey = make_proof(tmp_path)
     doc = json.loads(proof)
@@ -510,7 +615,6 @@ def test_a_proof_checks_against_its_checkpoint_and_every_change_fails_in_both(
     assert check_proof_file(proof, note, vkey) == []
     assert check_proof_file(proof, filed, vkey) == []  # old root checked against its note too
     assert len(split_notes(filed)) == 2
-    assert our_verify_proof(tmp_path, proof, filed, vkey) == 0
     flipped = json.loads(proof)
     path = flipped["inclusion"][0]["proof"]
     path[0] = base64.b64encode(bytes(32)).decode()
@@ -520,9 +624,10 @@ def test_a_proof_checks_against_its_checkpoint_and_every_change_fails_in_both(
     forked["consistency"]["old_root_hash"] = base64.b64encode(bytes(32)).decode()
     for bad in (flipped, moved, forked):
         assert check_proof_file(json.dumps(bad), filed, vkey), bad
-    # tests/test_vectors.py holds our CLI to each such verdict; once here, in a process of its own.
-    assert our_verify_proof(tmp_path, json.dumps(forked), filed, vkey) == 1
-    assert check_proof_file(proof, note, another_vkey()) == [
+    # tests/test_vectors.py holds our CLI to each such verdict; once here, in a child process.
+    assert our_verify_proofs(tmp_path, filed, vkey, proof, json.dumps(forked)) == [0, 1]
+    # Another key named as the log's key is.
+    assert check_proof_file(proof, note, evidence.other_vkey) == [
         "checkpoint: not signed by the trusted key"
     ]
 
@@ -552,14 +657,36 @@ signing.issue(store, signer, keys.data_dir())
 """
 
 
-def make_retained(tmp_path: Path) -> tuple[Path, str, dict[str, str]]:
+@dataclass(frozen=True)
+class Retained:
     """A store whose three old sessions a signed retention run removed, checkpoints before and
-    after: the store, the verifier key, the environment."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), BLACKBOX_HOME=str(tmp_path / "home"))
-    vkey = run(CLI, "keys", "init", "--origin", "blackbox.example/log", env=env).split()[-1]
-    db = tmp_path / "store.db"
-    run(sys.executable, "-c", MAKE_RETAINED, f"sqlite:///{db}", str(tmp_path / "arc"), env=env)
-    return db, vkey, env
+    after, and the data directory holding the log's key and its filed checkpoints."""
+
+    store: Path
+    home: Path
+    vkey: str
+
+
+@pytest.fixture(scope="module")
+def retained_evidence(tmp_path_factory: pytest.TempPathFactory) -> Retained:
+    where = tmp_path_factory.mktemp("retained")
+    steps = [
+        blackbox("keys", "init", "--origin", "blackbox.example/log"),
+        script(MAKE_RETAINED, f"sqlite:///{where / 'store.db'}", str(where / "arc")),
+    ]
+    vkey = made(steps, where / "home")[0].split()[-1]
+    return Retained(where / "store.db", where / "home", vkey)
+
+
+@pytest.fixture
+def retained(retained_evidence: Retained, tmp_path: Path) -> Retained:
+    """This test's copy of the store and of its data directory (checkpoints are filed by the
+    log's id, which the copy keeps), to edit and to verify."""
+    return Retained(
+        copy_store(retained_evidence.store, tmp_path / "store.db"),
+        Path(shutil.copytree(retained_evidence.home, tmp_path / "home")),
+        retained_evidence.vkey,
+    )
 
 
 def raw_sql(db: Path, *statements: tuple[str, tuple]) -> None:
@@ -573,16 +700,16 @@ def raw_sql(db: Path, *statements: tuple[str, tuple]) -> None:
     conn.close()
 
 
-def our_verify(db: Path, vkey: str, env: dict[str, str]) -> tuple[int, str]:
-    args = ["verify", "--store", f"sqlite:///{db}", "--key", vkey]
-    done = subprocess.run(
-        [CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
-    return done.returncode, done.stdout
+def our_verify(retained: Retained, *dbs: Path) -> list[tuple[int, str]]:
+    """`blackbox verify --key` on each store, all in one child process: (exit status, stdout)."""
+    steps = [blackbox("verify", "--store", f"sqlite:///{db}", "--key", retained.vkey) for db in dbs]
+    return [(code, out) for code, out, _err in in_one_child(steps, retained.home)]
 
 
-def test_a_signed_removal_verifies_from_the_store_s_tables(tmp_path: Path) -> None:
-    db, vkey, env = make_retained(tmp_path)
+def test_a_signed_removal_verifies_from_the_store_s_tables(
+    retained: Retained, evidence: Evidence
+) -> None:
+    db, vkey = retained.store, retained.vkey
     store = read_store(db)
     [record] = [r for r in store["events"] if r["kind"] == "retention_applied"]
     doc = json.loads(record["raw"])
@@ -591,35 +718,35 @@ def test_a_signed_removal_verifies_from_the_store_s_tables(tmp_path: Path) -> No
     assert store["signed_removals"][0]["from_position"] == 1
     assert check_removals(store, vkey) == []
     assert check_store(db, vkey) == []
-    filed = next((tmp_path / "home" / "checkpoints").glob("*.txt")).read_text()
+    filed = next((retained.home / "checkpoints").glob("*.txt")).read_text()
     assert check_store(db, vkey, filed) == []
-    assert our_verify(db, vkey, env)[0] == 0
+    [(code, out)] = our_verify(retained, db)
+    assert code == 0, out
     # The note is the log key's: another key of the same name does not open it.
-    other = another_vkey()
+    other = evidence.other_vkey
     assert any("not signed by the trusted key" in p for p in check_removals(store, other))
 
 
-def test_a_kept_leaf_deleted_or_a_held_session_removed_fails_in_both(tmp_path: Path) -> None:
-    db, vkey, env = make_retained(tmp_path)
+def test_a_kept_leaf_deleted_or_a_held_session_removed_fails_in_both(
+    retained: Retained, tmp_path: Path
+) -> None:
+    db, vkey = retained.store, retained.vkey
     first = read_store(db)["tree_removed_leaves"][0]
     removed = first["session_id"]
-    cut = tmp_path / "cut.db"
-    cut.write_bytes(db.read_bytes())
+    cut = copy_store(db, tmp_path / "cut.db")
     raw_sql(cut, ("DELETE FROM tree_removed_leaves WHERE idx = ?", (first["idx"],)))
     problems = check_store(cut, vkey)
     assert any(f"{removed}: the record at" in p for p in problems), problems
     assert any("leaves gone with no kept hash" in p for p in problems), problems
-    code, out = our_verify(cut, vkey, env)
-    assert code == 1 and "removed" in out, out
-    held = tmp_path / "held.db"
-    held.write_bytes(db.read_bytes())
+    held = copy_store(db, tmp_path / "held.db")
     raw_sql(held, ("INSERT INTO holds VALUES (?, 'litigation', 1)", (removed,)))
     assert check_removals(read_store(held), vkey) == [
         f"{removed}: removed at {read_store(held)['tree_removed_leaves'][0]['removed_by']} "
         "while on legal hold"
     ]
-    code, out = our_verify(held, vkey, env)
-    assert code == 1 and "held" in out, out
+    (code, out), (held_code, held_out) = our_verify(retained, cut, held)
+    assert code == 1 and "removed" in out, out
+    assert held_code == 1 and "held" in held_out, held_out
 
 
 RECORD_COLUMNS = [
@@ -661,11 +788,11 @@ def forge_retention_session(session_id: str, first_position: int) -> list[dict]:
     return rows
 
 
-def test_a_deletion_laundered_as_retention_fails_in_both(tmp_path: Path) -> None:
+def test_a_deletion_laundered_as_retention_fails_in_both(retained: Retained) -> None:
     """The administrator's attack, written with the page alone: a retention session that names
     no session, chained with the page's hashes and inserted row by row; a live session deleted
     and its leaf hashes kept under that record."""
-    db, vkey, env = make_retained(tmp_path)
+    db, vkey = retained.store, retained.vkey
     store = read_store(db)
     victim = next(r["session_id"] for r in store["sessions"] if r["name"] == "recent")
     top = max(r["position"] for r in store["events"])
@@ -691,5 +818,5 @@ def test_a_deletion_laundered_as_retention_fails_in_both(tmp_path: Path) -> None
     )
     problems = check_store(db, vkey)
     assert any(f"does not name {victim}" in p for p in problems), problems
-    code, out = our_verify(db, vkey, env)
+    [(code, out)] = our_verify(retained, db)
     assert code == 1 and f"which does not name session {victim} with that leaf" in out, out
