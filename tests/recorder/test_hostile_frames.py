@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -31,7 +33,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.documents import document
+from tests.fixtures.environment import backend_store_url
 from tests.fixtures.http_kit import check_session_integrity, server_process
 from tests.fixtures.otlp import Receiver, attrs
 from tests.fixtures.polling import eventually, free_port, wait_listening
@@ -195,12 +199,6 @@ class Lines:
         return self.lines
 
 
-def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [peers.BLACKBOX, *args], capture_output=True, env=env, timeout=60, check=False
-    )
-
-
 def sealed(store: EventStore, name: str, count: int = 1) -> list:
     def found() -> list:
         mine = [s for s in store.list_sessions() if s.name == name and s.sealed]
@@ -293,15 +291,49 @@ def ordinary_stdio_session(env: dict[str, str], server: list[str], *flags: str) 
     return plain
 
 
+@dataclass
+class StdioRecording:
+    """The module's two stdio sessions through the same tap setup, one store: a hostile one
+    (live OpenTelemetry on), then an ordinary one (left to the batch export)."""
+
+    env: dict[str, str]
+    store_url: str
+    receiver: Receiver
+    written: list[bytes]  # what the client wrote in the hostile session
+    received: list[bytes]  # the lines it received
+    c2s: bytes  # what crossed into the server in the hostile session, as it logged it
+    s2c: bytes  # what the server wrote in the hostile session
+    plain: bytes  # what the client wrote in the ordinary session
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def stdio_recording(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StdioRecording]:
+    """Recorded once per backend for both stdio tests (each session costs a tap and its store
+    worker): the stdio test holds the store and the wire to the sessions, the OpenTelemetry test
+    the spans. Neither test changes what the other reads: `verify` and `ship` find nothing to
+    ship, `otel export` moves only its own watermark."""
+    tmp = tmp_path_factory.mktemp(f"hostile-{request.param}")
+    with backend_store_url(request, request.param, tmp) as store_url, Receiver() as receiver:
+        env, server, flags = stdio_setup(tmp, store_url)
+        otel = ["--otel", "--otel-endpoint", receiver.url]
+        written, received = hostile_stdio_session(env, server, *flags, *otel)
+        # The server logs every session into the same files: keep the hostile one's.
+        wire = tmp / "wire"
+        c2s, s2c = (wire / "c2s.bin").read_bytes(), (wire / "s2c.bin").read_bytes()
+        plain = ordinary_stdio_session(env, server, *flags)  # no --otel
+        yield StdioRecording(env, store_url, receiver, written, received, c2s, s2c, plain)
+
+
 def test_stdio_hostile_frames_are_forwarded_stored_and_gated(
-    tmp_path: Path, store_url: str
+    stdio_recording: StdioRecording,
 ) -> None:
-    env, server, flags = stdio_setup(tmp_path, store_url)
-    written, received = hostile_stdio_session(env, server, *flags)
-    wire = tmp_path / "wire"
+    rec = stdio_recording
+    env, written, received = rec.env, rec.written, rec.received
 
     # What the server wrote reached the client byte for byte, the gate's replies between.
-    server_out = (wire / "s2c.bin").read_bytes()
+    server_out = rec.s2c
     assert b"".join(frame + b"\n" for frame, _ in STORM) in server_out
     assert b"".join(raw for raw in received if b"denied by policy" not in raw) == server_out
     refusals = [json.loads(raw) for raw in received if b"denied by policy" in raw]
@@ -315,11 +347,11 @@ def test_stdio_hostile_frames_are_forwarded_stored_and_gated(
 
     # What the client wrote reached the server byte for byte, less what the gate refused.
     forwarded = [INIT, INITIALIZED, LIST, *(f for f, _r, fate in CLIENT if fate == "forward")]
-    assert (wire / "c2s.bin").read_bytes() == b"".join([*forwarded, LAST_CALL])
+    assert rec.c2s == b"".join([*forwarded, LAST_CALL])
 
     # The store holds every frame as it was forwarded, in order; only redaction changed any.
-    store = open_store(store_url)
-    (info,) = sealed(store, "hostile")
+    store = open_store(rec.store_url)
+    info, second = sorted(sealed(store, "hostile", 2), key=lambda s: s.started_ns)
     events = list(store.read_session(info.session_id))
     stored_s2c = frames(events, "s2c")
     expected_s2c = split_lines(b"".join(received))
@@ -358,56 +390,52 @@ def test_stdio_hostile_frames_are_forwarded_stored_and_gated(
     assert "store_refused" not in found  # the store took every record as it came
 
     # The sessions list: closed, every request counted (both directions, refused ones too).
+    # The commands run in this process: the question is what they print and how they exit.
     calls = 2 + sum(r for _f, r, _fate in CLIENT) + 1 + sum(r for _f, r in STORM)
-    listing = run_cli(env, "sessions", "--format", "json", "--name", "hostile")
+    listing = run_blackbox("sessions", "--format", "json", "--name", "hostile", env=env)
     assert listing.returncode == 0, listing.stderr
-    (row,) = json.loads(listing.stdout)
-    assert row["id"] == info.session_id and row["ended"] == "ok"
+    rows = {row["id"]: row for row in json.loads(listing.stdout)}
+    assert rows.keys() == {info.session_id, second.session_id}
+    row = rows[info.session_id]
+    assert row["ended"] == "ok"
     assert row["calls"] == calls and row["outcome"] == "faults"
     assert row["frames"] == len(stored_c2s) + len(stored_s2c)
 
-    verify = run_cli(env, "verify")
+    verify = run_blackbox("verify", env=env)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    ship = run_cli(env, "ship")
+    ship = run_blackbox("ship", env=env)
     assert ship.returncode == 0, ship.stdout + ship.stderr
-    assert b"degraded" not in ship.stdout + ship.stderr
+    assert "degraded" not in ship.stdout + ship.stderr
 
-    # An ordinary session afterwards, same store, same tap setup: stored too.
-    plain = ordinary_stdio_session(env, server, *flags)
-    second = next(s for s in sealed(store, "hostile", 2) if s.session_id != info.session_id)
-    assert frames(list(store.read_session(second.session_id)), "c2s") == split_lines(plain)
-    assert run_cli(env, "verify").returncode == 0
+    # The ordinary session afterwards, same store, same tap setup: stored too.
+    assert frames(list(store.read_session(second.session_id)), "c2s") == split_lines(rec.plain)
     store.close()
 
 
-def test_otel_sends_a_hostile_session_and_the_ones_after(tmp_path: Path, store_url: str) -> None:
-    env, server, flags = stdio_setup(tmp_path, store_url)
-    with Receiver() as receiver:
-        otel = ["--otel", "--otel-endpoint", receiver.url]
-        hostile_stdio_session(env, server, *flags, *otel)
-        ordinary_stdio_session(env, server, *flags)  # no --otel: left to the batch export
-        store = open_store(store_url)
-        hostile, ordinary = sorted(sealed(store, "hostile", 2), key=lambda s: s.started_ns)
-        store.close()
+def test_otel_sends_a_hostile_session_and_the_ones_after(stdio_recording: StdioRecording) -> None:
+    rec = stdio_recording
+    store = open_store(rec.store_url)
+    hostile, ordinary = sorted(sealed(store, "hostile", 2), key=lambda s: s.started_ns)
+    store.close()
 
-        def names(session_id: str) -> set[str]:
-            return {
-                s.name
-                for _r, _s, s in receiver.spans()
-                if attrs(s).get("mcp_blackbox.session_id") == session_id
-            }
+    def names(session_id: str) -> set[str]:
+        return {
+            s.name
+            for _r, _s, s in rec.receiver.spans()
+            if attrs(s).get("mcp_blackbox.session_id") == session_id
+        }
 
-        # Live, from the tap's follower: the hostile session's calls, and its end.
-        eventually(
-            lambda: "mcp.client.session" in names(hostile.session_id),
-            timeout=12,
-            message="the hostile session's spans",
-        )
-        assert {"tools/call storm", "tools/call echo"} <= names(hostile.session_id)
-        # In batch: the session recorded after it.
-        batch = run_cli(env, "otel", "export", "--endpoint", receiver.url)
-        assert batch.returncode == 0, batch.stdout + batch.stderr
-        assert "tools/call echo" in names(ordinary.session_id)
+    # Live, from the tap's follower: the hostile session's calls, and its end.
+    eventually(
+        lambda: "mcp.client.session" in names(hostile.session_id),
+        timeout=12,
+        message="the hostile session's spans",
+    )
+    assert {"tools/call storm", "tools/call echo"} <= names(hostile.session_id)
+    # In batch: the session recorded after it (no --otel on its tap).
+    batch = run_blackbox("otel", "export", "--endpoint", rec.receiver.url, env=rec.env)
+    assert batch.returncode == 0, batch.stdout + batch.stderr
+    assert "tools/call echo" in names(ordinary.session_id)
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
@@ -537,11 +565,17 @@ def test_proxy_hostile_frames_beside_an_sdk_client(
     found = {document(ev)["fault"] for ev in events if ev.kind == "fault"}
     assert "invalid_json" in found and "store_refused" not in found
 
-    listing = subprocess.run(
-        [peers.BLACKBOX, "sessions", "--format", "json", "--name", "hostile-http",
-         "--store", store_url],
-        capture_output=True, env=blackbox_env, timeout=60, check=False,
-    )  # fmt: skip
+    # The commands run in this process: the question is what they print and how they exit.
+    listing = run_blackbox(
+        "sessions",
+        "--format",
+        "json",
+        "--name",
+        "hostile-http",
+        "--store",
+        store_url,
+        env=blackbox_env,
+    )
     assert listing.returncode == 0, listing.stderr
     row = next(r for r in json.loads(listing.stdout) if r["id"] == info.session_id)
     storm_requests = sum(r for _f, r in STORM)
@@ -550,9 +584,6 @@ def test_proxy_hostile_frames_beside_an_sdk_client(
     assert row["calls"] == client_requests + storm_requests + sse_requests
     assert row["ended"] == "ok" and row["outcome"] == "faults"
     for command in (["verify"], ["ship"]):
-        done = subprocess.run(
-            [peers.BLACKBOX, *command, "--store", store_url],
-            capture_output=True, env=blackbox_env, timeout=60, check=False,
-        )  # fmt: skip
+        done = run_blackbox(*command, "--store", store_url, env=blackbox_env)
         assert done.returncode == 0, done.stdout + done.stderr
     store.close()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from blackbox.recorder.store import EventStore, open_store
 
 from tests.fixtures.clirun import run_blackbox
@@ -73,27 +75,50 @@ trust_on_first_use = true
 """
 
 
+@pytest.fixture(scope="module")
+def pinned_on_first_use(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store after one session with the clean drift server through the pin gate (trust
+    on first use approves its tools): how both pinning tests begin. Recorded once for the module
+    (a session costs a tap, its store worker and an SDK server); each test takes a copy."""
+    base = tmp_path_factory.mktemp("pinned")
+    policy = base / "policy.toml"
+    policy.write_text(PIN_POLICY)
+    url = f"sqlite:///{base / 'store.db'}"
+    seen = run_session(base, url, "clean", False, "--policy", str(policy))
+    assert seen["weather"] == "sunny in Oslo"
+    store = open_store(url)
+    wait_sealed(store, 3)  # the session and an approval for each of its two tools
+    store.close()
+    return base / "store.db"
+
+
+def copy_store(store_file: Path, tmp_path: Path) -> None:
+    """The store `store_file` (with its WAL, if any) as this test's `sqlite_url` store."""
+    for part in store_file.parent.glob(store_file.name + "*"):
+        shutil.copy2(part, tmp_path / part.name.replace(store_file.name, "store.db", 1))
+
+
 def _blackbox(tmp_path: Path, store_url: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home"), "BLACKBOX_STORE": store_url}
     return run_blackbox(*args, env=env)
 
 
 def test_a_pinned_tool_is_denied_under_a_new_definition_until_approved(
-    tmp_path: Path, sqlite_url: str
+    tmp_path: Path, sqlite_url: str, pinned_on_first_use: Path
 ) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text(PIN_POLICY)
     gate = ("--policy", str(policy))
+    # Trust on first use: the reviewed definition was approved as it was first seen (the
+    # gated session with the clean server, of the module's fixture).
+    copy_store(pinned_on_first_use, tmp_path)
     store = open_store(sqlite_url)
-    # Trust on first use: the reviewed definition is approved as it is first seen.
-    assert run_session(tmp_path, sqlite_url, "clean", False, *gate)["weather"] == "sunny in Oslo"
-    wait_sealed(store, 2)  # the session and its approval
     # The rug pull: without the gate the call goes through under the poisoned definition...
     assert run_session(tmp_path, sqlite_url, "poisoned")["weather"] == "sunny in Oslo"
     # ...with it, it is denied, and the decision names the change.
     seen = run_session(tmp_path, sqlite_url, "poisoned", False, *gate)
     assert "weather" not in seen and "changed" in seen["weather_error"]
-    wait_sealed(store, 4)
+    wait_sealed(store, 5)  # the fixture's three, and the two sessions above
     denials = [d for d in docs_of(store, "decision") if d["decision"] == "deny"]
     assert [(d["tool"], d["rule"], d["decided_by"]) for d in denials] == [("weather", "pin", "pin")]
     assert "approved definition" in denials[0]["reason"]
@@ -147,7 +172,7 @@ def test_bad_pin_settings_are_one_line_errors(tmp_path: Path, sqlite_url: str) -
 
 
 def test_a_pinned_tool_listed_twice_or_beside_a_lookalike_is_denied_and_recorded(
-    tmp_path: Path, sqlite_url: str
+    tmp_path: Path, sqlite_url: str, pinned_on_first_use: Path
 ) -> None:
     """The sidestep: a `tools/list` naming the pinned `weather` twice — the changed definition
     first, the approved one last — passed, because the pinner kept the last entry; so did a
@@ -156,9 +181,8 @@ def test_a_pinned_tool_listed_twice_or_beside_a_lookalike_is_denied_and_recorded
     policy = tmp_path / "policy.toml"
     policy.write_text(PIN_POLICY)
     gate = ("--policy", str(policy))
+    copy_store(pinned_on_first_use, tmp_path)  # the clean definitions, approved on first use
     store = open_store(sqlite_url)
-    assert run_session(tmp_path, sqlite_url, "clean", False, *gate)["weather"] == "sunny in Oslo"
-    wait_sealed(store, 2)  # the session and its approval
     twice = run_session(tmp_path, sqlite_url, "twice", False, *gate)
     assert list(twice["first"]).count("weather") == 1  # the SDK client keeps one of the two
     assert "weather" not in twice and "ambiguous" in twice["weather_error"]
@@ -166,7 +190,7 @@ def test_a_pinned_tool_listed_twice_or_beside_a_lookalike_is_denied_and_recorded
     lookalike = run_session(tmp_path, sqlite_url, "lookalike", False, *gate)
     assert "w\u0435ather" in lookalike["first"]
     assert "weather" not in lookalike and "ambiguous" in lookalike["weather_error"]
-    wait_sealed(store, 4)
+    wait_sealed(store, 5)  # the fixture's three, and the two sessions above
     denials = [d for d in docs_of(store, "decision") if d["decision"] == "deny"]
     assert [(d["tool"], d["rule"]) for d in denials] == [("weather", "pin"), ("weather", "pin")]
     changes = [c for c in docs_of(store, "tool_changed") if c["change"] == "ambiguous"]
