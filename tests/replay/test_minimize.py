@@ -146,14 +146,17 @@ def test_trials_wait_for_an_exit_without_the_servers_start_up() -> None:
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """A tool error, two echoes, a sleep and a crash: several faults to choose a goal from.
-    Recorded once for the tests below, which only read it (each minimisation adds a derived
-    session of its own and leaves the recorded one as it was): (store URL, session id)."""
+    """A tool error, an echo and a crash: several faults to choose a goal from, and a call for
+    a divergence. Recorded once for the tests below, which only read it (each minimisation adds
+    a derived session of its own and leaves the recorded one as it was): (store URL, session id).
+
+    Each call is of a kind a test needs, no more: with tools/list the search for a text (which
+    names no step to try first) has four calls to cut down to the crash, 5 trials; a second
+    echo and a sleep only made it 7, each trial a start of the SDK server."""
     tmp = tmp_path_factory.mktemp("mixed")
     url = f"sqlite:///{tmp / 'store.db'}"
     store = open_store(url)
-    calls = [("fail", {"reason": "r"}), ("echo", {"message": "a"}), ("echo", {"message": "b"})]
-    calls += [("sleep", {"seconds": 0}), ("crash", {"code": 5})]
+    calls = [("fail", {"reason": "r"}), ("echo", {"message": "a"}), ("crash", {"code": 5})]
     try:
         sid = record_session(store, url, tmp, peers.EXAMPLE_SERVER, calls, "legacy", "mix")
     finally:

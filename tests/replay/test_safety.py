@@ -190,7 +190,10 @@ def test_the_pytest_plugin_refuses_writes_unless_the_marker_allows_them(
         pytester.makepyfile(
             test_replays=PLUGIN_TEST.format(url=url, against=against, writes=writes)
         )
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider")
+        # In this process: the inner session still loads the plugin from its entry point into
+        # a plugin manager of its own, its stdin no terminal; a subprocess would only add a
+        # start of pytest and of blackbox's imports to each of the three runs.
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider")
 
     refused = run("")
     refused.assert_outcomes(failed=1)
