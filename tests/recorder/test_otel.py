@@ -5,6 +5,10 @@ reach the receiver are checked as decoded with `opentelemetry-proto`."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
 import anyio
 import pytest
 from blackbox.recorder.otel.batch import build_spans, export
@@ -71,17 +75,57 @@ def _check_metrics(receiver: Receiver) -> None:
     assert tool_points and all(a["error.type"] == "tool_error" for a in tool_points)
 
 
-def test_stdio_sessions_both_eras_become_convention_spans(store_url: str, tmp_path) -> None:
-    sqlite_url = store_url  # both backends
-    env = peers.tap_env(tmp_path, sqlite_url)
+def _record_both_eras(home: Path, store_url: str) -> dict[str, str]:
+    """A legacy and a modern SDK session with the example server, each through `blackbox record`
+    into `store_url`; their ids by era, once sealed."""
+    env = peers.tap_env(home, store_url)
     for era, run in (("legacy", _stdio_legacy), ("modern", _stdio_modern)):
-        server = peers.params(peers.record_command(peers.EXAMPLE_SERVER, era, sqlite_url), env)
+        server = peers.params(peers.record_command(peers.EXAMPLE_SERVER, era, store_url), env)
         anyio.run(run, server)
-    store = open_store(sqlite_url)
-    sids = {era: wait_recorded(store, era) for era in ("legacy", "modern")}
-    store.close()
+    store = open_store(store_url)
+    try:
+        return {era: wait_recorded(store, era) for era in ("legacy", "modern")}
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """Both eras recorded into a SQLite store once per module (each recording starts a tap, its
+    store worker and the example server: most of these tests' CPU). The batch export only reads
+    the store, but each test still takes a copy of its own (`recorded_copy`)."""
+    directory = tmp_path_factory.mktemp("otel-recorded")
+    (directory / "store").mkdir()
+    sids = _record_both_eras(directory / "home", f"sqlite:///{directory / 'store' / 'store.db'}")
+    return directory / "store", sids
+
+
+@pytest.fixture
+def recorded_copy(
+    recorded: tuple[Path, dict[str, str]], tmp_path: Path
+) -> tuple[str, dict[str, str]]:
+    """This test's copy of the module's recorded store: its URL and the sessions' ids by era."""
+    source, sids = recorded
+    shutil.copytree(source, tmp_path / "store")
+    return f"sqlite:///{tmp_path / 'store' / 'store.db'}", sids
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def both_eras(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """Both eras recorded through the tap on each backend: SQLite from the module's recording,
+    PostgreSQL recorded here (its schema is this test's own)."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("recorded_copy")
+    url = request.getfixturevalue("pg_url")
+    return url, _record_both_eras(tmp_path, url)
+
+
+def test_stdio_sessions_both_eras_become_convention_spans(
+    both_eras: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    store_url, sids = both_eras  # both backends
     with Receiver() as receiver:
-        report = _export(sqlite_url, receiver, tmp_path)
+        report = _export(store_url, receiver, tmp_path)
         assert report.failure is None and report.spans == len(receiver.spans()) > 0
         spans = _by_session(receiver)
         for era, sid in sids.items():
@@ -132,10 +176,10 @@ def test_stdio_sessions_both_eras_become_convention_spans(store_url: str, tmp_pa
 
         # Second run: nothing is sent twice; --all resends the same ids.
         before = len(receiver.spans())
-        again = _export(sqlite_url, receiver, tmp_path)
+        again = _export(store_url, receiver, tmp_path)
         assert again.spans == 0 and len(receiver.spans()) == before
         ids = {s.span_id for _r, _s, s in receiver.spans()}
-        resent = _export(sqlite_url, receiver, tmp_path, resend_all=True)
+        resent = _export(store_url, receiver, tmp_path, resend_all=True)
         assert resent.spans == before
         assert {s.span_id for _r, _s, s in receiver.spans()[before:]} == ids
 
@@ -156,9 +200,17 @@ async def _http_client(url: str, mode: str) -> None:
         assert "Ada" in (await client.call_tool("greet", {})).content[0].text
 
 
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    """One SDK server for the module's HTTP tests (its start-up, the SDK's import, costs more CPU
+    than a test's calls); each test's client opens sessions of its own on it."""
+    with sdk_server() as url:
+        yield url
+
+
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-def test_http_sessions_both_eras(mode: str, sqlite_url: str, tmp_path) -> None:
-    with sdk_server() as upstream, RecordingProxy(upstream, tmp_path / "journal") as proxy:
+def test_http_sessions_both_eras(mode: str, sqlite_url: str, tmp_path, upstream: str) -> None:
+    with RecordingProxy(upstream, tmp_path / "journal") as proxy:
         anyio.run(_http_client, proxy.url, mode)
     proxy.ship(sqlite_url)
     port = int(upstream.rsplit(":", 1)[1].split("/")[0])
@@ -327,7 +379,9 @@ def test_dead_collector_neither_delays_the_tap_nor_loses_spans(sqlite_url: str, 
         assert any(s.name == "mcp.client.session" for s in mine)
 
 
-def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str, str]) -> None:
+def test_proxy_otel_sends_live(
+    sqlite_url: str, tmp_path, blackbox_env: dict[str, str], upstream: str
+) -> None:
     """`blackbox proxy --otel`: HTTP calls reach the receiver from the follower, and the session
     span once the proxy stops (Ctrl-C)."""
     import signal
@@ -336,7 +390,7 @@ def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str
     from tests.fixtures.polling import free_port, wait_listening
 
     port = free_port()
-    with sdk_server() as upstream, Receiver() as receiver:
+    with Receiver() as receiver:
         path = "/" + upstream.split("/", 3)[3]
         proc = subprocess.Popen(
             [peers.BLACKBOX, "proxy", "--upstream", upstream, "--store", sqlite_url,
@@ -365,15 +419,13 @@ def test_proxy_otel_sends_live(sqlite_url: str, tmp_path, blackbox_env: dict[str
         assert {"initialize", "tools/list", "tools/call add", "tools/call fail"} <= names
 
 
-def test_grpc_on_request(sqlite_url: str, tmp_path) -> None:
+def test_grpc_on_request(recorded_copy: tuple[str, dict[str, str]], tmp_path) -> None:
     """--protocol grpc: the same spans and histograms through the SDK's OTLP/gRPC exporter."""
     from tests.fixtures.otlp import GrpcReceiver
 
-    env = peers.tap_env(tmp_path, sqlite_url)
-    server = peers.params(peers.record_command(peers.EXAMPLE_SERVER, "grpc", sqlite_url), env)
-    anyio.run(_stdio_legacy, server)
+    sqlite_url, sids = recorded_copy
+    sid = sids["legacy"]
     store = open_store(sqlite_url)
-    sid = wait_recorded(store, "grpc")
     try:
         with GrpcReceiver() as receiver:
             watermark = Watermark(tmp_path / "wm.sqlite", sqlite_url)
@@ -391,7 +443,10 @@ def test_grpc_on_request(sqlite_url: str, tmp_path) -> None:
 
 
 def test_cli_export_twice_errors_in_one_line(
-    sqlite_url: str, tmp_path, blackbox_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    recorded_copy: tuple[str, dict[str, str]],
+    tmp_path,
+    blackbox_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import json
 
@@ -399,14 +454,7 @@ def test_cli_export_twice_errors_in_one_line(
 
     from blackbox.cli.main import main
 
-    server = peers.params(
-        peers.record_command(peers.EXAMPLE_SERVER, "cli", sqlite_url),
-        peers.tap_env(tmp_path / "tap", sqlite_url),
-    )
-    anyio.run(_stdio_legacy, server)
-    store = open_store(sqlite_url)
-    wait_recorded(store, "cli")
-    store.close()
+    sqlite_url, sids = recorded_copy
     runner = CliRunner()
 
     def run(*args: str):  # type: ignore[no-untyped-def]
@@ -432,7 +480,12 @@ def test_cli_export_twice_errors_in_one_line(
         # --content: arguments and results go out, redacted (the e-mail address never leaves).
         content = run("--endpoint", receiver.url, "--all", "--content")
         assert content.exit_code == 0, content.output
-        echo = [attrs(s) for _r, _s, s in receiver.spans()[sent:] if s.name == "tools/call echo"]
+        echo = [
+            attrs(s)
+            for _r, _s, s in receiver.spans()[sent:]
+            if s.name == "tools/call echo"
+            and attrs(s)["mcp_blackbox.session_id"] == sids["legacy"]  # the e-mail's session
+        ]
         assert len(echo) == 1
         assert "[redacted:" in echo[0]["gen_ai.tool.call.arguments"]
         assert "ada@example.com" not in json.dumps(echo[0])

@@ -152,21 +152,24 @@ def test_serve_answers_the_sdk_client_from_the_recording(pg_store, sessions, tmp
     url, store = pg_store
     env = peers.tap_env(tmp_path / "home", url)
     serve = [peers.BLACKBOX, "serve", sessions["modern"], "--store", url]
-    outcome = peers.run_client("modern", peers.params(serve, env), [CALLS[0], CALLS[3]])
-    assert outcome.results[0]["content"][0]["text"] == "hi"
-    assert outcome.results[1]["isError"] is True
 
-    async def unrecorded() -> str:
+    async def client_session() -> tuple[list, str]:
+        """The recorded calls, then one never recorded, from one client (one mock process: the
+        2026-07-28 era carries no session state between requests)."""
         from mcp import Client
 
         async with Client(peers.params(serve, env), mode=peers.MODERN) as client:
+            await client.list_tools()
+            results = [await client.call_tool(name, args) for name, args in (CALLS[0], CALLS[3])]
             try:
                 await client.call_tool("echo", {"message": "never recorded"})
             except MCPError as exc:
-                return str(exc)
-        return "no error"
+                return results, str(exc)
+        return results, "no error"
 
-    message = anyio.run(unrecorded)
+    results, message = anyio.run(client_session)
+    assert results[0].content[0].text == "hi"
+    assert results[1].is_error is True
     assert "no recorded tools/call matches" in message
     assert '$.params.arguments.message: recorded "hi", got "never recorded"' in message
     # the mock can stand in for the server in a replay
@@ -174,8 +177,11 @@ def test_serve_answers_the_sdk_client_from_the_recording(pg_store, sessions, tmp
     assert result.exit_code == 0, render_text(result)
 
 
-def test_http_target_both_eras(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
-    _url, store = pg_store
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[int]:
+    """The example unchanged over Streamable HTTP, one per module (its start-up, the SDK's import,
+    is most of an HTTP test's CPU); every replay and proxied session is a session of its own on
+    it. Yields its port."""
     port = free_port()
     proc = subprocess.Popen(
         [*VARIANT, "same", "http", str(port)],
@@ -184,14 +190,19 @@ def test_http_target_both_eras(pg_store, sessions) -> None:  # type: ignore[no-u
     )
     try:
         wait_listening(port, proc, timeout=60, interval=0.1)
-        for era in ("legacy", "modern"):
-            result = replay_session(store, sessions[era], url=f"http://127.0.0.1:{port}/mcp")
-            assert result.exit_code == 0, render_text(result)
-            assert result.transport == "http"
-            assert store.session(result.replay_id).transport == "http"
+        yield port
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_http_target_both_eras(pg_store, sessions, http_server: int) -> None:  # type: ignore[no-untyped-def]
+    _url, store = pg_store
+    for era in ("legacy", "modern"):
+        result = replay_session(store, sessions[era], url=f"http://127.0.0.1:{http_server}/mcp")
+        assert result.exit_code == 0, render_text(result)
+        assert result.transport == "http"
+        assert store.session(result.replay_id).transport == "http"
 
 
 def test_injected_cut_stops_the_replay_and_is_reported(pg_store, sessions) -> None:  # type: ignore[no-untyped-def]
@@ -228,7 +239,7 @@ def test_injected_drop_corrupt_and_delay(pg_store, sessions) -> None:  # type: i
 
 
 def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
-    sqlite_url: str, tmp_path: Path
+    sqlite_url: str, tmp_path: Path, http_server: int
 ) -> None:
     """Recorded over HTTP by `blackbox proxy` (both eras), replayed by default against the URL
     the session recorded (the upstream): equivalent."""
@@ -237,14 +248,9 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
     import anyio
     from mcp import Client
 
-    upstream_port, proxy_port = free_port(), free_port()
+    upstream_port, proxy_port = http_server, free_port()
     env = {**os.environ, "BLACKBOX_HOME": str(tmp_path / "home")}
     proxy_log = tmp_path / "proxy.log"  # what the proxy says goes into a failure's message
-    upstream = subprocess.Popen(
-        [*VARIANT, "same", "http", str(upstream_port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     proxy = subprocess.Popen(
         [
             peers.BLACKBOX,
@@ -262,7 +268,6 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
     )
     store = open_store(sqlite_url)
     try:
-        wait_listening(upstream_port, upstream, timeout=60, interval=0.1)
         wait_listening(proxy_port, proxy, timeout=60, interval=0.1)
 
         async def session(mode: str) -> None:
@@ -298,6 +303,5 @@ def test_sessions_recorded_by_the_http_proxy_replay_against_their_upstream(
             assert result.exit_code == 0, render_text(result)
     finally:
         store.close()
-        for proc in (proxy, upstream):
-            proc.terminate()
-            proc.wait(10)
+        proxy.terminate()
+        proxy.wait(10)
