@@ -23,10 +23,6 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from blackbox.recorder.query import COLUMNS as timeline_columns
-from blackbox.recorder.query import listing, timeline_rows
-from blackbox.recorder.store import EventStore
-
 if TYPE_CHECKING:
     from blackbox.analytics import Report
 
@@ -356,23 +352,6 @@ def _iso(ns: int | None) -> str | None:
     if ns is None:
         return None
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="milliseconds")
-
-
-# The sessions listing lives in recorder/query/listing.py (counts, outcome, handles, filters).
-SESSION_COLUMNS = listing.COLUMNS
-
-
-def list_session_rows(store: EventStore, limit: int | None = None) -> list[dict]:
-    """Sessions newest first, as rows (replays hidden)."""
-    return [s.row() for s in listing.list_summaries(store, listing.SessionFilter(limit=limit))]
-
-
-TIMELINE_COLUMNS = timeline_columns
-
-
-def timeline(store: EventStore, session_id: str) -> list[dict]:
-    """One session's records as rows (recorder/query/timeline.py), offsets relative to its first."""
-    return list(timeline_rows(store.read_session(session_id)))
 
 
 def stderr_line(document: str | bytes) -> str | None:
