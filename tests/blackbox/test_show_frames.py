@@ -11,17 +11,23 @@ from pathlib import Path
 
 import pytest
 from blackbox.recorder.store import open_store
+from click.testing import CliRunner
 
+from blackbox.cli.main import main
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.taps import INIT, INITIALIZED, wait_sealed
 
 
 def _show(url: str, *args: str) -> bytes:
-    proc = subprocess.run(
-        [peers.BLACKBOX, "show", *args, "--store", url], capture_output=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-    return proc.stdout
+    """`blackbox show ARGS` run in this process: what it prints is the question, and a child per
+    call costs half a second of CPU. The bytes it wrote to stdout's binary stream, undecoded
+    (`run_blackbox` answers in text, which could hide a byte that is not what was recorded)."""
+    result = CliRunner().invoke(main, ["show", *args, "--store", url], catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == 0, result.stderr
+    return result.stdout_bytes
 
 
 @pytest.mark.timeout(180)
@@ -94,11 +100,6 @@ def test_a_missing_seq_is_one_line(tmp_path: Path) -> None:
     store = open_store(url)
     store.append(session_events())
     store.close()
-    proc = subprocess.run(
-        [peers.BLACKBOX, "show", "last", "--frame", "999", "--store", url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_blackbox("show", "last", "--frame", "999", "--store", url)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "no record with seq 999" in proc.stderr

@@ -13,17 +13,18 @@ import statistics
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from blackbox.recorder.query.live_feed import Follower
+from blackbox.recorder.query.live_feed import Follower, Record
 from blackbox.recorder.store import open_store
 
 from tests.fixtures import peers
 from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.polling import eventually
-from tests.fixtures.taps import RECORD_CALLS, record, wait_sessions
+from tests.fixtures.taps import record, wait_sessions
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -73,9 +74,24 @@ class Lines:
         return at, line
 
 
-def test_follow_shows_frames_of_a_running_session_within_a_second(
-    recorded: tuple[Path, str],
-) -> None:
+@dataclass
+class Live:
+    """What three observers of one running session saw: `tail -f` as a process (each line with
+    its arrival time), a follower of the taps' journals alone, and a follower of both sources."""
+
+    tail_lines: list[tuple[float, str]]
+    journal_only: list[Record]
+    both: list[Record]
+    store_head: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def live(recorded: tuple[Path, str]) -> Live:
+    """ONE session ("live", the example server's every call) recorded while `tail -f` and two
+    followers watch it. A recording costs a tap, its store worker and an SDK server (about 1.5 s
+    of CPU); each observer reads the running tap on its own, so one session serves all three
+    tests, each asserting on its own observer. The followers are polled from this thread while
+    the client runs on another, as each test did on its own."""
     home, url = recorded
     proc = subprocess.Popen(
         [peers.BLACKBOX, "tail", "-f", "-n", "1", "--format", "jsonl", "--store", url],
@@ -84,85 +100,87 @@ def test_follow_shows_frames_of_a_running_session_within_a_second(
         stderr=subprocess.PIPE,
         text=True,
     )
+    store = open_store(url, create=False)
     try:
         lines = Lines(proc.stdout)
         lines.next()  # the one record of history: tail is following now
-        started = time.time()
+        # The journal side on its own: the store side pointed past the log's end.
+        journal_only = Follower(store, home / "journal", after_position=10**12)
+        both = Follower(store, home / "journal")
+        got_journal: list[Record] = []
+        got_both: list[Record] = []
         client = threading.Thread(target=record, args=(home, url, "live"))
         client.start()
-        lags: list[float] = []
-        methods: set[str] = set()
-        while time.time() - started < 60:
+
+        def followed() -> bool:
+            got_journal.extend(journal_only.poll())
+            got_both.extend(both.poll())
+            return (
+                not client.is_alive()
+                and any(r.tool == "echo" for r in got_journal)
+                and any(r.kind == "session_sealed" for r in got_both)
+            )
+
+        try:
+            eventually(followed, timeout=60, message="the live session, followed to its seal")
+            time.sleep(1.0)  # let the store side catch up: its copies must be dropped
+            got_both.extend(both.poll())
+            got_journal.extend(journal_only.poll())
+        finally:
+            client.join(60)
+            journal_only.close()
+            both.close()
+        tail_lines: list[tuple[float, str]] = []
+        while True:  # tail's lines up to the last call's response: the whole session went by
             at, line = lines.next()
+            tail_lines.append((at, line))
             doc = json.loads(line)
-            if doc["kind"] != "frame":
-                continue
-            lags.append(at - datetime.fromisoformat(doc["time"]).timestamp())
-            methods.add(doc["method"] or "")
-            if doc["msg_type"] == "response" and "x" * 100 in doc["text"]:
-                break  # the last call's response: the whole session went by
-        client.join(60)
-        assert {"initialize", "tools/list", "tools/call"} <= methods
-        lags.sort()
-        p95 = lags[int(0.95 * (len(lags) - 1))]
-        assert p95 < 1.0, f"wire -> tail lag p95 {p95:.3f}s (all: {lags})"
-        assert statistics.median(lags) < 1.0
+            if doc.get("msg_type") == "response" and "x" * 100 in (doc.get("text") or ""):
+                break
+        sids = {r.session_id for r in got_both}
+        heads = {sid: store.head(sid)[0] for sid in sids}
     finally:
+        store.close()
         proc.terminate()
         proc.wait(10)
+    return Live(tail_lines, got_journal, got_both, heads)
 
 
-def test_follower_reads_running_taps_journals_before_the_store(recorded: tuple[Path, str]) -> None:
+def test_follow_shows_frames_of_a_running_session_within_a_second(live: Live) -> None:
+    lags: list[float] = []
+    methods: set[str] = set()
+    for at, line in live.tail_lines:
+        doc = json.loads(line)
+        if doc["kind"] != "frame":
+            continue
+        lags.append(at - datetime.fromisoformat(doc["time"]).timestamp())
+        methods.add(doc["method"] or "")
+    assert {"initialize", "tools/list", "tools/call"} <= methods
+    lags.sort()
+    p95 = lags[int(0.95 * (len(lags) - 1))]
+    assert p95 < 1.0, f"wire -> tail lag p95 {p95:.3f}s (all: {lags})"
+    assert statistics.median(lags) < 1.0
+
+
+def test_follower_reads_running_taps_journals_before_the_store(live: Live) -> None:
     """The journal side on its own: with the store side pointed past the log's end, records of
     a running session still arrive (from the tap's journal), each once."""
-    home, url = recorded
-    store = open_store(url, create=False)
-    follower = Follower(store, home / "journal", after_position=10**12)
-    got: list = []
-    client = threading.Thread(target=record, args=(home, url, "journaled", RECORD_CALLS[:1]))
-    client.start()
-    try:
-        eventually(
-            lambda: got.extend(follower.poll()) or any(r.tool == "echo" for r in got),
-            timeout=30,
-            message="a journal record of the echo call",
-        )
-    finally:
-        client.join(60)
-        follower.close()
-        store.close()
+    got = live.journal_only
+    assert any(r.tool == "echo" for r in got)
     assert all(r.source == "journal" and r.position is None for r in got)
     keys = [(r.session_id, r.seq) for r in got]
     assert len(keys) == len(set(keys))
 
 
-def test_follower_gives_each_record_once_from_either_source(recorded: tuple[Path, str]) -> None:
+def test_follower_gives_each_record_once_from_either_source(live: Live) -> None:
     """Both sources on: a session recorded while following arrives whole (seq 1 to its seal,
     no gap) and each record once, whichever source had it first."""
-    home, url = recorded
-    store = open_store(url, create=False)
-    follower = Follower(store, home / "journal")
-    got: list = []
-    client = threading.Thread(target=record, args=(home, url, "once", RECORD_CALLS[:2]))
-    client.start()
-
-    def sealed() -> bool:
-        got.extend(follower.poll())
-        return any(r.kind == "session_sealed" for r in got)
-
-    try:
-        eventually(sealed, timeout=30, message="the new session's seal")
-        time.sleep(1.0)  # let the store side catch up: its copies must be dropped
-        got.extend(follower.poll())
-    finally:
-        client.join(60)
-        follower.close()
+    got = live.both
     sid = next(r.session_id for r in got if r.kind == "session_sealed")
     seqs = [r.seq for r in got if r.session_id == sid]
-    assert sorted(seqs) == list(range(1, store.head(sid)[0] + 1))
+    assert sorted(seqs) == list(range(1, live.store_head[sid] + 1))
     keys = [(r.session_id, r.seq) for r in got]
     assert len(keys) == len(set(keys))
-    store.close()
 
 
 def test_request_and_response_on_one_line_filters_and_cut(recorded: tuple[Path, str]) -> None:

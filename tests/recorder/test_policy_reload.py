@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -44,6 +45,15 @@ tool = "echo"
 reason = "echo is switched off"
 """
 BROKEN = 'default = "allow"\n[[rule]]\nid = "half-written\n'
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    """One SDK server over Streamable HTTP for every proxy test here: each test opens its own MCP
+    session through its own proxy, and the server's echo keeps no state between sessions, so one
+    start (the SDK's import, most of a second of CPU) serves them all."""
+    with sdk_server() as url:
+        yield url
 
 
 def sha(text: str) -> str:
@@ -164,7 +174,7 @@ async def _denied(session: ClientSession, message: str) -> str:
 
 
 def test_proxy_reloads_a_rewritten_policy_and_keeps_it_through_a_broken_one(
-    tmp_path: Path,
+    tmp_path: Path, upstream: str
 ) -> None:
     policy_file = tmp_path / "policy.toml"
     policy_file.write_text(ALLOW)
@@ -184,7 +194,7 @@ def test_proxy_reloads_a_rewritten_policy_and_keeps_it_through_a_broken_one(
             out.append(await _denied(s, "three"))
         return out
 
-    with sdk_server() as upstream, RecordingProxy(upstream, tmp_path / "j", policy=live) as proxy:
+    with RecordingProxy(upstream, tmp_path / "j", policy=live) as proxy:
         results = anyio.run(call, proxy.url)
     assert not results[0].is_error  # type: ignore[attr-defined]
     assert results[1:] == ["denied by policy rule no-echo: echo is switched off"] * 2
@@ -223,7 +233,7 @@ def _read_lines(stream, into: list[str]) -> None:  # type: ignore[no-untyped-def
 
 
 def test_blackbox_proxy_process_reloads_its_policy(
-    store_url: str, blackbox_env: dict[str, str], tmp_path: Path
+    store_url: str, blackbox_env: dict[str, str], tmp_path: Path, upstream: str
 ) -> None:
     """`blackbox proxy --policy` as a user runs it, on both store backends: the rewrite denies
     the next call with the new version named, the broken one is said on stderr and recorded."""
@@ -244,30 +254,29 @@ def test_blackbox_proxy_process_reloads_its_policy(
             out.append(await _denied(s, "three"))
         return out
 
-    with sdk_server() as upstream:
-        proc = subprocess.Popen(
-            [
-                *(BLACKBOX, "proxy", "--upstream", upstream, "--store", store_url),
-                *("--name", "live", "--policy", str(policy_file)),
-                *("--listen", f"127.0.0.1:{port}"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=blackbox_env,
-        )
-        # Its stderr, line by line as the proxy says them (a reload, a failed load).
-        said: list[str] = []
-        reader = threading.Thread(target=_read_lines, args=(proc.stderr, said), daemon=True)
-        reader.start()
-        try:
-            wait_listening(port, proc, timeout=20.0)
-            results = anyio.run(calls, f"http://127.0.0.1:{port}/mcp")
-        finally:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=30)
-            reader.join(timeout=30)
-        err = "".join(said)
+    proc = subprocess.Popen(
+        [
+            *(BLACKBOX, "proxy", "--upstream", upstream, "--store", store_url),
+            *("--name", "live", "--policy", str(policy_file)),
+            *("--listen", f"127.0.0.1:{port}"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=blackbox_env,
+    )
+    # Its stderr, line by line as the proxy says them (a reload, a failed load).
+    said: list[str] = []
+    reader = threading.Thread(target=_read_lines, args=(proc.stderr, said), daemon=True)
+    reader.start()
+    try:
+        wait_listening(port, proc, timeout=20.0)
+        results = anyio.run(calls, f"http://127.0.0.1:{port}/mcp")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        reader.join(timeout=30)
+    err = "".join(said)
     assert results == ["allowed", *["denied by policy rule no-echo: echo is switched off"] * 2]
     assert "did not load, keeping version " + sha(DENY_ECHO)[:12] in err
     store = open_store(store_url)
