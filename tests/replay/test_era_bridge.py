@@ -7,7 +7,7 @@ failed instead of passing silently."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import shlex
 
 import pytest
 from blackbox.recorder.log.model import Direction, Kind
@@ -105,17 +105,23 @@ def test_stateless_session_replays_in_a_legacy_era(recorded: tuple[str, str, str
 
 
 def test_a_legacy_only_server_fails_the_stateless_handshake_visibly(
-    sqlite_url: str, tmp_path: Path
+    recorded: tuple[str, str, str],
 ) -> None:
+    # The legacy session of the example server, re-spoken in the stateless era and replayed
+    # against server-everything (legacy only): the handshake that era needs is
+    # server/discover, which that server does not know. Which server the session was recorded
+    # from does not matter to that answer, so the module's recording serves (a recording of
+    # server-everything of its own would cost a tap, its store worker and a node start).
+    sqlite_url, legacy, _ = recorded
     store = open_store(sqlite_url)
-    sid = record_session(
-        store, sqlite_url, tmp_path, peers.EVERYTHING_SERVER, [("echo", {"message": "e"})],
-        "legacy", "ev",
-    )  # fmt: skip
-    result = replay_session(store, sid, options=ReplayOptions(era="2026-07-28"))
+    everything = shlex.join(peers.EVERYTHING_SERVER)
+    result = replay_session(
+        store, legacy, against=everything, options=ReplayOptions(era="2026-07-28")
+    )
     assert result.exit_code == 1
     first = next(s for s in result.steps if s.status != "ok")
     assert first.method == "server/discover"
+    assert "$.error" in {d.path for d in first.differences}  # the server's refusal, shown
     store.close()
 
 

@@ -166,22 +166,9 @@ def test_minimize_read_only_leaves_the_writes_out_of_every_trial(recorded) -> No
     url, notes, env = recorded
     _reset(notes)
     (notes / "a.txt").write_text("changed since")  # the reads now diverge
-    proc = subprocess.run(
-        [
-            peers.BLACKBOX,
-            "minimize",
-            "last",
-            "--store",
-            url,
-            "--until",
-            "divergence",
-            "--read-only",
-        ],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    # In this process: the question is what minimisation prints and leaves on disk.
+    proc = run_blackbox(
+        "minimize", "last", "--store", url, "--until", "divergence", "--read-only", env=env
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "kept: initialize, notifications/initialized, tools/call read_note" in proc.stdout
