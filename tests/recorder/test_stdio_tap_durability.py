@@ -18,6 +18,7 @@ from pathlib import Path
 from blackbox.recorder.store import open_store
 
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.polling import eventually
 from tests.fixtures.taps import INIT, INITIALIZED, call, wait_sealed
 
@@ -80,9 +81,8 @@ def test_sigkill_mid_burst_then_ship_recovers_every_forwarded_frame(
     assert 60 <= len(received) < 400
 
     env = dict(os.environ, BLACKBOX_HOME=str(tmp_path / "home"), BLACKBOX_STORE=sqlite_url)
-    shipped = subprocess.run(
-        [peers.BLACKBOX, "ship"], env=env, capture_output=True, text=True, timeout=60
-    )
+    # `ship` in this process: the question is what it recovers, not how its process behaves.
+    shipped = run_blackbox("ship", env=env)
     assert shipped.returncode == 0, shipped.stderr
     assert "1 session(s) closed as recovered" in shipped.stdout
     assert not list((tmp_path / "home" / "journal").iterdir())
