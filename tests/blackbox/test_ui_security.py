@@ -21,6 +21,7 @@ from blackbox.recorder.store import open_store
 from blackbox.ui.app import Context, unguarded_app
 from blackbox.ui.server import serve_in_thread
 from tests.fixtures import peers
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.taps import record, wait_sessions
 
 pytestmark = pytest.mark.timeout(180)
@@ -201,14 +202,12 @@ def test_cli_warns_off_loopback_and_prints_the_url(store_url) -> None:  # type: 
 
 
 def test_a_bad_listen_address_is_one_line(store_url) -> None:  # type: ignore[no-untyped-def]
+    # The question is what the command prints and exits with, not how a process behaves: run
+    # in this process (a traceback would be raised by run_blackbox, not returned).
     url, tmp = store_url
     for listen in ("nonsense", "127.0.0.1:99999", "203.0.113.9:0"):
-        proc = subprocess.run(
-            [peers.BLACKBOX, "ui", "--no-open", "--listen", listen, "--store", url],
-            env=peers.tap_env(tmp / "home"),
-            capture_output=True,
-            text=True,
-            timeout=60,
+        proc = run_blackbox(
+            "ui", "--no-open", "--listen", listen, "--store", url, env=peers.tap_env(tmp / "home")
         )
         assert proc.returncode == 2, (listen, proc.stderr)
         last = proc.stderr.strip().splitlines()[-1]
