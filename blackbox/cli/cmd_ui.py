@@ -47,17 +47,20 @@ def ui(
     host, port = split_listen(listen)
     redactor = configured_redactor(redact_rules, no_redact, store_url)
     store = open_configured_store(store_url)
-    run_ui(
-        store,
-        config.journal_dir(),
-        config.analytics_dir(),
-        host,
-        port,
-        open_browser=not no_open,
-        say=click.echo,
-        warn=lambda msg: click.echo(msg, err=True),
-        redactor=redactor,
-    )
+    try:
+        run_ui(
+            store,
+            config.journal_dir(),
+            config.analytics_dir(),
+            host,
+            port,
+            open_browser=not no_open,
+            say=click.echo,
+            warn=lambda msg: click.echo(msg, err=True),
+            redactor=redactor,
+        )
+    finally:  # also when the address cannot be bound
+        store.close()
 
 
 COMMANDS = [ui]
