@@ -29,6 +29,7 @@ from blackbox.cli.main import main
 from blackbox.hosts import attach as lib
 from blackbox.hosts import jsonc
 from blackbox.hosts.host_config import parse_json_text
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.environment import BLACKBOX, NODE_BIN
 from tests.fixtures.polling import eventually, free_port, wait_listening
 
@@ -231,9 +232,8 @@ def test_backup_is_the_pre_attach_file_even_after_a_second_attach(tmp_path: Path
 def test_a_project_config_runs_blackbox_from_path_and_names_no_store(tmp_path: Path) -> None:
     config = place(tmp_path, "claude-code")
     env = {**os.environ, "BLACKBOX_STORE": f"sqlite:///{tmp_path / 'shell.db'}"}
-    proc = subprocess.run(
-        [BLACKBOX, "attach", str(config)], capture_output=True, text=True, timeout=60, env=env
-    )
+    # What attach writes is the question: it runs in this process (with the shell's store set).
+    proc = run_blackbox("attach", str(config), env=env)
     assert proc.returncode == 0, proc.stderr
     text = config.read_text()
     entry = json.loads(text)["mcpServers"]["git"]
@@ -601,12 +601,9 @@ def test_a_host_launching_the_attached_entry_is_recorded(
         "env": {"TZ": "UTC"},
     }
     config.write_text(json.dumps({"mcpServers": {"clock": original}}, indent=2) + "\n")
-    proc = subprocess.run(
-        [BLACKBOX, "attach", str(config), "--store", store_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # Attaching is a command whose question is what it writes: it runs in this process. The host
+    # starting the entry below is a real process (the SDK's stdio client), as a host's would be.
+    proc = run_blackbox("attach", str(config), "--store", store_url, env=os.environ)
     assert proc.returncode == 0, proc.stderr
 
     # A user's store exists before the host starts a server: create its schema now, so the tap's

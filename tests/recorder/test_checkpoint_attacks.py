@@ -8,7 +8,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import sqlite3
 import stat
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -39,22 +42,60 @@ def run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-@pytest.fixture
-def signed(store_url, blackbox_env):
-    """Three sessions recorded, a key made, a checkpoint signed and kept in a file elsewhere."""
+def _sign_a_log(store_url: str) -> tuple[str, str, list[str]]:
+    """Three sessions in the store at `store_url`, a key made and a checkpoint signed (in the data
+    directory BLACKBOX_HOME names): the key's vkey, the checkpoint, the session ids."""
     store = open_store(store_url)
-    sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
-    for events in sessions:
-        store.append(events)
+    try:
+        sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
+        for events in sessions:
+            store.append(events)
+    finally:
+        store.close()
     code, out = run("keys", "init", "--origin", "example.com/audit")
     assert code == 0, out
-    vkey = out.strip().splitlines()[-1]
     code, note = run("checkpoint", "--store", store_url)
     assert code == 0, note
-    outside = Path(blackbox_env["BLACKBOX_HOME"]).parent / "elsewhere" / "checkpoint.txt"
+    return out.strip().splitlines()[-1], note, [e[0].session_id for e in sessions]
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A copy of the SQLite database at `source` with what its write-ahead log holds (a
+    connection the commands left open may not have moved it into the file yet)."""
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
+@pytest.fixture(scope="module")
+def sqlite_signed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, tuple[str, str, list[str]]]:
+    """What `signed` makes, made once on SQLite (a data directory and a database file beside it):
+    each test attacks a copy of its own, which costs a tenth of making it again."""
+    root = tmp_path_factory.mktemp("signed")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("BLACKBOX_HOME", str(root / "bbhome"))
+        env.delenv("BLACKBOX_STORE", raising=False)
+        env.delenv(keys.KEY_ENV, raising=False)
+        made = _sign_a_log(f"sqlite:///{root / 'store.db'}")
+    return root, made
+
+
+@pytest.fixture
+def signed(store_url, blackbox_env, request):
+    """Three sessions recorded, a key made, a checkpoint signed and kept in a file elsewhere."""
+    home = Path(blackbox_env["BLACKBOX_HOME"])
+    if store_url.startswith("sqlite:"):
+        root, (vkey, note, sids) = request.getfixturevalue("sqlite_signed")
+        shutil.copytree(root / "bbhome", home)
+        copy_sqlite(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
+    else:  # a PostgreSQL schema cannot be copied cheaply: each test makes its own
+        vkey, note, sids = _sign_a_log(store_url)
+    outside = home.parent / "elsewhere" / "checkpoint.txt"
     outside.parent.mkdir()
     outside.write_text(note)
-    yield store, store_url, vkey, outside, [e[0].session_id for e in sessions]
+    store = open_store(store_url)
+    yield store, store_url, vkey, outside, sids
     store.close()
 
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from blackbox import proxy_service
 from blackbox.cli.main import main
+from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.environment import BLACKBOX
 from tests.fixtures.fault_server import FaultServer
 from tests.fixtures.polling import eventually, free_port, wait_listening
@@ -83,6 +84,8 @@ def test_proxy_records_into_the_store_and_stops_on_ctrl_c(
     assert code == 0, err
     assert f"at http://127.0.0.1:{port}/json" in err
     assert "stopped: 3 exchanges, 6 messages, 1 sessions, 0 faults" in err
+    # A loopback upstream: nothing said about --rewrite-host over the whole run.
+    assert "--rewrite-host" not in err
     store = open_store(store_url)
     try:
         sessions = store.list_sessions()
@@ -121,13 +124,8 @@ def test_store_outage_loses_nothing(
     assert list(journal.glob("*.journal"))
 
     def ship(url: str) -> str:
-        done = subprocess.run(
-            [BLACKBOX, "ship", "--store", url],
-            capture_output=True,
-            text=True,
-            env=blackbox_env,
-            timeout=60,
-        )
+        # What `ship` delivers is the question, not its process: it runs in this one.
+        done = run_blackbox("ship", "--store", url, env=blackbox_env)
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -210,14 +208,9 @@ def test_killed_proxy_loses_nothing_it_forwarded(
         (info,) = store.list_sessions()
         assert info.frames == 8
         # Whoever gets there first (the shipper process's own leftovers pass, once the proxy's
-        # lock on its journal is gone, or `blackbox ship`) closes the session as recovered.
-        shipped = subprocess.run(
-            [BLACKBOX, "ship", "--store", sqlite_url],
-            capture_output=True,
-            text=True,
-            env=blackbox_env,
-            timeout=60,
-        )
+        # lock on its journal is gone, or `blackbox ship`, run in this process: what it stores
+        # is the question) closes the session as recovered.
+        shipped = run_blackbox("ship", "--store", sqlite_url, env=blackbox_env)
         assert shipped.returncode == 0, shipped.stderr
         # the other one may be mid-way (it holds the journal's lock)
         eventually(
@@ -245,17 +238,27 @@ def test_only_a_loopback_upstream_goes_without_the_host_notice(
     """The client's Host is forwarded as sent; for an upstream that is not loopback the proxy says
     --rewrite-host may be needed. A name that merely starts like loopback (`127.attacker.example`
     resolves wherever its owner likes) is not loopback (the one rule,
-    `blackbox.recorder.serving.is_loopback`)."""
-    port = free_port()
+    `blackbox.recorder.serving.is_loopback`).
+
+    The question is what the command says about its upstream, so it runs in this process with
+    its listen address taken: it says what it has to say on starting, then stops with the one
+    bind error instead of serving (a served proxy, Ctrl-C and all, is the first test's, whose
+    loopback upstream gets no notice over the whole run; foreign Hosts refused with 403 are
+    test_proxy_guard's)."""
     upstream = f"http://{upstream_host}:9/mcp"
-    proc = _start(["--upstream", upstream, "--store", sqlite_url], blackbox_env, port)
-    try:  # served once it answers (a foreign Host: refused, nothing forwarded)
-        refused = httpx2.get(f"http://127.0.0.1:{port}/mcp", headers={"host": "evil.example"})
-        assert refused.status_code == 403
-    finally:
-        code, err = _stop(proc)
-    assert code == 0, err
-    assert ("--rewrite-host" in err) is noticed, err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = ["--upstream", upstream, "--store", sqlite_url, "--listen", f"127.0.0.1:{port}"]
+        result = run_blackbox("proxy", *args, env=blackbox_env)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == (
+        f"blackbox: cannot listen on 127.0.0.1:{port}: the address is already in use"
+    )
+    assert ("--rewrite-host" in result.stderr) is noticed, result.stderr
+    assert len(lines) == (2 if noticed else 1), result.stderr  # nothing else said
 
 
 @pytest.mark.parametrize(

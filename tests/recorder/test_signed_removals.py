@@ -8,7 +8,10 @@ own, the victim's leaf hashes kept under it."""
 from __future__ import annotations
 
 import json
+import shutil
+import sqlite3
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,23 +46,62 @@ class Log:
     sids: list[str]  # victim, bystander, the one retention really removes
 
 
-@pytest.fixture
-def log(store_url: str, blackbox_env: dict[str, str]) -> Iterator[Log]:
-    """Three sessions, the log's key, a checkpoint kept elsewhere."""
+def _sign_a_log(store_url: str) -> tuple[str, str, list[str]]:
+    """Three sessions in the store at `store_url`, the log's key made and a checkpoint signed (in
+    the data directory BLACKBOX_HOME names): the key's vkey, the checkpoint, the session ids."""
     store = open_store(store_url)
-    sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
-    for events in sessions:
-        store.append(events)
+    try:
+        sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
+        for events in sessions:
+            store.append(events)
+    finally:
+        store.close()
     code, out = run("keys", "init", "--origin", ORIGIN)
     assert code == 0, out
     code, note = run("checkpoint", "--store", store_url)
     assert code == 0, note
-    outside = Path(blackbox_env["BLACKBOX_HOME"]).parent / "elsewhere" / "checkpoint.txt"
+    return out.strip().splitlines()[-1], note, [s[0].session_id for s in sessions]
+
+
+def copy_sqlite(source: Path, target: Path) -> None:
+    """A copy of the SQLite database at `source` with what its write-ahead log holds (a
+    connection the commands left open may not have moved it into the file yet)."""
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
+
+
+@pytest.fixture(scope="module")
+def sqlite_log(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, tuple[str, str, list[str]]]:
+    """What `log` makes, made once on SQLite (a data directory and a database file beside it):
+    each test attacks a copy of its own, which costs a tenth of making it again."""
+    root = tmp_path_factory.mktemp("signed-log")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("BLACKBOX_HOME", str(root / "bbhome"))
+        env.delenv("BLACKBOX_STORE", raising=False)
+        env.delenv(keys.KEY_ENV, raising=False)
+        made = _sign_a_log(f"sqlite:///{root / 'store.db'}")
+    return root, made
+
+
+@pytest.fixture
+def log(
+    store_url: str, blackbox_env: dict[str, str], request: pytest.FixtureRequest
+) -> Iterator[Log]:
+    """Three sessions, the log's key, a checkpoint kept elsewhere."""
+    home = Path(blackbox_env["BLACKBOX_HOME"])
+    if store_url.startswith("sqlite:"):
+        root, (vkey, note, sids) = request.getfixturevalue("sqlite_log")
+        shutil.copytree(root / "bbhome", home)
+        copy_sqlite(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
+    else:  # a PostgreSQL schema cannot be copied cheaply: each test makes its own
+        vkey, note, sids = _sign_a_log(store_url)
+    outside = home.parent / "elsewhere" / "checkpoint.txt"
     outside.parent.mkdir()
     outside.write_text(note)
-    yield Log(
-        store, store_url, out.strip().splitlines()[-1], outside, [s[0].session_id for s in sessions]
-    )
+    store = open_store(store_url)
+    yield Log(store, store_url, vkey, outside, sids)
     store.close()
 
 
