@@ -24,6 +24,27 @@ from tests.fixtures.analytics_kit import (
     refreshed,
     rows,
 )
+from tests.fixtures.store_templates import sqlite_copy, sqlite_template
+
+
+@pytest.fixture(scope="module")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new SQLite store, its schema laid down once for the module."""
+    path = tmp_path_factory.mktemp("migrated") / "store.db"
+    sqlite_template(path)
+    return path
+
+
+@pytest.fixture
+def sqlite_url(migrated_sqlite: Path, tmp_path: Path) -> str:
+    """conftest's new SQLite store, as a copy of the module's (a file of the test's own)."""
+    return sqlite_copy(migrated_sqlite, tmp_path / "store.db")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """conftest's new store on each backend in turn, the SQLite one copied as above."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
 
 
 def outcome_session() -> tuple[Session, dict[str, int]]:
@@ -311,9 +332,9 @@ def test_a_recreated_store_is_not_mixed_with_the_old_copy(tmp_path: Path) -> Non
     assert [r["name"] for r in rows(connect(copy), "SELECT name FROM sessions")] == ["new"]
 
 
-def test_each_store_has_its_own_copy(tmp_path: Path, pg_url: str) -> None:
-    a = f"sqlite:///{tmp_path / 'a.db'}"
-    b = f"sqlite:///{tmp_path / 'b.db'}"
+def test_each_store_has_its_own_copy(tmp_path: Path, pg_url: str, migrated_sqlite: Path) -> None:
+    a = sqlite_copy(migrated_sqlite, tmp_path / "a.db")
+    b = sqlite_copy(migrated_sqlite, tmp_path / "b.db")
     assert store_key(a) != store_key(b) != store_key(pg_url)
     rel = tmp_path / "x" / ".." / "a.db"
     assert store_key(f"sqlite:///{rel}") == store_key(a)

@@ -10,6 +10,7 @@ stop took about 120 s (2.4 s at 8 KB)."""
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -37,6 +38,21 @@ PLAIN = plain_text(N)
 # them by a factor of a thousand at this size.
 RATIO = 30.0
 PER_SECRET = 60e-6  # what replacing one secret may add (its fingerprint, the splice)
+
+
+@functools.cache
+def _redactor() -> Redactor:
+    """One redactor for the module, its automata built (they are built lazily, on first use)."""
+    redactor = Redactor.default(key=KEY)
+    redactor.redact_text(PLAIN)
+    return redactor
+
+
+@functools.cache
+def _plain_seconds() -> float:
+    """Plain text's best time, measured once for the module rather than beside each example
+    (it was three of each example's five redactions of 80 KB)."""
+    return _best(_redactor(), PLAIN, 3)
 
 
 def test_every_builtin_rule_has_hostile_words() -> None:
@@ -67,13 +83,20 @@ def test_hostile_text_costs_a_bounded_multiple_of_plain_text(
         head = data.draw(st.sampled_from(pieces), label="head")
         run = data.draw(st.sampled_from(RUN_CHARS), label="run")
         hostile = head + run * (N - len(head))
-    redactor = Redactor.default(key=KEY)
-    redactor.redact_text(PLAIN)  # warm: the automata are built lazily
-    plain = _best(redactor, PLAIN, 2)
-    redactor.counts.clear()
-    elapsed = _best(redactor, hostile, 2)
-    replaced = sum(redactor.counts.values()) // 2
-    bound = RATIO * plain + PER_SECRET * replaced
+    redactor = _redactor()
+    # The best of two timings of the hostile text must stay within the bound, as before; the
+    # second is only taken, with plain text timed again beside it (the load may have changed
+    # since the module's measurement), when the first misses it.
+    for attempt in range(2):
+        plain = _best(redactor, PLAIN, 2) if attempt else _plain_seconds()
+        redactor.counts.clear()
+        start = time.perf_counter()
+        redactor.redact_text(hostile)
+        elapsed = time.perf_counter() - start
+        replaced = sum(redactor.counts.values())
+        bound = RATIO * plain + PER_SECRET * replaced
+        if elapsed <= bound:
+            break
     assert elapsed <= bound, (
         f"{rule}: {elapsed * 1e3:.1f} ms on {hostile[:40]!r}... against {plain * 1e3:.1f} ms "
         f"for plain text ({replaced} secrets replaced)"

@@ -4,10 +4,12 @@ PostgreSQL class (as eventsourcing's recorder tests are), neither ever skipped."
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
 import sqlite3
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -25,6 +27,7 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from tests.fixtures import independent_verifier as spec
+from tests.fixtures.store_templates import sqlite_copy, sqlite_template
 from tests.fixtures.storekit import T0, authorise, frame, session_events
 
 # -- what a peer may send: the lines of the property test below ---------------------------------
@@ -40,6 +43,10 @@ HOSTILE_NUMBERS += [str(2**70), str(-(2**70))]
 BOM = b"\xef\xbb\xbf"
 
 
+# The strategies below are built once (functools.cache): `rpc_documents` draws from them many
+# times per example, and a strategy built anew is validated anew, which cost more than the
+# store's work. The same objects draw the same values.
+@functools.cache
 def json_strings() -> st.SearchStrategy[str]:
     """String literals, escaped by json.dumps (a lone surrogate becomes the escape "\\ud800") or
     raw (a raw lone surrogate is then written with surrogatepass: not UTF-8)."""
@@ -48,6 +55,7 @@ def json_strings() -> st.SearchStrategy[str]:
     return st.builds(lambda s, escape: json.dumps(s, ensure_ascii=escape), chars, escaped)
 
 
+@functools.cache
 def nested() -> st.SearchStrategy[str]:
     """Arrays or objects nested n deep, across every parser's limit (jsonrpc.FALLBACK_DEPTH, the
     standard parser's recursion, orjson's 1024): between 1900 and 2150 levels the classifier
@@ -60,6 +68,7 @@ def nested() -> st.SearchStrategy[str]:
     )
 
 
+@functools.cache
 def json_values() -> st.SearchStrategy[str]:
     literals = st.sampled_from(["true", "false", "null", "{}", "[]"])
     numbers = st.sampled_from(HOSTILE_NUMBERS) | st.integers(-(2**80), 2**80).map(str)
@@ -528,13 +537,22 @@ class EventStoreContract:
             store.append(session_events(calls=0))
 
 
+@pytest.fixture(scope="module")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new SQLite store, its schema laid down once for the module."""
+    path = tmp_path_factory.mktemp("migrated") / "store.db"
+    sqlite_template(path)
+    return path
+
+
 class TestSqliteStore(EventStoreContract):
     backend = SqliteEventStore
     driver_error = sqlite3.DataError("refused by the driver")
 
     @pytest.fixture
-    def store_url(self, sqlite_url: str) -> str:
-        return sqlite_url
+    def store_url(self, migrated_sqlite: Path, tmp_path: Path) -> str:
+        # A copy of a new store is a new store: each test still has a file of its own.
+        return sqlite_copy(migrated_sqlite, tmp_path / "store.db")
 
     def test_the_write_ahead_log_stays_near_its_limit_while_the_store_is_open(
         self, store_url: str

@@ -7,13 +7,35 @@ would, then edit rows with raw SQL.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from blackbox.recorder.store import open_store
+from blackbox.recorder.store import EventStore, open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
+from tests.fixtures.store_templates import sqlite_copy, sqlite_template
 from tests.fixtures.storekit import session_events, tamper
+
+
+@pytest.fixture(scope="module")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new SQLite store, its schema laid down once for the module."""
+    path = tmp_path_factory.mktemp("migrated") / "store.db"
+    sqlite_template(path)
+    return path
+
+
+@pytest.fixture
+def sqlite_url(migrated_sqlite: Path, tmp_path: Path) -> str:
+    """conftest's new SQLite store, as a copy of the module's (a file of the test's own)."""
+    return sqlite_copy(migrated_sqlite, tmp_path / "store.db")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """conftest's new store on each backend in turn, the SQLite one copied as above."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
 
 
 def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, int]]:
@@ -35,18 +57,39 @@ def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, 
 
 
 @pytest.fixture(params=["one run", "split runs"])
-def recorded(store_url, request, monkeypatch):
+def recorded(store_url, request, monkeypatch, recorded_sqlite, tmp_path):
     """Two sessions; each tamper test runs with the chain checked in one pass and as three runs
     on as many cores, so a finding in any run (the store's own or a child's) is named."""
     if request.param == "split runs":
         split_verify(monkeypatch, 3)
-    store = open_store(store_url)
+    if store_url.startswith("sqlite"):
+        template, ids = recorded_sqlite
+        store_url = sqlite_copy(template, tmp_path / "store.db")  # over store_url's empty one
+        store = open_store(store_url)
+    else:
+        store = open_store(store_url)
+        ids = two_sessions(store)
+    yield store, store_url, *ids
+    store.close()
+
+
+def two_sessions(store: EventStore) -> tuple[str, str]:
+    """Append a 4-call session and a 2-call one; their ids."""
     events = session_events(calls=4)
     store.append(events)
     other = session_events(calls=2, start_ns=events[0].wall_ns + 10**9)
     store.append(other)
-    yield store, store_url, events[0].session_id, other[0].session_id
-    store.close()
+    return events[0].session_id, other[0].session_id
+
+
+@pytest.fixture(scope="module")
+def recorded_sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, str]]:
+    """The two sessions in a SQLite store made once for the module (each test tampers with a
+    copy of its own); the store's path and the sessions' ids."""
+    path = tmp_path_factory.mktemp("recorded") / "store.db"
+    ids = sqlite_template(path, two_sessions)
+    assert ids is not None
+    return path, ids
 
 
 def problems(store, sid):

@@ -8,27 +8,70 @@ append-only triggers dropped (`tamper`), then `verify` must name what changed.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from blackbox.recorder.log.model import Kind, NewEvent
-from blackbox.recorder.store import open_store
+from blackbox.recorder.store import EventStore, open_store
 from blackbox.recorder.trust.checkpoint import Signer
 from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
+from tests.fixtures.store_templates import sqlite_copy, sqlite_template
 from tests.fixtures.storekit import T0, authorise, frame, session_events, tamper
 
 
+@pytest.fixture(scope="module")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new SQLite store, its schema laid down once for the module."""
+    path = tmp_path_factory.mktemp("migrated") / "store.db"
+    sqlite_template(path)
+    return path
+
+
 @pytest.fixture
-def two_sessions(store_url):
-    store = open_store(store_url)
+def sqlite_url(migrated_sqlite: Path, tmp_path: Path) -> str:
+    """conftest's new SQLite store, as a copy of the module's (a file of the test's own)."""
+    return sqlite_copy(migrated_sqlite, tmp_path / "store.db")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """conftest's new store on each backend in turn, the SQLite one copied as above."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+
+
+def append_two_sessions(store: EventStore) -> tuple[str, str]:
+    """Append a 4-call session and a 2-call one, check they verify; their ids."""
     first = session_events(calls=4)
     store.append(first)
     second = session_events(calls=2, start_ns=T0 + 10**9, name="other")
     store.append(second)
     assert store.verify() == []
-    yield store, store_url, first[0].session_id, second[0].session_id
+    return first[0].session_id, second[0].session_id
+
+
+@pytest.fixture(scope="module")
+def two_sessions_sqlite(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, str]]:
+    """The two sessions in a SQLite store made once for the module (each test edits a copy of
+    its own); the store's path and the sessions' ids."""
+    path = tmp_path_factory.mktemp("two_sessions") / "store.db"
+    ids = sqlite_template(path, append_two_sessions)
+    assert ids is not None
+    return path, ids
+
+
+@pytest.fixture
+def two_sessions(store_url, two_sessions_sqlite, tmp_path):
+    if store_url.startswith("sqlite"):
+        template, ids = two_sessions_sqlite
+        store_url = sqlite_copy(template, tmp_path / "store.db")  # over store_url's empty one
+        store = open_store(store_url)
+    else:
+        store = open_store(store_url)
+        ids = append_two_sessions(store)
+    yield store, store_url, *ids
     store.close()
 
 
