@@ -9,9 +9,7 @@ import base64
 import json
 import os
 import shutil
-import sqlite3
 import stat
-from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -27,12 +25,14 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
+from tests.fixtures.store_templates import sqlite_backup_copy
 from tests.fixtures.storekit import (
     T0,
     authorise,
     checkpoints_file,
     rebuild_tree,
     session_events,
+    sign_a_log,
     tamper,
 )
 
@@ -40,30 +40,6 @@ from tests.fixtures.storekit import (
 def run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(main, list(args))
     return result.exit_code, result.output
-
-
-def _sign_a_log(store_url: str) -> tuple[str, str, list[str]]:
-    """Three sessions in the store at `store_url`, a key made and a checkpoint signed (in the data
-    directory BLACKBOX_HOME names): the key's vkey, the checkpoint, the session ids."""
-    store = open_store(store_url)
-    try:
-        sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
-        for events in sessions:
-            store.append(events)
-    finally:
-        store.close()
-    code, out = run("keys", "init", "--origin", "example.com/audit")
-    assert code == 0, out
-    code, note = run("checkpoint", "--store", store_url)
-    assert code == 0, note
-    return out.strip().splitlines()[-1], note, [e[0].session_id for e in sessions]
-
-
-def copy_sqlite(source: Path, target: Path) -> None:
-    """A copy of the SQLite database at `source` with what its write-ahead log holds (a
-    connection the commands left open may not have moved it into the file yet)."""
-    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +53,7 @@ def sqlite_signed(
         env.setenv("BLACKBOX_HOME", str(root / "bbhome"))
         env.delenv("BLACKBOX_STORE", raising=False)
         env.delenv(keys.KEY_ENV, raising=False)
-        made = _sign_a_log(f"sqlite:///{root / 'store.db'}")
+        made = sign_a_log(f"sqlite:///{root / 'store.db'}", "example.com/audit")
     return root, made
 
 
@@ -88,9 +64,9 @@ def signed(store_url, blackbox_env, request):
     if store_url.startswith("sqlite:"):
         root, (vkey, note, sids) = request.getfixturevalue("sqlite_signed")
         shutil.copytree(root / "bbhome", home)
-        copy_sqlite(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
+        sqlite_backup_copy(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
     else:  # a PostgreSQL schema cannot be copied cheaply: each test makes its own
-        vkey, note, sids = _sign_a_log(store_url)
+        vkey, note, sids = sign_a_log(store_url, "example.com/audit")
     outside = home.parent / "elsewhere" / "checkpoint.txt"
     outside.parent.mkdir()
     outside.write_text(note)

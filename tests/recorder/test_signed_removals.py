@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +25,8 @@ from blackbox.recorder.trust.checkpoint import Signer
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, authorise, session_events, tamper
+from tests.fixtures.store_templates import sqlite_backup_copy
+from tests.fixtures.storekit import T0, authorise, session_events, sign_a_log, tamper
 
 ORIGIN = "example.com/audit"
 
@@ -46,30 +45,6 @@ class Log:
     sids: list[str]  # victim, bystander, the one retention really removes
 
 
-def _sign_a_log(store_url: str) -> tuple[str, str, list[str]]:
-    """Three sessions in the store at `store_url`, the log's key made and a checkpoint signed (in
-    the data directory BLACKBOX_HOME names): the key's vkey, the checkpoint, the session ids."""
-    store = open_store(store_url)
-    try:
-        sessions = [session_events(calls=3, start_ns=T0 + i * 10**9) for i in range(3)]
-        for events in sessions:
-            store.append(events)
-    finally:
-        store.close()
-    code, out = run("keys", "init", "--origin", ORIGIN)
-    assert code == 0, out
-    code, note = run("checkpoint", "--store", store_url)
-    assert code == 0, note
-    return out.strip().splitlines()[-1], note, [s[0].session_id for s in sessions]
-
-
-def copy_sqlite(source: Path, target: Path) -> None:
-    """A copy of the SQLite database at `source` with what its write-ahead log holds (a
-    connection the commands left open may not have moved it into the file yet)."""
-    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
-
-
 @pytest.fixture(scope="module")
 def sqlite_log(
     tmp_path_factory: pytest.TempPathFactory,
@@ -81,7 +56,7 @@ def sqlite_log(
         env.setenv("BLACKBOX_HOME", str(root / "bbhome"))
         env.delenv("BLACKBOX_STORE", raising=False)
         env.delenv(keys.KEY_ENV, raising=False)
-        made = _sign_a_log(f"sqlite:///{root / 'store.db'}")
+        made = sign_a_log(f"sqlite:///{root / 'store.db'}", ORIGIN)
     return root, made
 
 
@@ -94,9 +69,9 @@ def log(
     if store_url.startswith("sqlite:"):
         root, (vkey, note, sids) = request.getfixturevalue("sqlite_log")
         shutil.copytree(root / "bbhome", home)
-        copy_sqlite(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
+        sqlite_backup_copy(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
     else:  # a PostgreSQL schema cannot be copied cheaply: each test makes its own
-        vkey, note, sids = _sign_a_log(store_url)
+        vkey, note, sids = sign_a_log(store_url, ORIGIN)
     outside = home.parent / "elsewhere" / "checkpoint.txt"
     outside.parent.mkdir()
     outside.write_text(note)
