@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -96,9 +97,13 @@ def run_fleet(
     burst: int,
     stall_s: float,
     signing: dict[str, str],
+    on_warm: Callable[[], object] | None = None,
+    on_stored: Callable[[], object] | None = None,
 ) -> tuple[float, list[list[int]], int]:
     """`taps` taps at once, each `rounds` x (seq sequential calls + a burst of `burst`); returns
-    frames stored per second, each tap's latencies, and the frames sent."""
+    frames stored per second, each tap's latencies, and the frames sent. `on_warm` runs once every
+    warm-up frame is stored, `on_stored` once the measured ones are (bench/capacity.py takes its
+    CPU readings there)."""
     server = [sys.executable, "-c", SERVER, SERVER_MARK]
     peers = []
     for i in range(taps):
@@ -114,6 +119,8 @@ def run_fleet(
         if time.monotonic() > deadline:
             raise SystemExit(f"{label}: the warm-up frames were not stored in time")
         time.sleep(0.1)
+    if on_warm is not None:
+        on_warm()
     latencies: list[list[int]] = [[] for _ in peers]
     errors: list[BaseException] = []
 
@@ -140,6 +147,8 @@ def run_fleet(
             break  # reported as lost below
         time.sleep(0.05)
     elapsed = time.perf_counter() - start
+    if on_stored is not None:
+        on_stored()
     for peer in peers:
         if peer.close() != 0:
             raise SystemExit(f"{label}: a server did not exit cleanly")
