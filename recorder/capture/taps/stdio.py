@@ -404,9 +404,17 @@ class _Tap:
                 # Back-pressure: stop reading a side while what it sent is not taken.
                 want_host = reading_host and len(self.to_child.buf) < HIGH_WATER
                 want_child = reading_child and len(self.to_host.buf) < HIGH_WATER
-                state = (want_host, want_child, reading_err, self.to_child.buf, self.to_host.buf)
+                # Whether each buffer holds anything, not the buffer: a buffer that emptied must
+                # drop its POLLOUT, or poll() answers "writable" at once, forever (a busy loop).
+                state = (
+                    want_host,
+                    want_child,
+                    reading_err,
+                    bool(self.to_child.buf),
+                    bool(self.to_host.buf),
+                )
                 if state != last_state:  # usually nothing changed: skip the bookkeeping
-                    last_state = (want_host, want_child, reading_err, b"", b"")
+                    last_state = state
                     watch(host_in, _POLLIN if want_host else 0)
                     watch(child_out, _POLLIN if want_child else 0)
                     watch(child_err, _POLLIN if reading_err else 0)
