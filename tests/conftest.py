@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests.fixtures.environment import PG_URL, pg_schema
+from tests.fixtures.store_templates import sqlite_copy, sqlite_template
 
 pytest_plugins = ["pytester"]  # tests/replay/test_pytest_plugin.py runs pytest in a project
 
@@ -53,11 +54,25 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh store URL on each backend in turn."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("pg_url")
+def store_url(request: pytest.FixtureRequest) -> str:
+    """A fresh store URL on each backend in turn (`sqlite_url` or `pg_url`, so a module that
+    overrides `sqlite_url` changes both)."""
+    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+
+
+@pytest.fixture(scope="module")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new SQLite store, its schema laid down once for the module."""
+    path = tmp_path_factory.mktemp("migrated") / "store.db"
+    sqlite_template(path)
+    return path
+
+
+@pytest.fixture
+def migrated_sqlite_url(migrated_sqlite: Path, tmp_path: Path) -> str:
+    """A new SQLite store of this test's own, copied from the module's migrated one: a module
+    whose tests each want a fresh store overrides `sqlite_url` with this."""
+    return sqlite_copy(migrated_sqlite, tmp_path / "store.db")
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import sqlite3
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -27,7 +26,6 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from tests.fixtures import independent_verifier as spec
-from tests.fixtures.store_templates import sqlite_copy, sqlite_template
 from tests.fixtures.storekit import T0, authorise, frame, session_events
 
 # -- what a peer may send: the lines of the property test below ---------------------------------
@@ -537,22 +535,14 @@ class EventStoreContract:
             store.append(session_events(calls=0))
 
 
-@pytest.fixture(scope="module")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new SQLite store, its schema laid down once for the module."""
-    path = tmp_path_factory.mktemp("migrated") / "store.db"
-    sqlite_template(path)
-    return path
-
-
 class TestSqliteStore(EventStoreContract):
     backend = SqliteEventStore
     driver_error = sqlite3.DataError("refused by the driver")
 
     @pytest.fixture
-    def store_url(self, migrated_sqlite: Path, tmp_path: Path) -> str:
+    def store_url(self, migrated_sqlite_url: str) -> str:
         # A copy of a new store is a new store: each test still has a file of its own.
-        return sqlite_copy(migrated_sqlite, tmp_path / "store.db")
+        return migrated_sqlite_url
 
     def test_the_write_ahead_log_stays_near_its_limit_while_the_store_is_open(
         self, store_url: str

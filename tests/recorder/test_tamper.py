@@ -18,24 +18,10 @@ from tests.fixtures.store_templates import sqlite_copy, sqlite_template
 from tests.fixtures.storekit import session_events, tamper
 
 
-@pytest.fixture(scope="module")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new SQLite store, its schema laid down once for the module."""
-    path = tmp_path_factory.mktemp("migrated") / "store.db"
-    sqlite_template(path)
-    return path
-
-
 @pytest.fixture
-def sqlite_url(migrated_sqlite: Path, tmp_path: Path) -> str:
-    """conftest's new SQLite store, as a copy of the module's (a file of the test's own)."""
-    return sqlite_copy(migrated_sqlite, tmp_path / "store.db")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    """conftest's new store on each backend in turn, the SQLite one copied as above."""
-    return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+def sqlite_url(migrated_sqlite_url: str) -> str:
+    """conftest's new SQLite store (and `store_url`'s), copied from one migrated per module."""
+    return migrated_sqlite_url
 
 
 def split_verify(monkeypatch: pytest.MonkeyPatch, runs: int) -> list[tuple[int, int]]:
