@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -25,14 +24,15 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
-from tests.fixtures.store_templates import sqlite_backup_copy
 from tests.fixtures.storekit import (
     T0,
+    SignedLog,
     authorise,
     checkpoints_file,
     rebuild_tree,
     session_events,
-    sign_a_log,
+    signed_log,
+    signed_log_template,
     tamper,
 )
 
@@ -43,33 +43,16 @@ def run(*args: str) -> tuple[int, str]:
 
 
 @pytest.fixture(scope="module")
-def sqlite_signed(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Path, tuple[str, str, list[str]]]:
-    """What `signed` makes, made once on SQLite (a data directory and a database file beside it):
-    each test attacks a copy of its own, which costs a tenth of making it again."""
-    root = tmp_path_factory.mktemp("signed")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("BLACKBOX_HOME", str(root / "bbhome"))
-        env.delenv("BLACKBOX_STORE", raising=False)
-        env.delenv(keys.KEY_ENV, raising=False)
-        made = sign_a_log(f"sqlite:///{root / 'store.db'}", "example.com/audit")
-    return root, made
+def sqlite_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SignedLog]:
+    return signed_log_template(tmp_path_factory, "example.com/audit")
 
 
 @pytest.fixture
 def signed(store_url, blackbox_env, request):
     """Three sessions recorded, a key made, a checkpoint signed and kept in a file elsewhere."""
     home = Path(blackbox_env["BLACKBOX_HOME"])
-    if store_url.startswith("sqlite:"):
-        root, (vkey, note, sids) = request.getfixturevalue("sqlite_signed")
-        shutil.copytree(root / "bbhome", home)
-        sqlite_backup_copy(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
-    else:  # a PostgreSQL schema cannot be copied cheaply: each test makes its own
-        vkey, note, sids = sign_a_log(store_url, "example.com/audit")
-    outside = home.parent / "elsewhere" / "checkpoint.txt"
-    outside.parent.mkdir()
-    outside.write_text(note)
+    template = lambda: request.getfixturevalue("sqlite_signed")  # noqa: E731
+    (vkey, _note, sids), outside = signed_log(store_url, home, "example.com/audit", template)
     store = open_store(store_url)
     yield store, store_url, vkey, outside, sids
     store.close()

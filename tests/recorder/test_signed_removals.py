@@ -8,7 +8,6 @@ own, the victim's leaf hashes kept under it."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,15 @@ from blackbox.recorder.trust.checkpoint import Signer
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.fixtures.store_templates import sqlite_backup_copy
-from tests.fixtures.storekit import T0, authorise, session_events, sign_a_log, tamper
+from tests.fixtures.storekit import (
+    T0,
+    SignedLog,
+    authorise,
+    session_events,
+    signed_log,
+    signed_log_template,
+    tamper,
+)
 
 ORIGIN = "example.com/audit"
 
@@ -46,18 +52,8 @@ class Log:
 
 
 @pytest.fixture(scope="module")
-def sqlite_log(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[Path, tuple[str, str, list[str]]]:
-    """What `log` makes, made once on SQLite (a data directory and a database file beside it):
-    each test attacks a copy of its own, which costs a tenth of making it again."""
-    root = tmp_path_factory.mktemp("signed-log")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("BLACKBOX_HOME", str(root / "bbhome"))
-        env.delenv("BLACKBOX_STORE", raising=False)
-        env.delenv(keys.KEY_ENV, raising=False)
-        made = sign_a_log(f"sqlite:///{root / 'store.db'}", ORIGIN)
-    return root, made
+def sqlite_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SignedLog]:
+    return signed_log_template(tmp_path_factory, ORIGIN)
 
 
 @pytest.fixture
@@ -66,15 +62,9 @@ def log(
 ) -> Iterator[Log]:
     """Three sessions, the log's key, a checkpoint kept elsewhere."""
     home = Path(blackbox_env["BLACKBOX_HOME"])
-    if store_url.startswith("sqlite:"):
-        root, (vkey, note, sids) = request.getfixturevalue("sqlite_log")
-        shutil.copytree(root / "bbhome", home)
-        sqlite_backup_copy(root / "store.db", Path(store_url.removeprefix("sqlite:///")))
-    else:  # a PostgreSQL schema cannot be copied cheaply: each test makes its own
-        vkey, note, sids = sign_a_log(store_url, ORIGIN)
-    outside = home.parent / "elsewhere" / "checkpoint.txt"
-    outside.parent.mkdir()
-    outside.write_text(note)
+    (vkey, _note, sids), outside = signed_log(
+        store_url, home, ORIGIN, lambda: request.getfixturevalue("sqlite_log")
+    )
     store = open_store(store_url)
     yield Log(store, store_url, vkey, outside, sids)
     store.close()
