@@ -23,6 +23,7 @@ from blackbox.recorder.query.counts import (
     derived_outcome,
 )
 from blackbox.recorder.query.handles import short_handles
+from blackbox.recorder.query.name_glob import contains_condition
 from blackbox.recorder.store import EventStore, events, session_info, sessions, with_traffic
 from sqlalchemy import and_, func, or_, select
 
@@ -79,14 +80,9 @@ def session_page(store: EventStore, query: SessionQuery) -> dict[str, Any]:
     started = func.coalesce(s.started_ns, 0)
     stmt = select(sessions).order_by(started.desc(), s.session_id.desc())
     if query.q:
-        like = "%" + query.q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        stmt = stmt.where(
-            or_(
-                s.name.like(like, escape="\\"),
-                s.command.like(like, escape="\\"),
-                s.session_id.like(like, escape="\\"),
-            )
-        )
+        dialect = _engine(store).dialect.name
+        columns = (s.name, s.command, s.session_id)
+        stmt = stmt.where(or_(*(contains_condition(c, query.q, dialect) for c in columns)))
     if not query.background:
         stmt = stmt.where(with_traffic())
     if query.outcome in _FROM_COUNTS:

@@ -26,7 +26,7 @@ from blackbox.recorder.query.counts import (
     derived_outcome,
 )
 from blackbox.recorder.query.handles import short_handles
-from blackbox.recorder.query.name_glob import glob_condition
+from blackbox.recorder.query.name_glob import contains_condition, glob_condition
 from blackbox.recorder.store import sessions, with_traffic
 from sqlalchemy import select
 
@@ -117,9 +117,6 @@ def count_records(store: Any, session_ids: Sequence[str]) -> dict[str, dict[str,
 
 def _candidates(store: Any, filt: SessionFilter, offset: int, limit: int | None) -> list[Any]:
     query = select(sessions).order_by(sessions.c.started_ns.desc(), sessions.c.session_id.desc())
-    if filt.server:
-        escaped = filt.server.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        query = query.where(sessions.c.command.like(f"%{escaped}%", escape="\\"))
     if filt.since_ns is not None:
         query = query.where(sessions.c.started_ns >= filt.since_ns)
     if filt.until_ns is not None:
@@ -132,8 +129,11 @@ def _candidates(store: Any, filt: SessionFilter, offset: int, limit: int | None)
     if limit is not None:
         query = query.limit(limit)
     with _engine(store).connect() as conn:
+        dialect = conn.dialect.name
+        if filt.server:
+            query = query.where(contains_condition(sessions.c.command, filt.server, dialect))
         if filt.name is not None:  # in SQL: the limit counts matching sessions only
-            query = query.where(glob_condition(sessions.c.name, filt.name, conn.dialect.name))
+            query = query.where(glob_condition(sessions.c.name, filt.name, dialect))
         return list(conn.execute(query))
 
 

@@ -1,4 +1,5 @@
-"""A shell glob over a name column, read the way `fnmatch.fnmatchcase` reads it, on both stores.
+"""A shell glob over a name column, read the way `fnmatch.fnmatchcase` reads it, on both stores;
+and the literal substring match the other text filters use.
 
 Why it exists: every option that matches a name (`sessions --name`, `replay --name`, `export
 --server`, ...) takes a glob, and a listing applies its limit after its filters, so the glob
@@ -10,6 +11,8 @@ dialect. A name without `*`, `?` or `[` stays an equality, which the name index 
 from __future__ import annotations
 
 from typing import Any
+
+from sqlalchemy import false
 
 # (kind, text): "any" for *, "one" for ?, "set" (text is the set's body, negated by a leading
 # "!"), "lit" for one literal character.
@@ -92,10 +95,35 @@ def postgres_regex(pattern: str) -> str:
     return "".join(parts)
 
 
+def storable(text: str) -> bool:
+    """Whether a filter's text is one a stored name or command could hold. A filter typed by a
+    user may not be: a lone surrogate (undecodable bytes in argv) the driver cannot encode, a NUL
+    (from a URL's query) that PostgreSQL refuses and SQLite's LIKE and GLOB read as the pattern's
+    end (`%\\x00%` would match every row). Such a filter matches no row: `false()`."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def glob_condition(column: Any, pattern: str, dialect: str) -> Any:
     """A WHERE condition: `column` matches the glob `pattern` on this dialect."""
+    if not storable(pattern):
+        return false()
     if not has_magic(pattern):
         return column == pattern
     if dialect == "postgresql":
         return column.op("~")(postgres_regex(pattern))
     return column.op("GLOB")(sqlite_glob(pattern))
+
+
+def contains_condition(column: Any, text: str, dialect: str) -> Any:
+    """A WHERE condition: `column` holds `text` (a substring, taken literally: LIKE's `%`, `_`
+    and escape character are escaped)."""
+    if not storable(text):
+        return false()
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return column.like(f"%{escaped}%", escape="\\")
