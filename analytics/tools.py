@@ -19,7 +19,7 @@ import duckdb
 from blackbox.analytics.parquet import Progress
 from blackbox.analytics.reports import refreshed_connection
 from blackbox.recorder import BlackboxError
-from blackbox.recorder.store import EventStore
+from blackbox.recorder.store import EventStore, storable_text
 
 INVENTORY_COLUMNS = [
     "server",
@@ -117,7 +117,9 @@ _CALLS = """
 def _where(filters: ToolFilters) -> tuple[str, list]:
     clauses: list[str] = []
     params: list[object] = []
-    if filters.server is not None:
+    if filters.server is not None and not storable_text(filters.server):
+        clauses.append("FALSE")  # no recorded server name could hold it
+    elif filters.server is not None:
         clauses.append("json_extract_string(doc, '$.server') GLOB ?")
         params.append(filters.server)
     if filters.since_ns is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from blackbox.recorder.store import storable_text
 from sqlalchemy import false
 
 # (kind, text): "any" for *, "one" for ?, "set" (text is the set's body, negated by a leading
@@ -95,23 +96,9 @@ def postgres_regex(pattern: str) -> str:
     return "".join(parts)
 
 
-def storable(text: str) -> bool:
-    """Whether a filter's text is one a stored name or command could hold. A filter typed by a
-    user may not be: a lone surrogate (undecodable bytes in argv) the driver cannot encode, a NUL
-    (from a URL's query) that PostgreSQL refuses and SQLite's LIKE and GLOB read as the pattern's
-    end (`%\\x00%` would match every row). Such a filter matches no row: `false()`."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def glob_condition(column: Any, pattern: str, dialect: str) -> Any:
     """A WHERE condition: `column` matches the glob `pattern` on this dialect."""
-    if not storable(pattern):
+    if not storable_text(pattern):
         return false()
     if not has_magic(pattern):
         return column == pattern
@@ -123,7 +110,7 @@ def glob_condition(column: Any, pattern: str, dialect: str) -> Any:
 def contains_condition(column: Any, text: str, dialect: str) -> Any:
     """A WHERE condition: `column` holds `text` (a substring, taken literally: LIKE's `%`, `_`
     and escape character are escaped)."""
-    if not storable(text):
+    if not storable_text(text):
         return false()
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return column.like(f"%{escaped}%", escape="\\")

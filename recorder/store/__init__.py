@@ -164,6 +164,21 @@ def normalise_url(url: str) -> URL:
 _SECRET_PARAM = re.compile(r"pass|secret|token|key", re.IGNORECASE)
 
 
+def storable_text(text: str) -> bool:
+    """Whether a filter's text is one a stored name, command or id could hold. A filter typed by
+    a user may not be: a lone surrogate (undecodable bytes in argv) no driver can encode, a NUL
+    (from a URL's query) that PostgreSQL refuses and SQLite's LIKE and GLOB read as the pattern's
+    end (`%` NUL `%` would match every row). Such a filter matches nothing: readers check it
+    before the text reaches a query."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def public_url(url: str) -> str:
     """The store's URL in one canonical spelling without credentials: what a journal records
     (`blackbox.recorder.capture.journal.StoreMark`) and compares to know which store it was written
@@ -214,7 +229,14 @@ def schema_head() -> str:
     return migrate.head_revision()
 
 
-__all__ = ["EventStore", "normalise_url", "open_store", "public_url", "schema_head"]
+__all__ = [
+    "EventStore",
+    "normalise_url",
+    "open_store",
+    "public_url",
+    "schema_head",
+    "storable_text",
+]
 
 # --- the public face: all that other contexts import from this one ---
 # Other contexts import these names from the package, never from its modules

@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from blackbox.recorder import AmbiguousSession, SessionNotFound
 from blackbox.recorder.log import SessionInfo, StoredEvent, chain
+from blackbox.recorder.store import storable_text
 from blackbox.recorder.store.projection import INSERT_COLUMNS, session_info
 from blackbox.recorder.store.schema import HOOK_TRANSPORT, events, sessions
 from blackbox.recorder.store.sql_base import SqlStoreBase
@@ -77,6 +78,8 @@ class ReadMixin(SqlStoreBase):
         ref = ref.strip()
         if not ref:
             raise SessionNotFound("no session given: pass an id, a unique prefix, or 'last'")
+        if not storable_text(ref):
+            raise SessionNotFound(f"no session matches {ref!r}")
         with self._translated(), self.engine.connect() as conn:
             if ref == "last":
                 row = conn.execute(
