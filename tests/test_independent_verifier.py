@@ -53,6 +53,7 @@ from tests.fixtures.independent_verifier import (
     verify_consistency,
     verify_inclusion,
 )
+from tests.fixtures.storekit import OF_Q
 
 # == The evidence, made by the project in a child process =====================================
 
@@ -811,7 +812,7 @@ def test_a_deletion_laundered_as_retention_fails_in_both(retained: Retained) -> 
     raw_sql(
         db,
         *((insert, tuple(r[c] for c in RECORD_COLUMNS)) for r in forged),
-        ("DELETE FROM events WHERE session_id = ?", (victim,)),
+        (f"DELETE FROM events WHERE {OF_Q}", (victim,)),
         ("DELETE FROM sessions WHERE session_id = ?", (victim,)),
         *((keep, (index(r["position"]), leaf_hash(r["hash"]), by, victim)) for r in victims),
         ("INSERT INTO retention_removals VALUES (?, ?)", (victim, by)),

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 from blackbox.recorder.log import Kind, chain
-from blackbox.recorder.store.projection import INSERT_COLUMNS
-from blackbox.recorder.store.schema import events
+from blackbox.recorder.store.layout import ROW_COLUMNS
+from blackbox.recorder.store.schema import event_rows, events
 from blackbox.recorder.store.sql import SqlEventStore
-from sqlalchemy import BigInteger, Boolean, LargeBinary, create_engine, func, select
+from sqlalchemy import BigInteger, Boolean, LargeBinary, SmallInteger, create_engine, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
 
@@ -27,10 +27,12 @@ if TYPE_CHECKING:
 
 # Binary COPY: in text format every raw byte goes over as two hex digits, formatted in Python,
 # and psycopg's row formatting becomes a large share of an append.
-_COPY = f"COPY events ({', '.join(INSERT_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_COPY = f"COPY events ({', '.join(ROW_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 _COPY_TYPES = [
-    {BigInteger: "int8", LargeBinary: "bytea", Boolean: "bool"}.get(type(column.type), "text")
-    for column in (events.c[name] for name in INSERT_COLUMNS)
+    {BigInteger: "int8", SmallInteger: "int2", LargeBinary: "bytea", Boolean: "bool"}.get(
+        type(column.type), "text"
+    )
+    for column in (event_rows.c[name] for name in ROW_COLUMNS)
 ]
 
 
@@ -137,6 +139,6 @@ SELECT count(*), min(seq), max(seq), bool_and(intact) FROM (
     SELECT seq, hash = sha256(
         coalesce(lag(hash) OVER (ORDER BY seq), %(prev)s) || {_CANONICAL}
     ) AS intact
-    FROM events WHERE session_id = %(sid)s AND seq BETWEEN %(first)s AND %(last)s
+    FROM event_log WHERE session_id = %(sid)s AND seq BETWEEN %(first)s AND %(last)s
 ) AS links
 """

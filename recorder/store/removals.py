@@ -19,11 +19,13 @@ from typing import NamedTuple
 from blackbox.recorder import AppendRefused
 from blackbox.recorder.log import Kind, NewEvent, chain, merkle, new_session_id
 from blackbox.recorder.log import events as docs
-from blackbox.recorder.store import tree
+from blackbox.recorder.store import layout, tree
 from blackbox.recorder.store.schema import (
+    event_rows,
     events,
     holds,
     retention_removals,
+    session_ids,
     sessions,
     signed_removals,
     tree_removed_leaves,
@@ -110,9 +112,10 @@ def record_and_remove(
     tree.mark_removed(conn, ids, by)
     removed = 0
     for sid in ids:
-        # One session at a time, through its (session_id, seq) index: in seq order, the one
-        # order the SQLite trigger accepts (a session's lowest remaining seq first).
-        removed += conn.execute(delete(events).where(events.c.session_id == sid)).rowcount
+        # One session at a time, through its (sid, seq) index: in seq order, the one order the
+        # SQLite trigger accepts (a session's lowest remaining seq first).
+        key = layout.sid_bytes(sid)
+        removed += conn.execute(delete(event_rows).where(event_rows.c.sid == key)).rowcount
     conn.execute(delete(sessions).where(sessions.c.session_id.in_(ids)))
     return removed
 
@@ -403,10 +406,30 @@ def orphan_findings(conn: Connection) -> list[chain.Finding]:
         .scalars()
         .all()
     )
-    return [
+    found = [
         chain.Finding(sid, None, "projection", "the session's records have no sessions row")
         for sid in orphans
     ]
+    # Records whose 16 session-id bytes name no session (`session_ids` is append-only: its row
+    # was deleted behind the triggers' back): no reader sees them through `event_log`, so they
+    # are named here by their bytes.
+    unmapped = (
+        conn.execute(
+            select(event_rows.c.sid)
+            .distinct()
+            .where(~select(session_ids.c.sid).where(session_ids.c.sid == event_rows.c.sid).exists())
+            .order_by(event_rows.c.sid)
+        )
+        .scalars()
+        .all()
+    )
+    found.extend(
+        chain.Finding(
+            bytes(key).hex(), None, "missing", "records whose session id maps to no session"
+        )
+        for key in unmapped
+    )
+    return found
 
 
 def position_findings(conn: Connection) -> list[chain.Finding]:
@@ -414,7 +437,7 @@ def position_findings(conn: Connection) -> list[chain.Finding]:
     the `retention_applied` records say retention removed (a backend where gaps are evidence:
     SQLite)."""
     count, top = conn.execute(
-        select(func.count(), func.coalesce(func.max(events.c.position), 0))
+        select(func.count(), func.coalesce(func.max(event_rows.c.position), 0))
     ).one()
     missing = top - count
     if missing <= 0:
@@ -455,7 +478,7 @@ def position_findings(conn: Connection) -> list[chain.Finding]:
         "lead(position) OVER (ORDER BY position) AS next FROM events) AS runs "
         "WHERE next > position + 1 ORDER BY position LIMIT 3"
     ).all()
-    first = conn.execute(select(func.min(events.c.position))).scalar_one()
+    first = conn.execute(select(func.min(event_rows.c.position))).scalar_one()
     spans = ([f"1-{first - 1}"] if first > 1 else []) + [
         f"{low + 1}-{high - 1}" if high - low > 2 else f"{low + 1}" for low, high in gaps
     ]

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -30,10 +31,60 @@ metadata = MetaData(naming_convention=NAMING_CONVENTION)
 # BIGINT primary keys autoincrement on PostgreSQL; SQLite needs INTEGER for its rowid alias.
 Position = BigInteger().with_variant(Integer(), "sqlite")
 
-events = Table(
+# The log (record format v2, migration 0009; recorder/store/layout.py says how a record's fields
+# map to these columns). Readers go through the `event_log` view (`events` below), which shows
+# every row as the record it is; only the append, retention's delete and the tree's reads of
+# `hash` by position touch this table.
+event_rows = Table(
     "events",
     metadata,
     Column("position", Position, primary_key=True, autoincrement=True),
+    Column("sid", LargeBinary(16), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("wall_ns", BigInteger, nullable=False),
+    Column("mono_ns", BigInteger, nullable=False),
+    Column("kind_code", SmallInteger, nullable=True),
+    Column("kind_text", String(32), nullable=True),
+    Column("direction_code", SmallInteger, nullable=True),
+    Column("direction_text", String(3), nullable=True),
+    Column("raw", LargeBinary, nullable=False),
+    Column("raw_size", BigInteger, nullable=True),
+    Column("msg_type_code", SmallInteger, nullable=True),
+    Column("method", Text, nullable=True),
+    Column("rpc_id", Text, nullable=True),
+    Column("rpc_id_type_code", SmallInteger, nullable=True),
+    Column("tool", Text, nullable=True),
+    Column("is_error", Boolean, nullable=True),
+    Column("error_code", BigInteger, nullable=True),
+    Column("era", String(16), nullable=True),
+    Column("degraded", Text, nullable=True),
+    Column("hash", LargeBinary(32), nullable=False),
+    # The only index beside the position: (sid, seq) serves every per-session read (show, replay,
+    # verify's chains, the UI's timeline page, retention's delete) and makes a re-appended batch
+    # a no-op. Everything else reads by position, and analytics reads its Parquet copy; another
+    # index would cost every append.
+    UniqueConstraint("sid", "seq"),
+)
+
+# The way back from a record's 16 session-id bytes to the session's id (`layout.sid_bytes` is the
+# way there): one row per session ever appended, append-only like the log (migration 0009).
+session_ids = Table(
+    "session_ids",
+    metadata,
+    Column("sid", LargeBinary(16), primary_key=True),
+    Column("session_id", String(64), nullable=False),
+    # `event_log`'s readers look a session up by its text id (per-session reads).
+    UniqueConstraint("session_id"),
+)
+
+# The records as readers know them (`StoredEvent`'s fields): the `event_log` view over the two
+# tables above (`layout.view_sql`). Kept out of `metadata`, which holds what Alembic compares
+# and creates: the view is made by the migration.
+views = MetaData()
+events = Table(
+    "event_log",
+    views,
+    Column("position", Position, primary_key=True),
     Column("session_id", String(64), nullable=False),
     Column("seq", BigInteger, nullable=False),
     Column("wall_ns", BigInteger, nullable=False),
@@ -52,10 +103,6 @@ events = Table(
     Column("era", String(16), nullable=True),
     Column("degraded", Text, nullable=True),
     Column("hash", LargeBinary(32), nullable=False),
-    # (session_id, seq) serves every per-session read and makes re-appends no-ops; the log is
-    # queried by position otherwise, and analytics reads its Parquet copy, so no more indexes:
-    # each one would cost every append.
-    UniqueConstraint("session_id", "seq"),
 )
 
 # `sessions.transport` of a host's own decisions (a Claude Code or Cursor hook): such a session

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from blackbox.recorder import AppendRefused
 from blackbox.recorder.log import Kind, NewEvent, chain, derived_columns
-from blackbox.recorder.store import audit, session_rows
+from blackbox.recorder.store import audit, layout, session_rows
 from blackbox.recorder.store.projection import events_row, project
 from blackbox.recorder.store.sql_base import SqlStoreBase
 from sqlalchemy.engine import Connection
@@ -41,6 +41,15 @@ class AppendMixin(SqlStoreBase):
         for ev in new_events:
             by_session.setdefault(ev.session_id, []).append(ev)
         existing = session_rows.read(conn, self.MARK, list(by_session))
+        new = [sid for sid in by_session if sid not in existing]
+        if new:
+            # The way back from a new session's 16 id bytes to its id (`layout.sid_bytes`).
+            mark = self.MARK
+            conn.exec_driver_sql(
+                f"INSERT INTO session_ids (sid, session_id) VALUES ({mark}, {mark}) "
+                "ON CONFLICT DO NOTHING",
+                [(layout.sid_bytes(sid), sid) for sid in new],
+            )
         done: list[session_rows.Appended] = []
         rows = (
             row
@@ -77,6 +86,11 @@ class AppendMixin(SqlStoreBase):
         first_wall = last_wall = era = None
         link, frame, ended, columns = chain.link, Kind.FRAME, Kind.SESSION_ENDED, derived_columns
         sealed, era_at = Kind.SESSION_SEALED, audit.ERA_INDEX
+        # Rows in the table's layout (`layout.ROW_COLUMNS`): the session's 16 id bytes and the
+        # codes of the enumerated columns.
+        sid_key, encode, frame_code = layout.sid_bytes(sid), layout.encode_row, layout.FRAME
+        directions, msg_types = layout.DIRECTION_CODES, layout.MSG_TYPE_CODES
+        id_types = layout.RPC_ID_TYPE_CODES
         # The hot loop of every append: one link and one row each, a frame's row built here from
         # its derived columns (`jsonrpc.derived_columns`, the fast path of `projection.derive`).
         for ev in evs:
@@ -94,14 +108,21 @@ class AppendMixin(SqlStoreBase):
             if ev.kind == frame:
                 raw = ev.raw
                 derived = columns(raw)
-                yield (sid, seq, ev.wall_ns, ev.mono_ns, "frame", str(ev.direction), raw,
-                       ev.raw_size, *derived, head)  # fmt: skip
+                msg, method, rpc_id, id_type, tool, is_error, code, frame_era, note = derived
+                try:
+                    yield (sid_key, seq, ev.wall_ns, ev.mono_ns, frame_code, None,
+                           directions[ev.direction], None, raw, ev.raw_size,
+                           None if msg is None else msg_types[msg], method, rpc_id,
+                           None if id_type is None else id_types[id_type], tool, is_error, code,
+                           frame_era, note, head)  # fmt: skip
+                except KeyError:
+                    yield encode(events_row(ev, head))  # a direction kept as text, or refused
                 frames += 1
                 stored += 1
                 if era is None:  # the first frame that names one, as `verify` reads it
                     era = derived[era_at]
                 continue
-            yield events_row(ev, head)
+            yield encode(events_row(ev, head))
             stored += ev.kind != sealed
             project(proj, ev)
             if ev.kind == ended:
@@ -115,7 +136,7 @@ class AppendMixin(SqlStoreBase):
                     chain.seal_payload(last_seq, head),
                 )
                 head = link(head, seal)
-                yield events_row(seal, head)
+                yield encode(events_row(seal, head))
                 last_seq = seal.seq
                 proj["sealed_count"] = seal.seq - 1
         if first_wall is None:

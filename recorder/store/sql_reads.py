@@ -154,7 +154,7 @@ class ReadMixin(SqlStoreBase):
         driver holds it (0/1 on SQLite); everything else is as `read_log` gives it."""
         columns = ", ".join(column.name for column in _EVENT_COLUMNS)
         mark = self.MARK
-        sql = f"SELECT {columns} FROM events WHERE position > {mark} ORDER BY position"
+        sql = f"SELECT {columns} FROM event_log WHERE position > {mark} ORDER BY position"
         params: tuple[int, ...] = (after_position,)
         if limit is not None:
             sql += f" LIMIT {mark}"

@@ -126,7 +126,7 @@ class VerifyMixin(SqlStoreBase):
         findings: list[chain.Finding] = []
         mismatches: list[chain.Finding] = []
         sql = (
-            f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM events "
+            f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM event_log "
             f"WHERE session_id = {self.MARK} ORDER BY seq"
         )
         frame, columns = str(Kind.FRAME), derived_columns
@@ -204,7 +204,7 @@ class VerifyMixin(SqlStoreBase):
     def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:
         # Stream in chunks so a long session is checked in bounded memory, the driver refilling
         # the same fetch buffers rather than one list growing to the session's size.
-        sql = f"SELECT {_CHAIN_COLUMNS} FROM events WHERE session_id = {self.MARK} ORDER BY seq"
+        sql = f"SELECT {_CHAIN_COLUMNS} FROM event_log WHERE session_id = {self.MARK} ORDER BY seq"
         with self._translated(), self.engine.connect() as conn:
             driver = conn.connection.dbapi_connection
             assert driver is not None  # a connection in use holds its driver's

@@ -18,7 +18,7 @@ from typing import Literal, cast
 
 from blackbox.recorder import private_dir, private_file
 from blackbox.recorder.store import sqlite_chain
-from blackbox.recorder.store.projection import INSERT_COLUMNS
+from blackbox.recorder.store.layout import ROW_COLUMNS
 from blackbox.recorder.store.sql import SqlEventStore
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
@@ -31,8 +31,7 @@ PAGE_SIZE = 16 * 1024
 MMAP_BYTES = 256 * 1024 * 1024
 
 _INSERT = (
-    f"INSERT INTO events ({', '.join(INSERT_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
+    f"INSERT INTO events ({', '.join(ROW_COLUMNS)}) VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
 )
 
 

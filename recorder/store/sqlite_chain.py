@@ -28,9 +28,9 @@ from blackbox.recorder.log import chain
 
 RUN_COLUMNS = ", ".join(chain.ChainRecord._fields)
 RUN_READ = (
-    f"SELECT {RUN_COLUMNS} FROM events WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq"
+    f"SELECT {RUN_COLUMNS} FROM event_log WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq"
 )
-HASH_AT = "SELECT hash FROM events WHERE session_id = ? AND seq = ?"
+HASH_AT = "SELECT hash FROM event_log WHERE session_id = ? AND seq = ?"
 
 
 def run_rows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> Iterator[tuple]:

@@ -154,7 +154,7 @@ def _leaf_batches(conn: Connection, cursor: Callable[[], DBAPICursor]) -> Iterat
             try:
                 cur.execute(
                     f"SELECT position - ({offset}), position, NULL, NULL, {_RECORD_COLUMNS} "
-                    f"FROM events WHERE position >= {int(a + offset)} "
+                    f"FROM event_log WHERE position >= {int(a + offset)} "
                     f"AND position < {int(b + offset)} ORDER BY position"
                 )
                 while rows := cur.fetchmany(2000):

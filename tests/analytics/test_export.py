@@ -25,6 +25,8 @@ from blackbox.recorder.privacy.redact import Redactor
 from blackbox.recorder.store import open_store
 from blackbox.recorder.store.synthetic import DAY_NS, SECRETS, record_session
 
+from tests.fixtures.storekit import OF_S
+
 
 @pytest.fixture
 def three_sessions(store_url: str):
@@ -399,7 +401,7 @@ def test_a_session_broken_in_the_store_is_refused_or_exported_and_flagged(
     with engine.begin() as conn:
         conn.execute(text("DROP TRIGGER events_no_update"))
         conn.execute(
-            text("UPDATE events SET raw = :r WHERE session_id = :s AND seq = 3"),
+            text(f"UPDATE events SET raw = :r WHERE {OF_S} AND seq = 3"),
             {"r": b'{"jsonrpc":"2.0","id":1,"result":{}}', "s": bad},
         )
     engine.dispose()

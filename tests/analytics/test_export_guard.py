@@ -19,13 +19,13 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, session_events, tamper
+from tests.fixtures.storekit import OF_SID, T0, session_events, tamper
 
 # Each attack: (what a writer runs, the problem verify names). The projection edit needs no
 # privilege (the sessions table has no trigger); the others drop the triggers first.
 ATTACKS = {
     "tail and seal cut": (
-        "DELETE FROM events WHERE session_id = :sid AND seq >= 8",
+        f"DELETE FROM events WHERE {OF_SID} AND seq >= 8",
         "truncated",
     ),
     "projection edited": (
@@ -33,7 +33,7 @@ ATTACKS = {
         "projection",
     ),
     "derived column edited": (
-        "UPDATE events SET tool = 'read_file' WHERE session_id = :sid AND seq = 4",
+        f"UPDATE events SET tool = 'read_file' WHERE {OF_SID} AND seq = 4",
         "derived",
     ),
 }

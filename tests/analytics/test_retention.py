@@ -25,6 +25,8 @@ from blackbox.recorder.store.synthetic import DAY_NS, record_session
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
+from tests.fixtures.storekit import OF_S
+
 HOUR_NS = DAY_NS // 24
 # Retention signs each removal with the log's key (docs/trust.md, signed removals).
 pytestmark = pytest.mark.usefixtures("signing_key")
@@ -99,7 +101,7 @@ def test_retention_removes_exactly_the_old_unheld_sessions(aged, tmp_path: Path)
     # The triggers still refuse a deletion outside retention.
     engine = create_engine(url.replace("postgresql:", "postgresql+psycopg:", 1))
     with pytest.raises(DBAPIError), engine.begin() as conn:
-        conn.execute(text("DELETE FROM events WHERE session_id = :s"), {"s": s["recent"]})
+        conn.execute(text(f"DELETE FROM events WHERE {OF_S}"), {"s": s["recent"]})
     engine.dispose()
     assert len(list(store.read_session(s["recent"]))) == len(before[s["recent"]])
 
@@ -183,7 +185,7 @@ def test_a_session_whose_chain_is_broken_is_kept(sqlite_url: str, tmp_path: Path
     with engine.begin() as conn:
         conn.execute(text("DROP TRIGGER events_no_update"))
         conn.execute(
-            text("UPDATE events SET raw = :r WHERE session_id = :s AND seq = 2"),
+            text(f"UPDATE events SET raw = :r WHERE {OF_S} AND seq = 2"),
             {"r": b'{"jsonrpc":"2.0","id":1,"method":"initialize"}', "s": bad},
         )
     engine.dispose()

@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from blackbox.cli.main import main
 from tests.fixtures.environment import BLACKBOX
-from tests.fixtures.storekit import T0, session_events, tamper
+from tests.fixtures.storekit import OF_SID, T0, session_events, tamper
 
 SID = "019b0000-0000-7000-8000-00000000f175"
 NAME = "a-server-with-a-name-much-longer-than-any-column-should-be-" + "x" * 40
@@ -136,7 +136,7 @@ def test_main_commands_fit_80_columns(store_url: str, tmp_path: Path) -> None:
     store = open_store(tampered)
     store.append(_session_records())
     store.close()
-    edit = "UPDATE events SET tool = :tool WHERE session_id = :sid AND seq = 11"
+    edit = f"UPDATE events SET tool = :tool WHERE {OF_SID} AND seq = 11"
     tamper(tampered, (edit, {"tool": "edited_" + TOOL, "sid": SID}))
     runs = [(store_url, argv) for argv in commands] + [(tampered, ["verify"])]
     for url, argv in runs:

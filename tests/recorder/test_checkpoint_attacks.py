@@ -25,6 +25,7 @@ from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
 from tests.fixtures.storekit import (
+    OF_S,
     T0,
     SignedLog,
     authorise,
@@ -166,7 +167,7 @@ def test_whole_session_delete_is_caught(signed):
     victim = sids[0]
     tamper(
         store_url,
-        ("DELETE FROM events WHERE session_id = :s", {"s": victim}),
+        (f"DELETE FROM events WHERE {OF_S}", {"s": victim}),
         ("DELETE FROM sessions WHERE session_id = :s", {"s": victim}),
     )
     code, out = verify_against(store_url, vkey, outside)
@@ -183,7 +184,7 @@ def test_truncation_below_the_checkpoint_is_caught(signed):
     last = sids[-1]
     tamper(
         store_url,
-        ("DELETE FROM events WHERE session_id = :s", {"s": last}),
+        (f"DELETE FROM events WHERE {OF_S}", {"s": last}),
         ("DELETE FROM sessions WHERE session_id = :s", {"s": last}),
     )
     rebuild_tree(store_url)

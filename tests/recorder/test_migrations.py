@@ -6,7 +6,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from blackbox.recorder.errors import SchemaTooNew
-from blackbox.recorder.store import migrate, open_store
+from blackbox.recorder.store import layout, migrate, open_store
 from blackbox.recorder.store.schema import metadata
 from sqlalchemy import create_engine, inspect, text
 
@@ -134,7 +134,7 @@ def test_a_store_at_0001_upgrades_and_its_unchecked_grants_go(store_url):
         assert migrate.current_revision(conn) == migrate.head_revision()
         assert "retention_grants" not in inspect(conn).get_table_names()
         with pytest.raises(Exception, match="append-only"):
-            conn.execute(text("DELETE FROM events WHERE session_id = :s"), {"s": sid})
+            conn.execute(text("DELETE FROM events WHERE sid = :s"), {"s": layout.sid_bytes(sid)})
         conn.rollback()
     assert store.verify() == [] and len(list(store.read_session(sid))) == len(events) + 1
     store.close()

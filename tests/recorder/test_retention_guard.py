@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, session_events
+from tests.fixtures.storekit import OF_S, T0, session_events
 
 DAY_NS = 86_400 * 10**9
 
@@ -90,7 +90,7 @@ def test_a_forged_grant_no_longer_deletes_a_whole_session(victim):
             "INSERT INTO retention_removals (session_id, removed_by) VALUES (:s, 1)",
             {"s": sid},
         )
-        assert not try_statement(conn, "DELETE FROM events WHERE session_id = :s", {"s": sid})
+        assert not try_statement(conn, f"DELETE FROM events WHERE {OF_S}", {"s": sid})
         conn.commit()
     engine.dispose()
     assert store.session(sid).sealed and store.verify() == []
@@ -106,7 +106,7 @@ def test_the_tail_of_a_sealed_session_cannot_be_cut_even_with_a_forged_record(vi
         for first in (13, 6, 2):  # the seal alone, the tail with the seal, all but the start
             assert not try_statement(
                 conn,
-                "DELETE FROM events WHERE session_id = :s AND seq >= :f",
+                f"DELETE FROM events WHERE {OF_S} AND seq >= :f",
                 {"s": sid, "f": first},
             )
         conn.commit()
@@ -124,9 +124,7 @@ def test_a_head_cut_is_refused_or_found(victim):
     engine = writer(url)
     with engine.connect() as conn:
         grant(conn, sid, position)
-        cut = try_statement(
-            conn, "DELETE FROM events WHERE session_id = :s AND seq <= 5", {"s": sid}
-        )
+        cut = try_statement(conn, f"DELETE FROM events WHERE {OF_S} AND seq <= 5", {"s": sid})
         conn.commit()
     engine.dispose()
     assert cut == url.startswith("sqlite")
@@ -139,20 +137,24 @@ def test_a_session_removed_and_put_back_is_found(victim):
     two moves): the log says the session is gone, so records of it are tampering."""
     store, url, sid = victim
     position = forge_retention_record(store, sid)
-    columns = "session_id, seq, wall_ns, mono_ns, kind, direction, raw, raw_size, hash"
+    columns = (
+        "sid, seq, wall_ns, mono_ns, kind_code, kind_text, direction_code, direction_text, raw, "
+        "raw_size, hash"
+    )
     engine = writer(url)
     with engine.connect() as conn:
         kept = conn.execute(
-            text(f"SELECT {columns} FROM events WHERE session_id = :s AND seq <= 5 ORDER BY seq"),
+            text(f"SELECT {columns} FROM events WHERE {OF_S} AND seq <= 5 ORDER BY seq"),
             {"s": sid},
         ).all()
         grant(conn, sid, position)
-        assert try_statement(conn, "DELETE FROM events WHERE session_id = :s", {"s": sid})
+        assert try_statement(conn, f"DELETE FROM events WHERE {OF_S}", {"s": sid})
         for row in kept:
             conn.execute(
                 text(
-                    f"INSERT INTO events ({columns}) VALUES (:session_id, :seq, :wall_ns, "
-                    ":mono_ns, :kind, :direction, :raw, :raw_size, :hash)"
+                    f"INSERT INTO events ({columns}) VALUES (:sid, :seq, :wall_ns, :mono_ns, "
+                    ":kind_code, :kind_text, :direction_code, :direction_text, :raw, :raw_size, "
+                    ":hash)"
                 ),
                 row._asdict(),
             )
@@ -170,7 +172,7 @@ def test_a_forged_retention_record_is_permanent_and_listed_by_verify(victim):
     engine = writer(url)
     with engine.connect() as conn:
         grant(conn, sid, position)
-        assert try_statement(conn, "DELETE FROM events WHERE session_id = :s", {"s": sid})
+        assert try_statement(conn, f"DELETE FROM events WHERE {OF_S}", {"s": sid})
         assert try_statement(conn, "DELETE FROM sessions WHERE session_id = :s", {"s": sid})
         # Covering the tracks: the record itself, or its session on a record naming it.
         assert not try_statement(conn, "DELETE FROM events WHERE position = :p", {"p": position})

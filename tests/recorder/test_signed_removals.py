@@ -25,6 +25,7 @@ from click.testing import CliRunner
 
 from blackbox.cli.main import main
 from tests.fixtures.storekit import (
+    OF_S,
     T0,
     SignedLog,
     authorise,
@@ -114,7 +115,7 @@ def delete_as_retention(log: Log, victim: str, removed_by: int, bound_to: str | 
     ]
     tamper(
         log.url,
-        ("DELETE FROM events WHERE session_id = :s", {"s": victim}),
+        (f"DELETE FROM events WHERE {OF_S}", {"s": victim}),
         ("DELETE FROM sessions WHERE session_id = :s", {"s": victim}),
         *(
             (

@@ -14,7 +14,7 @@ from blackbox.recorder.store import open_store, tree, tree_check
 from blackbox.recorder.trust.checkpoint import Signer, open_checkpoint
 from blackbox.recorder.trust.signing import issue
 
-from tests.fixtures.storekit import T0, session_events
+from tests.fixtures.storekit import OF_S, T0, session_events
 
 
 def chain_hashes(store) -> list[bytes]:
@@ -197,7 +197,7 @@ def test_a_forged_removal_of_a_deleted_record_is_still_a_deletion(store_url):
     tamper(
         store_url,
         *forged,
-        ("DELETE FROM events WHERE session_id = :s", {"s": victim}),
+        (f"DELETE FROM events WHERE {OF_S}", {"s": victim}),
         ("DELETE FROM sessions WHERE session_id = :s", {"s": victim}),
     )
     with store.transaction() as conn:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from blackbox.cli.main import main
 from tests.fixtures.store_templates import sqlite_copy, sqlite_template
-from tests.fixtures.storekit import session_events, tamper
+from tests.fixtures.storekit import OF_SID, session_events, tamper
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_intact_chain_is_confirmed_in_one_pass_on_each_backend(store_url, monkey
     tamper(
         store_url,
         (
-            "UPDATE events SET raw_size = raw_size + 1 WHERE session_id = :sid AND seq = 6",
+            f"UPDATE events SET raw_size = raw_size + 1 WHERE {OF_SID} AND seq = 6",
             {"sid": events[0].session_id},
         ),
     )
@@ -138,7 +138,7 @@ def test_a_split_verify_checks_runs_in_child_processes(store_url, monkeypatch):
     tamper(
         store_url,
         (
-            "UPDATE events SET mono_ns = mono_ns + 1 WHERE session_id = :sid AND seq = :seq",
+            f"UPDATE events SET mono_ns = mono_ns + 1 WHERE {OF_SID} AND seq = :seq",
             {"sid": sid, "seq": last - 2},
         ),
     )
@@ -156,7 +156,7 @@ def test_a_run_whose_child_cannot_start_is_checked_by_the_store(store_url, monke
     tamper(
         store_url,
         (
-            "DELETE FROM events WHERE session_id = :sid AND seq = :seq",
+            f"DELETE FROM events WHERE {OF_SID} AND seq = :seq",
             {"sid": sid, "seq": last - 3},
         ),
     )
@@ -169,7 +169,7 @@ def test_modified_record_is_named(recorded):
     tamper(
         url,
         (
-            "UPDATE events SET raw = :raw WHERE session_id = :sid AND seq = 6",
+            f"UPDATE events SET raw = :raw WHERE {OF_SID} AND seq = 6",
             {
                 "raw": b'{"jsonrpc":"2.0","id":2,"result":{"content":[],"isError":false}}',
                 "sid": sid,
@@ -196,15 +196,21 @@ def test_a_value_of_another_type_is_named_not_a_crash(recorded, edit, found):
     """SQLite keeps any value in any column: an edit that changes a value's type is a modified
     record like any other, never a failed check."""
     store, url, sid, other = recorded
-    tamper(url, (f"UPDATE events SET {edit} WHERE session_id = :sid AND seq = 6", {"sid": sid}))
+    tamper(url, (f"UPDATE events SET {edit} WHERE {OF_SID} AND seq = 6", {"sid": sid}))
     assert problems(store, sid) == [(seq, "modified") for seq in found]
     assert store.verify(other) == []
 
 
 def test_missing_record_is_named(recorded):
     store, url, sid, _ = recorded
-    tamper(url, ("DELETE FROM events WHERE session_id = :sid AND seq = 5", {"sid": sid}))
+    tamper(url, (f"DELETE FROM events WHERE {OF_SID} AND seq = 5", {"sid": sid}))
     assert problems(store, sid) == [(5, "missing")]
+
+
+# A record's columns in the log's table, the ones a copy of it needs.
+COPIED = (
+    "sid, seq, wall_ns, mono_ns, kind_code, kind_text, direction_code, direction_text, raw, hash"
+)
 
 
 def test_inserted_record_is_named(recorded):
@@ -212,12 +218,11 @@ def test_inserted_record_is_named(recorded):
     # make room at seq 5 (two steps so no UNIQUE clash), then slip in a copy of record 4
     tamper(
         url,
-        ("UPDATE events SET seq = -seq WHERE session_id = :sid AND seq >= 5", {"sid": sid}),
-        ("UPDATE events SET seq = 1 - seq WHERE session_id = :sid AND seq < 0", {"sid": sid}),
+        (f"UPDATE events SET seq = -seq WHERE {OF_SID} AND seq >= 5", {"sid": sid}),
+        (f"UPDATE events SET seq = 1 - seq WHERE {OF_SID} AND seq < 0", {"sid": sid}),
         (
-            "INSERT INTO events (session_id, seq, wall_ns, mono_ns, kind, direction, raw, hash)"
-            " SELECT session_id, 5, wall_ns, mono_ns, kind, direction, raw, hash FROM events"
-            " WHERE session_id = :sid AND seq = 4",
+            f"INSERT INTO events ({COPIED}) SELECT {COPIED.replace('seq', '5')} FROM events"
+            f" WHERE {OF_SID} AND seq = 4",
             {"sid": sid},
         ),
     )
@@ -228,9 +233,9 @@ def test_reordered_records_are_named(recorded):
     store, url, sid, _ = recorded
     tamper(
         url,
-        ("UPDATE events SET seq = -1 WHERE session_id = :sid AND seq = 4", {"sid": sid}),
-        ("UPDATE events SET seq = 4 WHERE session_id = :sid AND seq = 5", {"sid": sid}),
-        ("UPDATE events SET seq = 5 WHERE session_id = :sid AND seq = -1", {"sid": sid}),
+        (f"UPDATE events SET seq = -1 WHERE {OF_SID} AND seq = 4", {"sid": sid}),
+        (f"UPDATE events SET seq = 4 WHERE {OF_SID} AND seq = 5", {"sid": sid}),
+        (f"UPDATE events SET seq = 5 WHERE {OF_SID} AND seq = -1", {"sid": sid}),
     )
     assert problems(store, sid) == [(4, "reordered")]
 
@@ -240,7 +245,7 @@ def test_truncated_tail_is_named(recorded):
     last = store.head(sid)[0]
     tamper(
         url,
-        ("DELETE FROM events WHERE session_id = :sid AND seq >= :s", {"sid": sid, "s": last - 3}),
+        (f"DELETE FROM events WHERE {OF_SID} AND seq >= :s", {"sid": sid, "s": last - 3}),
     )
     findings = store.verify(sid)
     assert [f.problem for f in findings] == ["truncated"]
@@ -252,7 +257,7 @@ def test_truncation_before_a_surviving_seal_is_named(recorded):
     last = store.head(sid)[0]
     tamper(
         url,
-        ("DELETE FROM events WHERE session_id = :sid AND seq = :s", {"sid": sid, "s": last - 1}),
+        (f"DELETE FROM events WHERE {OF_SID} AND seq = :s", {"sid": sid, "s": last - 1}),
     )
     assert [f.problem for f in store.verify(sid)] == ["truncated"]
 
@@ -262,7 +267,7 @@ def test_verify_command_exit_codes_and_json(recorded):
     runner = CliRunner()
     ok = runner.invoke(main, ["verify", "--store", url])
     assert ok.exit_code == 0 and "intact: 2 session(s)" in ok.output
-    tamper(url, ("DELETE FROM events WHERE session_id = :sid AND seq = 3", {"sid": sid}))
+    tamper(url, (f"DELETE FROM events WHERE {OF_SID} AND seq = 3", {"sid": sid}))
     bad = runner.invoke(main, ["verify", "--store", url, "--format", "json"])
     assert bad.exit_code == 1
     doc = json.loads(bad.output)

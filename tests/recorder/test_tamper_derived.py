@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 
 from blackbox.cli.main import main
 from tests.fixtures.store_templates import sqlite_copy, sqlite_template
-from tests.fixtures.storekit import T0, authorise, frame, session_events, tamper
+from tests.fixtures.storekit import OF_SID, T0, authorise, frame, session_events, tamper
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def found(store, sid=None):  # type: ignore[no-untyped-def]
         (4, "tool = 'delete_everything'", "tool", "'delete_everything'", "'get_current_time'"),
         (4, "method = 'tools/list'", "method", "'tools/list'", "'tools/call'"),
         (7, "is_error = NULL", "is_error", "None", "True"),
-        (5, "msg_type = 'error'", "msg_type", "'error'", "'response'"),
+        (5, "msg_type_code = 3", "msg_type", "'error'", "'response'"),  # 3: error
         (5, "rpc_id = '99'", "rpc_id", "'99'", "'1'"),
     ],
 )
@@ -83,7 +83,7 @@ def test_an_edited_derived_column_is_named(
     tamper(
         url,
         (
-            f"UPDATE events SET {assignment} WHERE session_id = :sid AND seq = :seq",
+            f"UPDATE events SET {assignment} WHERE {OF_SID} AND seq = :seq",
             {"sid": sid, "seq": seq},
         ),
     )
@@ -97,7 +97,7 @@ def test_an_edited_derived_column_of_a_session_event_is_named(two_sessions):
     store, url, sid, _other = two_sessions
     tamper(
         url,
-        ("UPDATE events SET tool = 'x' WHERE session_id = :sid AND seq = 1", {"sid": sid}),
+        (f"UPDATE events SET tool = 'x' WHERE {OF_SID} AND seq = 1", {"sid": sid}),
     )
     assert found(store, sid) == [(1, "derived", "tool: stored 'x', its raw bytes say None")]
 
@@ -137,7 +137,7 @@ def test_a_deleted_sessions_row_is_named(two_sessions):
 def delete_session(url: str, sid: str) -> None:
     tamper(
         url,
-        ("DELETE FROM events WHERE session_id = :sid", {"sid": sid}),
+        (f"DELETE FROM events WHERE {OF_SID}", {"sid": sid}),
         ("DELETE FROM sessions WHERE session_id = :sid", {"sid": sid}),
     )
 
@@ -173,7 +173,7 @@ def test_retention_that_records_its_removal_verifies_and_one_that_does_not_is_fo
     assert store.verify() == []
     tamper(
         store_url,
-        ("DELETE FROM events WHERE session_id = :sid", {"sid": second[0].session_id}),
+        (f"DELETE FROM events WHERE {OF_SID}", {"sid": second[0].session_id}),
         ("DELETE FROM sessions WHERE session_id = :sid", {"sid": second[0].session_id}),
     )
     unrecorded = [f.problem for f in store.verify()]
@@ -190,10 +190,10 @@ def test_a_failed_append_leaves_a_gap_in_positions_on_postgresql_that_is_not_a_f
     with engine.connect() as conn:
         conn.execute(
             text(
-                "INSERT INTO events (session_id, seq, wall_ns, mono_ns, kind, direction, raw,"
-                " hash) VALUES ('x', 1, 0, 0, 'frame', 'c2s', :raw, :hash)"
+                "INSERT INTO events (sid, seq, wall_ns, mono_ns, kind_code, direction_code, raw,"
+                " hash) VALUES (:sid, 1, 0, 0, 0, 0, :raw, :hash)"
             ),
-            {"raw": frame({"jsonrpc": "2.0"}), "hash": b"\0" * 32},
+            {"sid": b"x" * 16, "raw": frame({"jsonrpc": "2.0"}), "hash": b"\0" * 32},
         )
         conn.rollback()
     engine.dispose()
@@ -221,7 +221,7 @@ def test_an_edited_chain_head_in_the_sessions_row_is_named(two_sessions):
 
 def test_the_verify_command_reports_a_derived_edit_and_exits_1(two_sessions):
     _store, url, sid, _other = two_sessions
-    tamper(url, ("UPDATE events SET tool = 'rm' WHERE session_id = :sid AND seq = 4", {"sid": sid}))
+    tamper(url, (f"UPDATE events SET tool = 'rm' WHERE {OF_SID} AND seq = 4", {"sid": sid}))
     result = CliRunner().invoke(main, ["verify", "--store", url, "--format", "json"])
     assert result.exit_code == 1
     assert json.loads(result.output)["findings"] == [
@@ -250,7 +250,7 @@ def test_a_hash_of_another_type_is_named_not_a_crash(sqlite_url):
     tamper(
         sqlite_url,
         (
-            "UPDATE events SET hash = 'x' WHERE session_id = :sid AND seq = :seq",
+            f"UPDATE events SET hash = 'x' WHERE {OF_SID} AND seq = :seq",
             {"sid": sid, "seq": last},
         ),
     )

@@ -13,7 +13,7 @@ from blackbox.recorder.store import open_store
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
-from tests.fixtures.storekit import T0, rebuild_tree, session_events, tamper
+from tests.fixtures.storekit import OF_S, T0, rebuild_tree, session_events, tamper
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -122,7 +122,7 @@ def test_a_proof_made_after_the_database_was_rewritten_is_refused(proven, tmp_pa
     tamper(
         store_url,
         (
-            "UPDATE events SET hash = :h WHERE session_id = :s AND seq = 2",
+            f"UPDATE events SET hash = :h WHERE {OF_S} AND seq = 2",
             {"s": sid, "h": b"x" * 32},
         ),
     )
