@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from blackbox.recorder.store import open_store
 
 from blackbox import migrations
 from tests.fixtures.clirun import run_blackbox
+from tests.fixtures.storekit import T0, session_events, tamper
 
 ROOT = Path(__file__).resolve().parents[1]
 STORES = ROOT / "tests" / "fixtures" / "stores"
@@ -124,3 +126,52 @@ def test_an_old_bundle_still_verifies_offline(old: Old, tmp_path: Path) -> None:
     records.write_text("".join(json.dumps(r) + "\n" for r in rows))
     tampered = old.run("verify-export", str(bundle), *key)
     assert tampered.returncode == 1, tampered.stdout + tampered.stderr
+
+
+def test_a_mixed_store_verifies_against_checkpoints_of_both_layouts(
+    tmp_path: Path, blackbox_env: dict[str, str]
+) -> None:
+    """The last store of the text layout (schema-0008) upgraded to record format v2, then
+    written by this version: one log whose older records were converted and whose newer ones
+    were appended compact. Its old checkpoint still checks (the converted records hash to the
+    same leaves), a checkpoint signed now covers both, and its bundle verifies."""
+    old = Old("schema-0008", tmp_path, blackbox_env)
+    store = open_store(f"sqlite:///{old.db}")  # upgrades in place
+    try:
+        new = session_events(calls=3, start_ns=T0 + 10**12)
+        store.append(new)
+    finally:
+        store.close()
+    rows = old.sessions()
+    assert {"legacy-demo", "stateless-demo"} <= set(rows) and len(rows) == 3
+    db = sqlite3.connect(old.db)
+    try:
+        # Both kinds of record sit in the compact table: 16 id bytes, small-integer kinds.
+        shapes = set(db.execute("SELECT length(sid), typeof(kind_code) FROM events"))
+        assert shapes == {(16, "integer")}, shapes
+    finally:
+        db.close()
+    checkpoint = str(old.source / "checkpoint.txt")
+    before = old.run("verify", "--checkpoint", checkpoint, "--key", str(old.vkey))
+    assert before.returncode == 0, before.stdout + before.stderr
+    made = old.run("keys", "init", "--origin", "mixed.example/log")
+    assert made.returncode == 0, made.stdout + made.stderr
+    vkey = made.stdout.strip().splitlines()[-1]
+    signed = old.run("checkpoint")
+    assert signed.returncode == 0, signed.stdout + signed.stderr
+    now = tmp_path / "now.txt"
+    now.write_text(signed.stdout)
+    after = old.run("verify", "--checkpoint", str(now), "--key", vkey)
+    assert after.returncode == 0, after.stdout + after.stderr
+    bundle = tmp_path / "bundle"
+    exported = old.run("export", "--out", str(bundle))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    checked = old.run("verify-export", str(bundle), "--key", vkey)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The converted records are really checked: one byte of an old frame changed is found.
+    tamper(
+        f"sqlite:///{old.db}",
+        ("UPDATE events SET raw = replace(raw, 'hello, flight', 'hello, fright')", {}),
+    )
+    broken = old.run("verify", "--checkpoint", checkpoint, "--key", str(old.vkey))
+    assert broken.returncode == 1, broken.stdout + broken.stderr
