@@ -35,8 +35,11 @@ import psycopg
 from blackbox.recorder.log import chain
 from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 from blackbox.recorder.store import open_store
-from blackbox.recorder.store.projection import INSERT_COLUMNS, events_row
+from blackbox.recorder.store.layout import ROW_COLUMNS, encode_row
+from blackbox.recorder.store.projection import events_row
+from blackbox.recorder.store.schema import event_rows
 from blackbox.recorder.store.sqlite import PAGE_SIZE, tune
+from sqlalchemy import BigInteger, Boolean, LargeBinary, SmallInteger
 
 BATCH = 1000
 
@@ -113,12 +116,87 @@ def baseline_copy(events: list[NewEvent], admin_db: str, binary: bool) -> float:
 
 
 def full_rows(events: list[NewEvent]) -> list[tuple]:
-    """The store's events rows for `events` (one session from seq 1), as its append makes them."""
+    """The store's events rows for `events` (one session from seq 1), as its append makes them
+    (`layout.ROW_COLUMNS`)."""
     head, rows = chain.genesis(events[0].session_id), []
     for ev in events:
         head = chain.link(head, ev)
-        rows.append(events_row(ev, head))
+        rows.append(encode_row(events_row(ev, head)))
     return rows
+
+
+# The SQL type of each of the log table's columns, for a bare table of the same columns.
+_SQLITE_TYPES = {BigInteger: "INTEGER", SmallInteger: "INTEGER", LargeBinary: "BLOB"}
+_PG_TYPES = {BigInteger: "int8", SmallInteger: "int2", LargeBinary: "bytea", Boolean: "bool"}
+
+
+def _column_types(names: dict) -> list[str]:
+    return [names.get(type(event_rows.c[c].type), "text") for c in ROW_COLUMNS]
+
+
+def _bare_table(names: dict) -> str:
+    columns = (f"{c} {t}" for c, t in zip(ROW_COLUMNS, _column_types(names), strict=True))
+    return f"CREATE TABLE t ({', '.join(columns)})"
+
+
+def same_columns_baseline(events: list[NewEvent], path: Path) -> float:
+    """The issue's floor on SQLite: the store's full rows, computed beforehand, bare
+    `executemany` into a table of the same columns (no key, no index, no trigger)."""
+    rows = full_rows(events)
+    conn = sqlite_file(path)
+    conn.execute(_bare_table(_SQLITE_TYPES))
+    insert = f"INSERT INTO t VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
+    start = time.perf_counter()
+    for i in range(0, len(rows), BATCH):
+        conn.execute("BEGIN")
+        conn.executemany(insert, rows[i : i + BATCH])
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return len(rows) / elapsed
+
+
+def same_columns_copy(events: list[NewEvent], bare_db: str) -> float:
+    """The issue's floor on PostgreSQL: binary COPY of the store's full rows into a table of
+    the same columns (no key, no index, no trigger)."""
+    rows = full_rows(events)
+    types = _column_types(_PG_TYPES)
+    with psycopg.connect(bare_db) as conn:
+        conn.execute("DROP TABLE IF EXISTS t")
+        conn.execute(_bare_table(_PG_TYPES))
+        conn.commit()
+        start = time.perf_counter()
+        for i in range(0, len(rows), BATCH):
+            with conn.cursor() as cur, cur.copy("COPY t FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(types)
+                for row in rows[i : i + BATCH]:
+                    copy.write_row(row)
+            conn.commit()
+        elapsed = time.perf_counter() - start
+        conn.execute("DROP TABLE t")
+        conn.commit()
+        return len(rows) / elapsed
+
+
+def sqlite_bytes(path: Path) -> int:
+    """The store file's bytes once its write-ahead log is checkpointed into it."""
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def postgres_bytes(bare_db: str) -> int:
+    """The log's tables and their indexes (TOAST included) in the store's database."""
+    with psycopg.connect(bare_db, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+        row = conn.execute(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND c.relkind = 'r'"
+        ).fetchone()
+        return int(row[0] or 0)
 
 
 def schema_baseline(events: list[NewEvent], path: Path) -> float:
@@ -127,8 +205,8 @@ def schema_baseline(events: list[NewEvent], path: Path) -> float:
     rows = full_rows(events)
     conn = sqlite_file(path)
     insert = (
-        f"INSERT INTO events ({', '.join(INSERT_COLUMNS)}) "
-        f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
+        f"INSERT INTO events ({', '.join(ROW_COLUMNS)}) "
+        f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
     )
     start = time.perf_counter()
     for i in range(0, len(rows), BATCH):
@@ -144,14 +222,8 @@ def schema_baseline_copy(events: list[NewEvent], store_url: str, bare_db: str) -
     """The store's full rows, computed beforehand, bare binary `COPY` into the store's schema."""
     open_store(store_url).close()
     rows = full_rows(events)
-    copy_sql = f"COPY events ({', '.join(INSERT_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-    types = [
-        "int8" if isinstance(value, int) and not isinstance(value, bool) else "text"
-        for value in rows[0]
-    ]
-    for name, kind in (("raw", "bytea"), ("hash", "bytea"), ("is_error", "bool")):
-        types[INSERT_COLUMNS.index(name)] = kind
-    types[INSERT_COLUMNS.index("raw_size")] = types[INSERT_COLUMNS.index("error_code")] = "int8"
+    copy_sql = f"COPY events ({', '.join(ROW_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+    types = _column_types(_PG_TYPES)
     with psycopg.connect(bare_db) as conn:
         start = time.perf_counter()
         for i in range(0, len(rows), BATCH):
@@ -185,9 +257,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = baseline(frames(args.frames, new_session_id()), Path(tmp) / "base.db")
         schema_base = schema_baseline(frames(args.frames, new_session_id()), Path(tmp) / "s.db")
-        sqlite_rate, sqlite_verify = ingest(
-            f"sqlite:///{tmp}/store.db", frames(args.frames, new_session_id())
+        same_base = same_columns_baseline(
+            frames(args.frames, new_session_id()), Path(tmp) / "same.db"
         )
+        stored = frames(args.frames, new_session_id())
+        raw_bytes = sum(len(ev.raw) for ev in stored)
+        sqlite_rate, sqlite_verify = ingest(f"sqlite:///{tmp}/store.db", stored)
+        sqlite_size = sqlite_bytes(Path(tmp) / "store.db")
     # A scratch database through the driver itself: creating databases is no store operation.
     admin = args.pg.replace("postgresql+psycopg:", "postgresql:", 1)
     db = f"bbbench_{secrets.token_hex(4)}"
@@ -200,13 +276,15 @@ def main() -> None:
         pg_base = baseline_copy(frames(args.frames, new_session_id()), bare_db, binary=True)
         with psycopg.connect(bare_db, autocommit=True) as conn:
             conn.execute("DROP TABLE t")
+        pg_same = same_columns_copy(frames(args.frames, new_session_id()), bare_db)
         pg_schema_base = schema_baseline_copy(
             frames(args.frames, new_session_id()), pg_url, bare_db
         )
         with psycopg.connect(bare_db, autocommit=True) as conn:
             conn.execute("DROP SCHEMA public CASCADE")
             conn.execute("CREATE SCHEMA public")
-        pg_rate, pg_verify = ingest(pg_url, frames(args.frames, new_session_id()))
+        pg_rate, pg_verify = ingest(pg_url, stored)
+        pg_size = postgres_bytes(bare_db)
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
@@ -240,6 +318,23 @@ def main() -> None:
     print(
         f"store append / store rows bare (the store's Python): SQLite "
         f"{sqlite_rate / schema_base:.2f}x, PostgreSQL {pg_rate / pg_schema_base:.2f}x"
+    )
+    print(
+        f"{'same rows bare, same columns, SQLite':34}{same_base:>12,.0f}{same_base / base:>15.2f}x"
+    )
+    print(f"{'same rows bare, same columns, PG':34}{pg_same:>12,.0f}{pg_same / base:>15.2f}x")
+    print("issue 39 point 1 (record format v2):")
+    print(
+        f"  SQLite append / executemany of the same rows into a table of the same columns: "
+        f"{sqlite_rate / same_base:.2f}x (goal >= 0.7)"
+    )
+    print(
+        f"  PostgreSQL append / binary COPY of the same rows, same columns: "
+        f"{pg_rate / pg_same:.2f}x (goal >= 0.9)"
+    )
+    print(
+        f"  store bytes / raw bytes ({raw_bytes:,} raw): SQLite {sqlite_size / raw_bytes:.3f}x, "
+        f"PostgreSQL {pg_size / raw_bytes:.3f}x (goal <= 1.2)"
     )
 
 

@@ -32,7 +32,9 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.independent_verifier import (
+    DIRECTION_CODES,
     EMPTY_ROOT,
+    KIND_CODES,
     SEAL_KIND,
     chain_hash,
     check_bundle,
@@ -49,11 +51,11 @@ from tests.fixtures.independent_verifier import (
     node_hash,
     read_records_jsonl,
     read_store,
+    sid_bytes,
     split_notes,
     verify_consistency,
     verify_inclusion,
 )
-from tests.fixtures.storekit import OF_Q
 
 # == The evidence, made by the project in a child process =====================================
 
@@ -712,7 +714,7 @@ def test_a_signed_removal_verifies_from_the_store_s_tables(
 ) -> None:
     db, vkey = retained.store, retained.vkey
     store = read_store(db)
-    [record] = [r for r in store["events"] if r["kind"] == "retention_applied"]
+    [record] = [r for r in store["event_log"] if r["kind"] == "retention_applied"]
     doc = json.loads(record["raw"])
     assert len(doc["removed_leaves"]) == 3 and doc["authorisation"]
     assert len(store["tree_removed_leaves"]) == doc["records_removed"]
@@ -750,18 +752,28 @@ def test_a_kept_leaf_deleted_or_a_held_session_removed_fails_in_both(
     assert held_code == 1 and "held" in held_out, held_out
 
 
-RECORD_COLUMNS = [
+# A record's columns in the log's table (record format v2), and a forged record's row in it.
+TABLE_COLUMNS = [
     "position",
-    "session_id",
+    "sid",
     "seq",
     "wall_ns",
     "mono_ns",
-    "kind",
-    "direction",
+    "kind_code",
+    "direction_code",
     "raw",
     "raw_size",
     "hash",
 ]
+
+
+def table_row(record: dict) -> tuple:
+    coded = {
+        "sid": sid_bytes(record["session_id"]),
+        "kind_code": KIND_CODES[record["kind"]],
+        "direction_code": DIRECTION_CODES[record["direction"]],
+    }
+    return tuple(coded.get(c, record.get(c)) for c in TABLE_COLUMNS)
 
 
 def forge_retention_session(session_id: str, first_position: int) -> list[dict]:
@@ -796,8 +808,9 @@ def test_a_deletion_laundered_as_retention_fails_in_both(retained: Retained) -> 
     db, vkey = retained.store, retained.vkey
     store = read_store(db)
     victim = next(r["session_id"] for r in store["sessions"] if r["name"] == "recent")
-    top = max(r["position"] for r in store["events"])
-    forged = forge_retention_session("01a0c450-6c00-7000-8000-0000000000ff", top + 1)
+    top = max(r["position"] for r in store["event_log"])
+    forger = "01a0c450-6c00-7000-8000-0000000000ff"
+    forged = forge_retention_session(forger, top + 1)
     by = forged[1]["position"]
 
     def index(position: int) -> int:
@@ -806,13 +819,14 @@ def test_a_deletion_laundered_as_retention_fails_in_both(retained: Retained) -> 
         )
         return run_["first_idx"] + position - run_["first_position"]
 
-    insert = f"INSERT INTO events ({', '.join(RECORD_COLUMNS)}) VALUES ({', '.join('?' * 10)})"
+    insert = f"INSERT INTO events ({', '.join(TABLE_COLUMNS)}) VALUES ({', '.join('?' * 10)})"
     keep = "INSERT INTO tree_removed_leaves VALUES (?, ?, ?, ?)"
-    victims = [r for r in store["events"] if r["session_id"] == victim]
+    victims = [r for r in store["event_log"] if r["session_id"] == victim]
     raw_sql(
         db,
-        *((insert, tuple(r[c] for c in RECORD_COLUMNS)) for r in forged),
-        (f"DELETE FROM events WHERE {OF_Q}", (victim,)),
+        ("INSERT INTO session_ids VALUES (?, ?)", (sid_bytes(forger), forger)),
+        *((insert, table_row(r)) for r in forged),
+        ("DELETE FROM events WHERE sid = ?", (sid_bytes(victim),)),
         ("DELETE FROM sessions WHERE session_id = ?", (victim,)),
         *((keep, (index(r["position"]), leaf_hash(r["hash"]), by, victim)) for r in victims),
         ("INSERT INTO retention_removals VALUES (?, ?)", (victim, by)),
@@ -821,3 +835,24 @@ def test_a_deletion_laundered_as_retention_fails_in_both(retained: Retained) -> 
     assert any(f"does not name {victim}" in p for p in problems), problems
     [(code, out)] = our_verify(retained, db)
     assert code == 1 and f"which does not name session {victim} with that leaf" in out, out
+
+
+def test_a_session_unmapped_from_its_records_fails_in_both(
+    retained: Retained, tmp_path: Path
+) -> None:
+    """Record format v2's own attack, from the page: a session's `session_ids` row deleted (and
+    its `sessions` row), so that its records, still in `events`, show in no reader's view."""
+    db, vkey = retained.store, retained.vkey
+    store = read_store(db)
+    victim = next(r["session_id"] for r in store["sessions"] if r["name"] == "recent")
+    hidden = copy_store(db, tmp_path / "hidden.db")
+    raw_sql(
+        hidden,
+        ("DELETE FROM session_ids WHERE session_id = ?", (victim,)),
+        ("DELETE FROM sessions WHERE session_id = ?", (victim,)),
+    )
+    key = sid_bytes(victim).hex()
+    problems = check_store(hidden, vkey)
+    assert f"{key}: records whose session id maps to no session" in problems, problems
+    [(code, out)] = our_verify(retained, hidden)
+    assert code == 1 and key in out and "maps to no session" in out, out

@@ -128,6 +128,9 @@ sessions = Table(
     Column("server_info", Text, nullable=True),
     Column("replay_of", String(64), nullable=True),
     Column("sealed_count", BigInteger, nullable=True),
+    # The listing, newest first (`query.listing`, `sql_reads.list_sessions`: ORDER BY started_ns
+    # DESC with a limit, and --since), and a session found by its name (`sessions --name`, a
+    # reference that is a name: `sql_reads.resolve`). One row per session, not per record.
     Index(None, "started_ns"),
     Index(None, "name"),
 )
@@ -168,6 +171,8 @@ tree_runs = Table(
     Column("first_idx", Position, primary_key=True, autoincrement=False),
     Column("first_position", Position, nullable=False),
     Column("leaves", BigInteger, nullable=False),
+    # The run that holds a given log position (`tree._runs_over` by position: a proof for a
+    # session's records, retention marking the leaves it removes). One row per run.
     Index(None, "first_position"),
 )
 

@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 8c16a08a919fe6f8484950052726aeff8f6b05ca2af0c6786b27fbb23863a8d8
+manifest 7e26557cf71ac0979de843b8e162ff742330efc957aa36b0d75c1c4a0430070e
 
-— vectors.example/log c9s/S3peBpLAqsnzuSbVRVrMiUGFNS6Q1FwOv43y9LlDlI6CZMrz1GQO4bx8guO53avIzHDiQ5ECuJ7IUcfavhc3+wI=
+— vectors.example/log c9s/Swj17psvUd7d7gXLxMAqcc6Z+QPMJtP3m3lRMy0gI5ZR+kCT0j6aXXmVAKCbec3uTRY5PrHEUJmV9c1mHVjjGQM=

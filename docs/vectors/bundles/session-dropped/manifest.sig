@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest d005d16896bb13008c2afcaf6cbe4dfee965307142fad264b5519eac36d0e8cb
+manifest 54989753df38bc4ea2c59e4e372f1869ebf3f4a2bf8cbc1a2d21c32ef9ff8d74
 
-— vectors.example/log c9s/SwjQr41cFKe9M8z2cMAZw45xvFSoklyCEZHYp2yutrM8I5/nxmxOmYIyLZmz5YbKIyoDk/HwT6QowsceISuTNQA=
+— vectors.example/log c9s/S8YsKYlru40w+xUg4tj67Bg/XLHqNFXpLGal1uVieINrlD2FZAgUZeH3sX/RE8KoovTUaO/krqNQKG7vY9HrTwg=
