@@ -35,11 +35,9 @@ import psycopg
 from blackbox.recorder.log import chain
 from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 from blackbox.recorder.store import open_store
-from blackbox.recorder.store.layout import ROW_COLUMNS, encode_row
+from blackbox.recorder.store.layout import COPY_TYPES, ROW_COLUMNS, encode_row
 from blackbox.recorder.store.projection import events_row
-from blackbox.recorder.store.schema import event_rows
 from blackbox.recorder.store.sqlite import PAGE_SIZE, tune
-from sqlalchemy import BigInteger, Boolean, LargeBinary, SmallInteger
 
 BATCH = 1000
 
@@ -126,16 +124,16 @@ def full_rows(events: list[NewEvent]) -> list[tuple]:
 
 
 # The SQL type of each of the log table's columns, for a bare table of the same columns.
-_SQLITE_TYPES = {BigInteger: "INTEGER", SmallInteger: "INTEGER", LargeBinary: "BLOB"}
-_PG_TYPES = {BigInteger: "int8", SmallInteger: "int2", LargeBinary: "bytea", Boolean: "bool"}
+_SQLITE_TYPES = {"int8": "INTEGER", "int2": "INTEGER", "bytea": "BLOB", "bool": "INTEGER"}
 
 
-def _column_types(names: dict) -> list[str]:
-    return [names.get(type(event_rows.c[c].type), "text") for c in ROW_COLUMNS]
+def _column_types(sqlite: bool) -> list[str]:
+    types = [COPY_TYPES[c] for c in ROW_COLUMNS]
+    return [_SQLITE_TYPES.get(t, "TEXT") for t in types] if sqlite else types
 
 
-def _bare_table(names: dict) -> str:
-    columns = (f"{c} {t}" for c, t in zip(ROW_COLUMNS, _column_types(names), strict=True))
+def _bare_table(sqlite: bool) -> str:
+    columns = (f"{c} {t}" for c, t in zip(ROW_COLUMNS, _column_types(sqlite), strict=True))
     return f"CREATE TABLE t ({', '.join(columns)})"
 
 
@@ -144,7 +142,7 @@ def same_columns_baseline(events: list[NewEvent], path: Path) -> float:
     `executemany` into a table of the same columns (no key, no index, no trigger)."""
     rows = full_rows(events)
     conn = sqlite_file(path)
-    conn.execute(_bare_table(_SQLITE_TYPES))
+    conn.execute(_bare_table(sqlite=True))
     insert = f"INSERT INTO t VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
     start = time.perf_counter()
     for i in range(0, len(rows), BATCH):
@@ -160,10 +158,10 @@ def same_columns_copy(events: list[NewEvent], bare_db: str) -> float:
     """The issue's floor on PostgreSQL: binary COPY of the store's full rows into a table of
     the same columns (no key, no index, no trigger)."""
     rows = full_rows(events)
-    types = _column_types(_PG_TYPES)
+    types = _column_types(sqlite=False)
     with psycopg.connect(bare_db) as conn:
         conn.execute("DROP TABLE IF EXISTS t")
-        conn.execute(_bare_table(_PG_TYPES))
+        conn.execute(_bare_table(sqlite=False))
         conn.commit()
         start = time.perf_counter()
         for i in range(0, len(rows), BATCH):
@@ -223,7 +221,7 @@ def schema_baseline_copy(events: list[NewEvent], store_url: str, bare_db: str) -
     open_store(store_url).close()
     rows = full_rows(events)
     copy_sql = f"COPY events ({', '.join(ROW_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-    types = _column_types(_PG_TYPES)
+    types = _column_types(sqlite=False)
     with psycopg.connect(bare_db) as conn:
         start = time.perf_counter()
         for i in range(0, len(rows), BATCH):

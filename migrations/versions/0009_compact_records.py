@@ -210,6 +210,7 @@ def _v2_columns() -> list[sa.Column]:
 
 def _upgrade_sqlite(bind: sa.engine.Connection) -> None:
     driver = bind.connection.dbapi_connection
+    assert driver is not None  # a connection in use holds its driver's
     driver.create_function("blackbox_sid", 1, layout.sid_bytes, deterministic=True)
     op.execute(
         "INSERT INTO session_ids (sid, session_id) "

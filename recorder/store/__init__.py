@@ -247,6 +247,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING  # noqa: E402
 from blackbox.recorder import lazy_face as _lazy_face  # noqa: E402
 
 if _TYPE_CHECKING:
+    from blackbox.recorder.store import layout as layout
     from blackbox.recorder.store import removals as removals
     from blackbox.recorder.store import tree as tree
     from blackbox.recorder.store import tree_check as tree_check
@@ -265,6 +266,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "SqlEventStore": ("blackbox.recorder.store.sql", "SqlEventStore"),
     "derive": ("blackbox.recorder.store.projection", "derive"),
     "events": ("blackbox.recorder.store.schema", "events"),
+    "layout": ("blackbox.recorder.store.layout", None),
     "metadata": ("blackbox.recorder.store.schema", "metadata"),
     "records_of_kinds": ("blackbox.recorder.store.record_scan", "records_of_kinds"),
     "removals": ("blackbox.recorder.store.removals", None),

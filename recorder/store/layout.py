@@ -144,6 +144,16 @@ ROW_COLUMNS = (
     "hash",
 )
 
+# Each column's type, as PostgreSQL's binary COPY names it (`schema.event_rows` declares the same;
+# tests/recorder/test_layout.py checks they agree).
+COPY_TYPES: dict[str, str] = {
+    "sid": "bytea", "seq": "int8", "wall_ns": "int8", "mono_ns": "int8",
+    "kind_code": "int2", "kind_text": "text", "direction_code": "int2", "direction_text": "text",
+    "raw": "bytea", "raw_size": "int8", "msg_type_code": "int2", "method": "text",
+    "rpc_id": "text", "rpc_id_type_code": "int2", "tool": "text", "is_error": "bool",
+    "error_code": "int8", "era": "text", "degraded": "text", "hash": "bytea",
+}  # fmt: skip
+
 _KIND, _DIRECTION, _MSG, _IDTYPE = KIND_CODES, DIRECTION_CODES, MSG_TYPE_CODES, RPC_ID_TYPE_CODES
 
 

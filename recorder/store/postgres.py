@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 from blackbox.recorder.log import Kind, chain
-from blackbox.recorder.store.layout import ROW_COLUMNS
-from blackbox.recorder.store.schema import event_rows, events
+from blackbox.recorder.store.layout import COPY_TYPES, ROW_COLUMNS
+from blackbox.recorder.store.schema import events
 from blackbox.recorder.store.sql import SqlEventStore
-from sqlalchemy import BigInteger, Boolean, LargeBinary, SmallInteger, create_engine, func, select
+from sqlalchemy import create_engine, func, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
 
@@ -28,12 +28,7 @@ if TYPE_CHECKING:
 # Binary COPY: in text format every raw byte goes over as two hex digits, formatted in Python,
 # and psycopg's row formatting becomes a large share of an append.
 _COPY = f"COPY events ({', '.join(ROW_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-_COPY_TYPES = [
-    {BigInteger: "int8", SmallInteger: "int2", LargeBinary: "bytea", Boolean: "bool"}.get(
-        type(column.type), "text"
-    )
-    for column in (event_rows.c[name] for name in ROW_COLUMNS)
-]
+_COPY_TYPES = [COPY_TYPES[name] for name in ROW_COLUMNS]
 
 
 class PostgresEventStore(SqlEventStore):

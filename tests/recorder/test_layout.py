@@ -196,3 +196,16 @@ def test_a_row_is_the_record_in_the_table_s_columns() -> None:
         "rpc_id_type_code": 0, "tool": "t", "is_error": None, "error_code": None,
         "era": "2026-07-28", "degraded": None, "hash": b"h" * 32,
     }  # fmt: skip
+
+
+def test_the_copy_types_are_the_table_s() -> None:
+    """PostgreSQL's binary COPY sends each column as `layout.COPY_TYPES` says: a type that is
+    not the table's would be refused, or worse, read as another value."""
+    from blackbox.recorder.store.schema import event_rows
+    from sqlalchemy.dialects import postgresql
+
+    declared = {
+        c: event_rows.c[c].type.compile(dialect=postgresql.dialect()) for c in layout.ROW_COLUMNS
+    }
+    names = {"BYTEA": "bytea", "BIGINT": "int8", "SMALLINT": "int2", "BOOLEAN": "bool"}
+    assert {c: names.get(t, "text") for c, t in declared.items()} == layout.COPY_TYPES
