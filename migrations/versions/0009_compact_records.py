@@ -179,6 +179,10 @@ def _upgrade_postgres() -> None:
     op.execute("ALTER TABLE events ADD CONSTRAINT uq_events_sid_seq UNIQUE (sid, seq)")
     for statement in POSTGRES_FUNCTIONS:
         op.execute(statement)
+    # The rewrite leaves the converted columns without statistics: without them the planner
+    # misjudges every per-session read until autovacuum gets round to the table.
+    op.execute("ANALYZE events")
+    op.execute("ANALYZE session_ids")
 
 
 def _v2_columns() -> list[sa.Column]:

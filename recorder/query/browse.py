@@ -24,7 +24,14 @@ from blackbox.recorder.query.counts import (
 )
 from blackbox.recorder.query.handles import short_handles
 from blackbox.recorder.query.name_glob import contains_condition
-from blackbox.recorder.store import EventStore, events, session_info, sessions, with_traffic
+from blackbox.recorder.store import (
+    EventStore,
+    events,
+    layout,
+    session_info,
+    sessions,
+    with_traffic,
+)
 from sqlalchemy import and_, func, or_, select
 
 if TYPE_CHECKING:
@@ -217,17 +224,14 @@ def timeline_page(
     applied to the bytes an excerpt is cut from, which run well past what it shows, so a
     secret is replaced whole before the cut could leave a piece of it. A stderr record also
     carries its `line`."""
-    e = events.c
+    e, key = events.c, layout.sid_bytes(session_id)
     with _engine(store).connect() as conn:
         first = conn.execute(
-            select(e.mono_ns).where(e.session_id == session_id).order_by(e.seq).limit(1)
+            select(e.mono_ns).where(e.sid == key).order_by(e.seq).limit(1)
         ).scalar()
         rows = list(
             conn.execute(
-                select(*_ROW)
-                .where(e.session_id == session_id, e.seq > after_seq)
-                .order_by(e.seq)
-                .limit(limit)
+                select(*_ROW).where(e.sid == key, e.seq > after_seq).order_by(e.seq).limit(limit)
             )
         )
         requests = [r for r in rows if r.kind == "frame" and r.msg_type == "request"]
@@ -270,12 +274,12 @@ def _answers(
     """request seq -> (response seq, response mono_ns, failed) for these requests."""
     if not requests:
         return {}
-    e = events.c
+    e, key = events.c, layout.sid_bytes(session_id)
     ids = sorted({r.rpc_id for r in requests if r.rpc_id is not None})
     found = conn.execute(
         select(e.seq, e.mono_ns, e.direction, e.rpc_id, e.rpc_id_type, e.msg_type, e.is_error)
         .where(
-            e.session_id == session_id,
+            e.sid == key,
             e.seq > requests[0].seq,
             # A response this far past the page's last request is not looked for: the page
             # stays one bounded index range however long the session.
@@ -300,12 +304,12 @@ def _answers(
 def answer_seq(store: EventStore, session_id: str, rpc_id: str, direction: str) -> int | None:
     """The seq of the first response (or error) sent in `direction` with this id in a session:
     where a replay's answer to a recorded request is (a replay sends the recorded ids)."""
-    e = events.c
+    e, key = events.c, layout.sid_bytes(session_id)
     with _engine(store).connect() as conn:
         return conn.execute(
             select(e.seq)
             .where(
-                e.session_id == session_id,
+                e.sid == key,
                 e.direction == direction,
                 e.rpc_id == rpc_id,
                 e.msg_type.in_(("response", "error")),

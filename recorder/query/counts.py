@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from blackbox.recorder.log import SessionInfo
-from blackbox.recorder.store import events
-from sqlalchemy import String, and_, case, column, func, select, true, values
+from blackbox.recorder.store import events, layout
+from sqlalchemy import LargeBinary, String, and_, case, column, func, select, true, values
 
 _FRAME = events.c.kind == "frame"
 # name -> what is counted over a session's records: calls are requests in either direction (a
@@ -110,7 +110,7 @@ def count_sessions(store: Any, session_ids: Sequence[str]) -> dict[str, SessionC
                 # SQLite walks the index for each id of an IN list, whatever it knows of sizes.
                 query = (
                     select(events.c.session_id.label("sid"), *sums)
-                    .where(events.c.session_id.in_(chunk))
+                    .where(events.c.sid.in_([layout.sid_bytes(sid) for sid in chunk]))
                     .group_by(events.c.session_id)
                 )
             for row in conn.execute(query):
@@ -126,6 +126,8 @@ def _counts_per_session(session_ids: list[str], sums: list[Any]) -> Any:
     sequential scan of the whole log whenever its statistics are missing or stale (a bulk load,
     autovacuum not yet run), a cost that grows with the log, not with the listing. A LATERAL
     aggregate cannot be turned into a join, so no plan reads other sessions."""
-    listed = values(column("sid", String), name="listed").data([(sid,) for sid in session_ids])
-    per_session = select(*sums).where(events.c.session_id == listed.c.sid).lateral("counted")
+    listed = values(column("sid", String), column("key", LargeBinary), name="listed").data(
+        [(sid, layout.sid_bytes(sid)) for sid in session_ids]
+    )
+    per_session = select(*sums).where(events.c.sid == listed.c.key).lateral("counted")
     return select(listed.c.sid, *per_session.c).select_from(listed.join(per_session, true()))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from blackbox.recorder.store import events
+from blackbox.recorder.store import events, layout
 from sqlalchemy import func, select
 
 
@@ -17,14 +17,16 @@ def kind_counts(store: object, session_ids: Sequence[str], kind: str) -> dict[st
     engine = getattr(store, "engine", None)
     if engine is None or not session_ids:
         return {}
+    # By the sessions' 16 bytes: the (sid, seq) index of the log's table (`layout.view_sql`).
+    keys = {layout.sid_bytes(sid): sid for sid in session_ids}
     query = (
-        select(events.c.session_id, func.count())
-        .where(events.c.session_id.in_(list(session_ids)))
+        select(events.c.sid, func.count())
+        .where(events.c.sid.in_(list(keys)))
         .where(events.c.kind == kind)
-        .group_by(events.c.session_id)
+        .group_by(events.c.sid)
     )
     try:
         with engine.connect() as conn:
-            return {sid: int(n) for sid, n in conn.execute(query)}
+            return {keys[bytes(key)]: int(n) for key, n in conn.execute(query)}
     except Exception:
         return {}

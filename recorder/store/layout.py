@@ -183,7 +183,11 @@ def decode_case(column: str, expression: str) -> str:
 
 def view_sql() -> str:
     """The `event_log` view: the table's rows as records, in `StoredEvent` order, the session's
-    text id taken from `session_ids`. The same SQL on SQLite and PostgreSQL."""
+    text id taken from `session_ids`, and last the session's 16 bytes, `sid`: a per-session
+    read filters on `sid = sid_bytes(id)`, the (sid, seq) index of the table itself, whatever
+    the planner knows of the join (PostgreSQL without statistics, after a bulk load or an
+    upgrade, would otherwise scan the whole log for each session). The same SQL on SQLite and
+    PostgreSQL."""
     return (
         "CREATE VIEW event_log AS SELECT e.position AS position, m.session_id AS session_id, "
         "e.seq AS seq, e.wall_ns AS wall_ns, e.mono_ns AS mono_ns, "
@@ -195,6 +199,6 @@ def view_sql() -> str:
         "e.method AS method, e.rpc_id AS rpc_id, "
         f"{decode_case('rpc_id_type', 'e.rpc_id_type_code')} AS rpc_id_type, "
         "e.tool AS tool, e.is_error AS is_error, e.error_code AS error_code, e.era AS era, "
-        "e.degraded AS degraded, e.hash AS hash "
+        "e.degraded AS degraded, e.hash AS hash, e.sid AS sid "
         "FROM events e JOIN session_ids m ON m.sid = e.sid"
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import psycopg
 from blackbox.recorder.log import Kind, chain
-from blackbox.recorder.store.layout import COPY_TYPES, ROW_COLUMNS
+from blackbox.recorder.store.layout import COPY_TYPES, ROW_COLUMNS, sid_bytes
 from blackbox.recorder.store.schema import events
 from blackbox.recorder.store.sql import SqlEventStore
 from sqlalchemy import create_engine, func, select
@@ -84,7 +84,7 @@ class PostgresEventStore(SqlEventStore):
             else:
                 prev = conn.execute(
                     select(events.c.hash).where(
-                        events.c.session_id == session_id, events.c.seq == first - 1
+                        events.c.sid == sid_bytes(session_id), events.c.seq == first - 1
                     )
                 ).scalar()
                 if prev is None:
@@ -96,7 +96,7 @@ class PostgresEventStore(SqlEventStore):
             conn.exec_driver_sql("SET LOCAL enable_sort = off")
             count, low, high, intact = conn.exec_driver_sql(
                 _RUN_CHECK,
-                {"sid": session_id, "first": first, "last": last, "prev": prev},
+                {"sid": sid_bytes(session_id), "first": first, "last": last, "prev": prev},
             ).one()
         return bool(intact) and count == last - first + 1 and (low, high) == (first, last)
 
@@ -104,7 +104,7 @@ class PostgresEventStore(SqlEventStore):
         with self._translated(), self.engine.connect() as conn:
             return conn.execute(
                 select(func.min(events.c.seq)).where(
-                    events.c.session_id == session_id,
+                    events.c.sid == sid_bytes(session_id),
                     events.c.kind == str(Kind.SESSION_SEALED),
                 )
             ).scalar()
@@ -134,6 +134,6 @@ SELECT count(*), min(seq), max(seq), bool_and(intact) FROM (
     SELECT seq, hash = sha256(
         coalesce(lag(hash) OVER (ORDER BY seq), %(prev)s) || {_CANONICAL}
     ) AS intact
-    FROM event_log WHERE session_id = %(sid)s AND seq BETWEEN %(first)s AND %(last)s
+    FROM event_log WHERE sid = %(sid)s AND seq BETWEEN %(first)s AND %(last)s
 ) AS links
 """

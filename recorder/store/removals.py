@@ -102,7 +102,8 @@ def record_and_remove(
     )
     by = conn.execute(
         select(events.c.position).where(
-            events.c.session_id == rsid, events.c.kind == str(Kind.RETENTION_APPLIED)
+            events.c.sid == layout.sid_bytes(rsid),
+            events.c.kind == str(Kind.RETENTION_APPLIED),
         )
     ).scalar_one()
     conn.execute(insert(retention_removals), [{"session_id": sid, "removed_by": by} for sid in ids])
@@ -253,7 +254,7 @@ def kept_leaf_findings(conn: Connection, session_id: str | None = None) -> list[
                 continue
             present = (
                 conn.execute(
-                    select(events.c.session_id).where(events.c.session_id == sid).limit(1)
+                    select(events.c.position).where(events.c.sid == layout.sid_bytes(sid)).limit(1)
                 ).first()
                 or conn.execute(
                     select(sessions.c.session_id).where(sessions.c.session_id == sid)
@@ -356,7 +357,7 @@ def findings(conn: Connection, session_id: str | None = None) -> list[chain.Find
             )
         left, first, last = conn.execute(
             select(func.count(), func.min(events.c.seq), func.max(events.c.seq)).where(
-                events.c.session_id == sid
+                events.c.sid == layout.sid_bytes(sid)
             )
         ).one()
         if left:

@@ -103,6 +103,8 @@ events = Table(
     Column("era", String(16), nullable=True),
     Column("degraded", Text, nullable=True),
     Column("hash", LargeBinary(32), nullable=False),
+    # The session's 16 bytes, for per-session reads (`layout.view_sql`).
+    Column("sid", LargeBinary(16), nullable=False),
 )
 
 # `sessions.transport` of a host's own decisions (a Claude Code or Cursor hook): such a session

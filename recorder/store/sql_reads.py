@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from blackbox.recorder import AmbiguousSession, SessionNotFound
 from blackbox.recorder.log import SessionInfo, StoredEvent, chain
-from blackbox.recorder.store import storable_text
+from blackbox.recorder.store import layout, storable_text
 from blackbox.recorder.store.projection import INSERT_COLUMNS, session_info
 from blackbox.recorder.store.schema import HOOK_TRANSPORT, events, sessions
 from blackbox.recorder.store.sql_base import SqlStoreBase
@@ -130,7 +130,7 @@ class ReadMixin(SqlStoreBase):
     def read_session(self, session_id: str, after_seq: int = 0) -> Iterator[StoredEvent]:
         query = (
             select(*_EVENT_COLUMNS)
-            .where(events.c.session_id == session_id, events.c.seq > after_seq)
+            .where(events.c.sid == layout.sid_bytes(session_id), events.c.seq > after_seq)
             .order_by(events.c.seq)
         )
         yield from self._stream(query)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from blackbox.recorder import SessionNotFound
 from blackbox.recorder.log import DERIVED, Kind, chain, derived_columns
-from blackbox.recorder.store import audit, removals
+from blackbox.recorder.store import audit, layout, removals
 from blackbox.recorder.store.projection import derive, replayed
 from blackbox.recorder.store.schema import events, sessions
 from blackbox.recorder.store.sql_base import SqlStoreBase
@@ -127,7 +127,7 @@ class VerifyMixin(SqlStoreBase):
         mismatches: list[chain.Finding] = []
         sql = (
             f"SELECT seq, wall_ns, kind, raw, hash, {', '.join(DERIVED)} FROM event_log "
-            f"WHERE session_id = {self.MARK} ORDER BY seq"
+            f"WHERE sid = {self.MARK} ORDER BY seq"
         )
         frame, columns = str(Kind.FRAME), derived_columns
         others: list[tuple] = []
@@ -137,7 +137,7 @@ class VerifyMixin(SqlStoreBase):
             assert driver is not None  # a connection in use holds its driver's
             cursor = self._bytes_cursor(driver)
             try:
-                cursor.execute(sql, (session_id,))
+                cursor.execute(sql, (layout.sid_bytes(session_id),))
                 # The hot loop: a frame costs one derivation and one tuple comparison (True == 1,
                 # so SQLite's 0/1 booleans compare equal); only a mismatch is looked at closely.
                 for chunk in audit.prefetched(cursor, 2000):
@@ -204,13 +204,13 @@ class VerifyMixin(SqlStoreBase):
     def _stream_chain_records(self, session_id: str) -> Iterator[tuple]:
         # Stream in chunks so a long session is checked in bounded memory, the driver refilling
         # the same fetch buffers rather than one list growing to the session's size.
-        sql = f"SELECT {_CHAIN_COLUMNS} FROM event_log WHERE session_id = {self.MARK} ORDER BY seq"
+        sql = f"SELECT {_CHAIN_COLUMNS} FROM event_log WHERE sid = {self.MARK} ORDER BY seq"
         with self._translated(), self.engine.connect() as conn:
             driver = conn.connection.dbapi_connection
             assert driver is not None  # a connection in use holds its driver's
             cursor = driver.cursor()
             try:
-                cursor.execute(sql, (session_id,))
+                cursor.execute(sql, (layout.sid_bytes(session_id),))
                 while chunk := cursor.fetchmany(2000):
                     yield from chunk
             finally:
@@ -226,7 +226,7 @@ class VerifyMixin(SqlStoreBase):
         with self._translated(), self.engine.connect() as conn:
             count, last = conn.execute(
                 select(func.count(), func.max(events.c.seq)).where(
-                    events.c.session_id == session_id
+                    events.c.sid == layout.sid_bytes(session_id)
                 )
             ).one()
         if not count or count != last:
@@ -242,7 +242,7 @@ class VerifyMixin(SqlStoreBase):
         with self._translated(), self.engine.connect() as conn:
             row = conn.execute(
                 select(*(events.c[name] for name in chain.ChainRecord._fields)).where(
-                    events.c.session_id == session_id, events.c.seq == seq
+                    events.c.sid == layout.sid_bytes(session_id), events.c.seq == seq
                 )
             ).one()
         return chain.ChainRecord._make(row)

@@ -25,19 +25,18 @@ from collections.abc import Iterator
 from urllib.parse import quote
 
 from blackbox.recorder.log import chain
+from blackbox.recorder.store import layout
 
 RUN_COLUMNS = ", ".join(chain.ChainRecord._fields)
-RUN_READ = (
-    f"SELECT {RUN_COLUMNS} FROM event_log WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq"
-)
-HASH_AT = "SELECT hash FROM event_log WHERE session_id = ? AND seq = ?"
+RUN_READ = f"SELECT {RUN_COLUMNS} FROM event_log WHERE sid = ? AND seq BETWEEN ? AND ? ORDER BY seq"
+HASH_AT = "SELECT hash FROM event_log WHERE sid = ? AND seq = ?"
 
 
 def run_rows(conn: sqlite3.Connection, session_id: str, first: int, last: int) -> Iterator[tuple]:
     """The records of seq FIRST..LAST, streamed in chunks (bounded memory)."""
     cursor = conn.cursor()
     try:
-        cursor.execute(RUN_READ, (session_id, first, last))
+        cursor.execute(RUN_READ, (layout.sid_bytes(session_id), first, last))
         while chunk := cursor.fetchmany(2000):
             yield from chunk
     finally:
@@ -51,7 +50,7 @@ def check_run(
     if first == 1:
         prev = chain.genesis(session_id)
     else:
-        found = conn.execute(HASH_AT, (session_id, first - 1)).fetchone()
+        found = conn.execute(HASH_AT, (layout.sid_bytes(session_id), first - 1)).fetchone()
         if found is None:
             return None
         prev = found[0]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackbox.recorder import StoreError
 from blackbox.recorder.log import chain, merkle
+from blackbox.recorder.store import layout
 from blackbox.recorder.store.schema import (
     checkpoints,
     events,
@@ -406,7 +407,7 @@ def session_leaves(conn: Connection, session_id: str) -> list[Leaf]:
     left out)."""
     rows = conn.execute(
         select(events.c.position, events.c.seq, events.c.hash)
-        .where(events.c.session_id == session_id)
+        .where(events.c.sid == layout.sid_bytes(session_id))
         .order_by(events.c.seq)
     ).all()
     if not rows:
