@@ -157,7 +157,11 @@ PARTS = (
     "events",
     "sqlite_autoindex_events_1",
     "uq_events_session_id_seq",
+    "uq_events_sid_seq",
     "pk_events",
+    "session_ids",
+    "sqlite_autoindex_session_ids_1",
+    "pk_session_ids",
     "tree_runs",
     "tree_removed_leaves",
     "tree_nodes",
@@ -425,7 +429,12 @@ def main() -> None:
     if args.out:
         Path(args.out + ".md").write_text(table)
         if not args.listing_only:
-            plot(rows, Path(args.out + ".png"))
+            try:
+                plot(rows, Path(args.out + ".png"))
+            except ImportError:
+                print(
+                    f"wrote {args.out}.md only: the PNG needs matplotlib (pip install '.[bench]')"
+                )
 
 
 if __name__ == "__main__":
