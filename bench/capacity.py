@@ -36,9 +36,11 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from blackbox.recorder.store import open_store
+from blackbox.recorder.store.layout import ROW_COLUMNS
 from blackbox.recorder.trust.keys import KEY_ENV, init_key
 from blackbox.recorder.trust.signing import DEFAULT_EVERY_SECONDS, EVERY_ENV
 from fleet import run_fleet
+from ingest import bare_table, column_types
 from tap_overhead import SERVER_MARK
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -122,6 +124,30 @@ def commits(admin: str, db: str) -> int:
     return int(row[0]) if row else 0
 
 
+def bare_insert_cpu(admin: str, db: str, frames: int, batch: int = 1000) -> tuple[float, int]:
+    """The floor of the store worker's CPU per frame: this process's CPU for a binary COPY of the
+    log's own rows (the first `frames` the fleet stored, every column as stored) into a table of
+    the same columns with no key, index or trigger, in batches of `batch`. Returns (CPU seconds,
+    rows)."""
+    url = f"{admin.rsplit('/', 1)[0]}/{db}"
+    with psycopg.connect(url) as conn:
+        columns = ", ".join(ROW_COLUMNS)
+        rows = conn.execute(
+            f"SELECT {columns} FROM events ORDER BY position LIMIT %s", (frames,)
+        ).fetchall()
+        conn.execute(bare_table(sqlite=False))
+        conn.commit()
+        types = column_types(sqlite=False)
+        start = time.process_time()
+        for i in range(0, len(rows), batch):
+            with conn.cursor() as cur, cur.copy("COPY t FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(types)
+                for row in rows[i : i + batch]:
+                    copy.write_row(row)
+            conn.commit()
+        return time.process_time() - start, len(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--taps", type=int, nargs="+", default=[1, 2, 4])
@@ -164,6 +190,9 @@ def main() -> None:
                 used = {role: after[role] - before[role] for role in ROLES}
                 runs.append((taps, rate, frames, used, c1 - c0))
                 print(f"{taps} tap(s) done", file=sys.stderr)
+        sampler.stop.set()
+        sampler.thread.join()  # its CPU is not the bare insert's
+        bare_cpu, bare_rows = bare_insert_cpu(admin, db, runs[0][2])
     finally:
         sampler.stop.set()
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -196,6 +225,14 @@ def main() -> None:
         f"one core at {frames1 / used1['postgres']:,.0f} frames/s"
         if used1["postgres"] > 0
         else ""
+    )
+    worker = used1["store worker"] / frames1
+    bare = bare_cpu / bare_rows
+    print(
+        f"store worker against a bare batched insert of the same rows (binary COPY of "
+        f"{bare_rows:,} stored rows in batches of 1,000 into a table of the same columns, this "
+        f"process's CPU): {worker * 1e6:.1f} / {bare * 1e6:.1f} µs a frame = {worker / bare:.2f}x "
+        f"(goal <= 1.5)"
     )
     print(f"check against the runs, everything on these {cores} cores:")
     for taps, rate, _frames, _used, _ in runs[1:]:

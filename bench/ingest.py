@@ -127,13 +127,15 @@ def full_rows(events: list[NewEvent]) -> list[tuple]:
 _SQLITE_TYPES = {"int8": "INTEGER", "int2": "INTEGER", "bytea": "BLOB", "bool": "INTEGER"}
 
 
-def _column_types(sqlite: bool) -> list[str]:
+def column_types(sqlite: bool) -> list[str]:
+    """The SQL type of each of the log table's columns (`layout.ROW_COLUMNS`), on either engine."""
     types = [COPY_TYPES[c] for c in ROW_COLUMNS]
     return [_SQLITE_TYPES.get(t, "TEXT") for t in types] if sqlite else types
 
 
-def _bare_table(sqlite: bool) -> str:
-    columns = (f"{c} {t}" for c, t in zip(ROW_COLUMNS, _column_types(sqlite), strict=True))
+def bare_table(sqlite: bool) -> str:
+    """CREATE TABLE t of the log table's columns, with no key, index or trigger."""
+    columns = (f"{c} {t}" for c, t in zip(ROW_COLUMNS, column_types(sqlite), strict=True))
     return f"CREATE TABLE t ({', '.join(columns)})"
 
 
@@ -142,7 +144,7 @@ def same_columns_baseline(events: list[NewEvent], path: Path) -> float:
     `executemany` into a table of the same columns (no key, no index, no trigger)."""
     rows = full_rows(events)
     conn = sqlite_file(path)
-    conn.execute(_bare_table(sqlite=True))
+    conn.execute(bare_table(sqlite=True))
     insert = f"INSERT INTO t VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
     start = time.perf_counter()
     for i in range(0, len(rows), BATCH):
@@ -158,10 +160,10 @@ def same_columns_copy(events: list[NewEvent], bare_db: str) -> float:
     """The issue's floor on PostgreSQL: binary COPY of the store's full rows into a table of
     the same columns (no key, no index, no trigger)."""
     rows = full_rows(events)
-    types = _column_types(sqlite=False)
+    types = column_types(sqlite=False)
     with psycopg.connect(bare_db) as conn:
         conn.execute("DROP TABLE IF EXISTS t")
-        conn.execute(_bare_table(sqlite=False))
+        conn.execute(bare_table(sqlite=False))
         conn.commit()
         start = time.perf_counter()
         for i in range(0, len(rows), BATCH):
@@ -221,7 +223,7 @@ def schema_baseline_copy(events: list[NewEvent], store_url: str, bare_db: str) -
     open_store(store_url).close()
     rows = full_rows(events)
     copy_sql = f"COPY events ({', '.join(ROW_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-    types = _column_types(sqlite=False)
+    types = column_types(sqlite=False)
     with psycopg.connect(bare_db) as conn:
         start = time.perf_counter()
         for i in range(0, len(rows), BATCH):
