@@ -40,7 +40,7 @@ from blackbox.recorder.store.layout import ROW_COLUMNS
 from blackbox.recorder.trust.keys import KEY_ENV, init_key
 from blackbox.recorder.trust.signing import DEFAULT_EVERY_SECONDS, EVERY_ENV
 from fleet import run_fleet
-from ingest import bare_table, column_types
+from ingest import bare_table, column_types, copy_batches
 from tap_overhead import SERVER_MARK
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -124,11 +124,11 @@ def commits(admin: str, db: str) -> int:
     return int(row[0]) if row else 0
 
 
-def bare_insert_cpu(admin: str, db: str, frames: int, batch: int = 1000) -> tuple[float, int]:
+def bare_insert_cpu(admin: str, db: str, frames: int) -> tuple[float, int]:
     """The floor of the store worker's CPU per frame: this process's CPU for a binary COPY of the
     log's own rows (the first `frames` the fleet stored, every column as stored) into a table of
-    the same columns with no key, index or trigger, in batches of `batch`. Returns (CPU seconds,
-    rows)."""
+    the same columns with no key, index or trigger, in batches of 1,000 (`ingest.BATCH`).
+    Returns (CPU seconds, rows)."""
     url = f"{admin.rsplit('/', 1)[0]}/{db}"
     with psycopg.connect(url) as conn:
         columns = ", ".join(ROW_COLUMNS)
@@ -139,12 +139,7 @@ def bare_insert_cpu(admin: str, db: str, frames: int, batch: int = 1000) -> tupl
         conn.commit()
         types = column_types(sqlite=False)
         start = time.process_time()
-        for i in range(0, len(rows), batch):
-            with conn.cursor() as cur, cur.copy("COPY t FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(types)
-                for row in rows[i : i + batch]:
-                    copy.write_row(row)
-            conn.commit()
+        copy_batches(conn, "COPY t FROM STDIN (FORMAT BINARY)", rows, types)
         return time.process_time() - start, len(rows)
 
 

@@ -147,13 +147,28 @@ def same_columns_baseline(events: list[NewEvent], path: Path) -> float:
     conn.execute(bare_table(sqlite=True))
     insert = f"INSERT INTO t VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
     start = time.perf_counter()
-    for i in range(0, len(rows), BATCH):
-        conn.execute("BEGIN")
-        conn.executemany(insert, rows[i : i + BATCH])
-        conn.execute("COMMIT")
+    executemany_batches(conn, insert, rows, "BEGIN")
     elapsed = time.perf_counter() - start
     conn.close()
     return len(rows) / elapsed
+
+
+def executemany_batches(conn: sqlite3.Connection, insert: str, rows: list, begin: str) -> None:
+    """`rows` inserted BATCH at a time, each batch its own transaction opened with `begin`."""
+    for i in range(0, len(rows), BATCH):
+        conn.execute(begin)
+        conn.executemany(insert, rows[i : i + BATCH])
+        conn.execute("COMMIT")
+
+
+def copy_batches(conn: psycopg.Connection, sql: str, rows: list, types: list[str]) -> None:
+    """`rows` by binary `COPY` (`sql`), BATCH at a time, each batch its own transaction."""
+    for i in range(0, len(rows), BATCH):
+        with conn.cursor() as cur, cur.copy(sql) as copy:
+            copy.set_types(types)
+            for row in rows[i : i + BATCH]:
+                copy.write_row(row)
+        conn.commit()
 
 
 def same_columns_copy(events: list[NewEvent], bare_db: str) -> float:
@@ -166,12 +181,7 @@ def same_columns_copy(events: list[NewEvent], bare_db: str) -> float:
         conn.execute(bare_table(sqlite=False))
         conn.commit()
         start = time.perf_counter()
-        for i in range(0, len(rows), BATCH):
-            with conn.cursor() as cur, cur.copy("COPY t FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(types)
-                for row in rows[i : i + BATCH]:
-                    copy.write_row(row)
-            conn.commit()
+        copy_batches(conn, "COPY t FROM STDIN (FORMAT BINARY)", rows, types)
         elapsed = time.perf_counter() - start
         conn.execute("DROP TABLE t")
         conn.commit()
@@ -209,10 +219,7 @@ def schema_baseline(events: list[NewEvent], path: Path) -> float:
         f"VALUES ({', '.join('?' for _ in ROW_COLUMNS)})"
     )
     start = time.perf_counter()
-    for i in range(0, len(rows), BATCH):
-        conn.execute("BEGIN IMMEDIATE")
-        conn.executemany(insert, rows[i : i + BATCH])
-        conn.execute("COMMIT")
+    executemany_batches(conn, insert, rows, "BEGIN IMMEDIATE")
     elapsed = time.perf_counter() - start
     conn.close()
     return len(rows) / elapsed
@@ -226,12 +233,7 @@ def schema_baseline_copy(events: list[NewEvent], store_url: str, bare_db: str) -
     types = column_types(sqlite=False)
     with psycopg.connect(bare_db) as conn:
         start = time.perf_counter()
-        for i in range(0, len(rows), BATCH):
-            with conn.cursor() as cur, cur.copy(copy_sql) as copy:
-                copy.set_types(types)
-                for row in rows[i : i + BATCH]:
-                    copy.write_row(row)
-            conn.commit()
+        copy_batches(conn, copy_sql, rows, types)
         return len(rows) / (time.perf_counter() - start)
 
 
