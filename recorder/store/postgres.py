@@ -18,7 +18,7 @@ from blackbox.recorder.log import Kind, chain
 from blackbox.recorder.store.layout import COPY_TYPES, ROW_COLUMNS, sid_bytes
 from blackbox.recorder.store.schema import events
 from blackbox.recorder.store.sql import SqlEventStore
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
 
@@ -71,12 +71,16 @@ class PostgresEventStore(SqlEventStore):
 
     def _check_runs(self, session_id: str, runs: list[tuple[int, int]]) -> tuple[bool, int | None]:
         """Each run checked by the server on a connection of its own, so an intact run costs one
-        aggregate row on the wire rather than all its raw bytes."""
+        aggregate row on the wire rather than all its raw bytes; the first seal is found in the
+        same pass (a query of its own read the session's rows once more)."""
         with ThreadPoolExecutor(len(runs)) as pool:
-            intact = all(pool.map(lambda run: self._run_intact(session_id, *run), runs))
-        return intact, None if not intact else self._first_seal_seq(session_id)
+            checked = list(pool.map(lambda run: self._run_intact(session_id, *run), runs))
+        if not all(intact for intact, _seal in checked):
+            return False, None
+        return True, min((seal for _intact, seal in checked if seal is not None), default=None)
 
-    def _run_intact(self, session_id: str, first: int, last: int) -> bool:
+    def _run_intact(self, session_id: str, first: int, last: int) -> tuple[bool, int | None]:
+        """Whether the run is intact, and the seq of its first seal."""
         prev: bytes | None
         with self._translated(), self.engine.connect() as conn:
             if first == 1:
@@ -88,26 +92,24 @@ class PostgresEventStore(SqlEventStore):
                     )
                 ).scalar()
                 if prev is None:
-                    return False
+                    return False, None
             # Walk the (session_id, seq) index, which yields seq order: with stale statistics the
             # planner may choose a bitmap scan and an on-disk sort of every raw byte instead, a
             # slower plan.
             conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
             conn.exec_driver_sql("SET LOCAL enable_sort = off")
-            count, low, high, intact = conn.exec_driver_sql(
+            count, low, high, intact, seal = conn.exec_driver_sql(
                 _RUN_CHECK,
-                {"sid": sid_bytes(session_id), "first": first, "last": last, "prev": prev},
+                {
+                    "sid": sid_bytes(session_id),
+                    "first": first,
+                    "last": last,
+                    "prev": prev,
+                    "sealed": str(Kind.SESSION_SEALED),
+                },
             ).one()
-        return bool(intact) and count == last - first + 1 and (low, high) == (first, last)
-
-    def _first_seal_seq(self, session_id: str) -> int | None:
-        with self._translated(), self.engine.connect() as conn:
-            return conn.execute(
-                select(func.min(events.c.seq)).where(
-                    events.c.sid == sid_bytes(session_id),
-                    events.c.kind == str(Kind.SESSION_SEALED),
-                )
-            ).scalar()
+        ok = bool(intact) and count == last - first + 1 and (low, high) == (first, last)
+        return ok, seal
 
 
 def _utf8(column: str) -> str:
@@ -130,8 +132,8 @@ _CANONICAL = " || ".join(
     ]
 )
 _RUN_CHECK = f"""
-SELECT count(*), min(seq), max(seq), bool_and(intact) FROM (
-    SELECT seq, hash = sha256(
+SELECT count(*), min(seq), max(seq), bool_and(intact), min(seq) FILTER (WHERE sealed) FROM (
+    SELECT seq, kind = %(sealed)s AS sealed, hash = sha256(
         coalesce(lag(hash) OVER (ORDER BY seq), %(prev)s) || {_CANONICAL}
     ) AS intact
     FROM event_log WHERE sid = %(sid)s AND seq BETWEEN %(first)s AND %(last)s

@@ -277,3 +277,61 @@ def test_verify_command_exit_codes_and_json(recorded):
     ]
     text_out = runner.invoke(main, ["verify", sid[:13], "--store", url])
     assert text_out.exit_code == 1 and f"{sid} seq 3: missing" in text_out.output
+
+
+def test_a_record_below_seq_1_is_named(recorded):
+    """The chain check asks the index for a session's lowest and highest seq rather than
+    counting its rows: a copy of the first record slipped in at seq 0 is still found."""
+    store, url, sid, _ = recorded
+    tamper(
+        url,
+        (
+            f"INSERT INTO events ({COPIED}) SELECT {COPIED.replace('seq', '0')} FROM events"
+            f" WHERE {OF_SID} AND seq = 1",
+            {"sid": sid},
+        ),
+    )
+    # the diagnosis reads the session in seq order: record 1 no longer follows what precedes it
+    assert problems(store, sid) == [(1, "inserted")]
+
+
+def test_a_correctly_chained_record_after_the_seal_is_named(recorded):
+    """A record forged after the seal and linked from it (anyone can compute SHA-256): the
+    chain is intact, so only the seal, found in the same pass as the chain check, tells."""
+    from blackbox.recorder.log import Direction, Kind, NewEvent, chain
+    from blackbox.recorder.store.layout import ROW_COLUMNS, encode_row
+    from blackbox.recorder.store.projection import events_row
+    from sqlalchemy import create_engine, text
+
+    store, url, sid, _ = recorded
+    sealed = [ev for ev in store.read_session(sid) if ev.kind == Kind.SESSION_SEALED]
+    assert len(sealed) == 1
+    seal = sealed[0]
+    raw = b'{"jsonrpc":"2.0","id":99,"result":{"content":[],"isError":false}}'
+    forged = NewEvent(
+        sid, seal.seq + 1, seal.wall_ns + 1, seal.mono_ns + 1, Kind.FRAME,
+        Direction.SERVER_TO_CLIENT, raw,
+    )  # fmt: skip
+    row = encode_row(events_row(forged, chain.link(seal.hash, forged)))
+    names = ", ".join(ROW_COLUMNS)
+    marks = ", ".join(f":{c}" for c in ROW_COLUMNS)
+    tamper(
+        url,
+        (
+            f"INSERT INTO events ({names}) VALUES ({marks})",
+            dict(zip(ROW_COLUMNS, row, strict=True)),
+        ),
+    )
+    engine = create_engine(url.replace("postgresql:", "postgresql+psycopg:", 1))
+    with engine.connect() as conn:  # the forged row is in the log as the record it claims
+        assert (
+            conn.execute(
+                text("SELECT count(*) FROM event_log WHERE session_id = :s AND seq = :q"),
+                {"s": sid, "q": seal.seq + 1},
+            ).scalar_one()
+            == 1
+        )
+    engine.dispose()
+    findings = store.verify(sid)
+    assert (seal.seq + 1, "inserted") in [(f.seq, f.problem) for f in findings]
+    assert any("after the seal" in f.detail for f in findings)
