@@ -18,7 +18,7 @@ from blackbox.recorder.log import Kind, chain
 from blackbox.recorder.store.layout import COPY_TYPES, ROW_COLUMNS, sid_bytes
 from blackbox.recorder.store.schema import events
 from blackbox.recorder.store.sql import SqlEventStore
-from sqlalchemy import create_engine, select
+from sqlalchemy import create_engine, event, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.engine.url import URL
 
@@ -43,11 +43,13 @@ class PostgresEventStore(SqlEventStore):
     GAPS_ARE_EVIDENCE = False
 
     def _create_engine(self, parsed: URL, create: bool = True) -> Engine:
-        return create_engine(
+        engine = create_engine(
             parsed,
             connect_args={"connect_timeout": 5},
             pool_pre_ping=True,
         )
+        event.listen(engine, "connect", _no_jit)
+        return engine
 
     def _lock_log(self, conn: Connection) -> None:
         conn.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
@@ -110,6 +112,21 @@ class PostgresEventStore(SqlEventStore):
             ).one()
         ok = bool(intact) and count == last - first + 1 and (low, high) == (first, last)
         return ok, seal
+
+
+def _no_jit(driver: DBAPIConnection, _record: object) -> None:
+    """Every connection of the store runs without JIT compilation. The server compiles a query
+    whose estimated cost passes `jit_above_cost`, and estimates grow with the table: from about
+    5M records the per-session queries of `verify` (each a few milliseconds of work) crossed it
+    and each paid tens of milliseconds of compiling, which made `verify` at 10M records half as
+    fast per record as at 1M (docs/performance.md, "PostgreSQL verify to 10M"). None of the
+    store's queries runs long enough to win the compile back."""
+    cursor = driver.cursor()
+    try:
+        cursor.execute("SET jit = off")
+    finally:
+        cursor.close()
+    driver.commit()
 
 
 def _utf8(column: str) -> str:
