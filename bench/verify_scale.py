@@ -45,7 +45,6 @@ import psycopg
 from blackbox.recorder.log import DERIVED
 from blackbox.recorder.store import layout, open_store
 from blackbox.recorder.store import postgres as pg_store
-from sqlalchemy import event as sa_event
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale import Generator, fill  # bench/scale.py, beside this script
@@ -293,9 +292,12 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         if total in probe_at:
             probes = {}
-            server_jit = open_store(args.pg)
-            sa_event.remove(server_jit.engine, "connect", pg_store._no_jit)
-            server_jit.engine.dispose()  # the connections made so far ran without JIT
+            hook = pg_store._no_jit
+            pg_store._no_jit = lambda _driver, _record: None  # the server's JIT setting
+            try:
+                server_jit = open_store(args.pg)
+            finally:
+                pg_store._no_jit = hook
             jit_timers = Timers(server_jit)
             probes["server_jit"] = timed_verify(server_jit, sids, jit_timers, dsn)
             server_jit.close()
