@@ -51,6 +51,14 @@ KIND_CODES: dict[str, int] = {
     "tool_changed": 17,
 }
 FRAME = 0  # KIND_CODES["frame"], for the append's hot loop
+# Each kind's code back to its text, as `event_log` reads it.
+KIND_NAMES: dict[int | None, str] = {number: kind for kind, number in KIND_CODES.items()}
+
+# The rows whose kind can read as `retention_applied` through `event_log` (its kind is the code's
+# text, else `kind_text`): the predicate of the partial index `removals` finds retention records
+# by (migration 0010), so that no read of them scans the log. A query must say it exactly as
+# here for the planner to use the index.
+RETENTION_ROWS = f"kind_code = {KIND_CODES['retention_applied']} OR kind_text IS NOT NULL"
 DIRECTION_CODES: dict[str, int] = {"c2s": 0, "s2c": 1, "-": 2}
 MSG_TYPE_CODES: dict[str, int] = {
     "request": 0,

@@ -30,7 +30,7 @@ from blackbox.recorder.store.schema import (
     signed_removals,
     tree_removed_leaves,
 )
-from sqlalchemy import Join, delete, func, insert, select
+from sqlalchemy import Join, delete, func, insert, select, text
 from sqlalchemy.engine import Connection
 
 RETENTION_SESSION = "retention"
@@ -152,15 +152,25 @@ class RetentionRecord(NamedTuple):
 
 
 def retention_records(conn: Connection) -> dict[int, RetentionRecord]:
-    """Every `retention_applied` record in the log, by log position."""
+    """Every `retention_applied` record in the log, by log position: the rows of the partial
+    index `layout.RETENTION_ROWS` (no scan of the log), each whose kind reads as
+    `retention_applied` through `event_log` (the code's text, else `kind_text`)."""
     rows = conn.execute(
-        select(events.c.position, events.c.session_id, events.c.raw).where(
-            events.c.kind == str(Kind.RETENTION_APPLIED)
+        select(
+            event_rows.c.position,
+            session_ids.c.session_id,
+            event_rows.c.raw,
+            event_rows.c.kind_code,
+            event_rows.c.kind_text,
         )
+        .join_from(event_rows, session_ids, session_ids.c.sid == event_rows.c.sid)
+        .where(text(layout.RETENTION_ROWS))
     )
+    kind = str(Kind.RETENTION_APPLIED)
     return {
         p: RetentionRecord(p, sid, docs.decode_as(docs.RetentionApplied, chain.as_bytes(raw)))
-        for p, sid, raw in rows
+        for p, sid, raw, code, kind_text in rows
+        if layout.KIND_NAMES.get(code, kind_text) == kind
     }
 
 

@@ -209,3 +209,82 @@ def test_the_copy_types_are_the_table_s() -> None:
     }
     names = {"BYTEA": "bytea", "BIGINT": "int8", "SMALLINT": "int2", "BOOLEAN": "bool"}
     assert {c: names.get(t, "text") for c, t in declared.items()} == layout.COPY_TYPES
+
+
+def _retention_doc() -> bytes:
+    return docs.encode(docs.RetentionApplied(older_than_ns=None, cutoff_ns=T0, cutoff=None))
+
+
+def test_retention_records_are_the_rows_event_log_reads_as_retention(store_url: str) -> None:
+    """`removals.retention_records` reads the partial index's rows and keeps those whose kind
+    reads as `retention_applied` through `event_log`: the same set as the view, whatever mix of
+    code and text a row holds (the append writes only the first; the others are rows written
+    behind the store's back)."""
+    from blackbox.recorder.store import removals
+
+    store = open_store(store_url)
+    events = session_events(calls=1)
+    store.append(events)
+    sid = events[0].session_id
+    raw = _retention_doc()
+    code = layout.KIND_CODES["retention_applied"]
+    columns = "sid, seq, wall_ns, mono_ns, kind_code, kind_text, direction_code, raw, hash"
+    rows = [  # (seq, kind_code, kind_text): code, text only, unknown code, another kind's code
+        (101, code, None),
+        (102, None, "retention_applied"),
+        (103, 99, "retention_applied"),
+        (104, layout.KIND_CODES["stderr"], "retention_applied"),
+        (105, None, "some_future_kind"),
+    ]
+    tamper(
+        store_url,
+        *(
+            (
+                f"INSERT INTO events ({columns}) SELECT sid, :seq, wall_ns, mono_ns, :code, "
+                f":text, 2, :raw, hash FROM events WHERE seq = 1 AND "
+                "sid = (SELECT sid FROM session_ids WHERE session_id = :sid)",
+                {"seq": seq, "code": kind_code, "text": kind_text, "raw": raw, "sid": sid},
+            )
+            for seq, kind_code, kind_text in rows
+        ),
+    )
+    with store.transaction() as conn:
+        found = removals.retention_records(conn)
+        viewed = conn.execute(
+            text("SELECT position, seq FROM event_log WHERE kind = 'retention_applied'")
+        ).all()
+    store.close()
+    assert sorted(found) == sorted(position for position, _seq in viewed)
+    assert sorted(seq for _position, seq in viewed) == [101, 102, 103]
+
+
+def test_the_retention_records_are_read_through_their_index(store_url: str) -> None:
+    """Every `verify` reads the log's retention records: through the partial index of migration
+    0010, never a scan of the log (1.4 s warm, 9.3 s cold at 10M records before it). The query
+    must state the index's predicate for the planner to use it; the plan shows it does (a scan
+    turned off on PostgreSQL, whose planner prefers one on a table this small)."""
+    from blackbox.recorder.store import removals
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    store = open_store(store_url)
+    store.append(session_events(calls=2))
+    captured: list[str] = []
+    with store.transaction() as conn:
+        dialect = sqlite.dialect() if store_url.startswith("sqlite") else postgresql.dialect()
+
+        class Capture:
+            def execute(self, statement):  # type: ignore[no-untyped-def]
+                captured.append(str(statement.compile(dialect=dialect)))
+                return []
+
+        removals.retention_records(Capture())  # type: ignore[arg-type]
+        (query,) = captured
+        if store_url.startswith("sqlite"):
+            plan = " ".join(
+                str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {query}")
+            )
+        else:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            plan = " ".join(str(row[0]) for row in conn.exec_driver_sql(f"EXPLAIN {query}"))
+    store.close()
+    assert "ix_events_retention" in plan, plan

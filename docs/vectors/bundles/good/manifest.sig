@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 54989753df38bc4ea2c59e4e372f1869ebf3f4a2bf8cbc1a2d21c32ef9ff8d74
+manifest a42f228bdca08f9d1066344e8721085fcd7f6f7bd1c0728fc1c36275bbe53fae
 
-— vectors.example/log c9s/S8YsKYlru40w+xUg4tj67Bg/XLHqNFXpLGal1uVieINrlD2FZAgUZeH3sX/RE8KoovTUaO/krqNQKG7vY9HrTwg=
+— vectors.example/log c9s/S6H69tEBf9+Qf6Ca8pSdkiLa7pePoNy08ydKDqDMPXP7wzWuQhYedS2yWyUU+2pOyMuHVOz/WLhLgvvwBx1//gs=

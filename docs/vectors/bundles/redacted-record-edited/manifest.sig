@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 7e26557cf71ac0979de843b8e162ff742330efc957aa36b0d75c1c4a0430070e
+manifest 79c52a6e2fb40f2b887118a5e3cd9622fb09d7152705d72ccb1eb71690f73010
 
-— vectors.example/log c9s/Swj17psvUd7d7gXLxMAqcc6Z+QPMJtP3m3lRMy0gI5ZR+kCT0j6aXXmVAKCbec3uTRY5PrHEUJmV9c1mHVjjGQM=
+— vectors.example/log c9s/S3A3m4UPuSmNCmAO8MIuhI+44jzwUlqGOHUGvfT+00+3a7RkpU0zE6Maj0bZtIGRE2Q6owMc3s62DNph7LIZ8QE=
