@@ -30,7 +30,7 @@ from blackbox.recorder.store.schema import (
     signed_removals,
     tree_removed_leaves,
 )
-from sqlalchemy import ColumnElement, Join, Select, delete, func, insert, select, text, union_all
+from sqlalchemy import CompoundSelect, Join, delete, func, insert, select, text, union_all
 from sqlalchemy.engine import Connection
 
 RETENTION_SESSION = "retention"
@@ -151,38 +151,39 @@ class RetentionRecord(NamedTuple):
     doc: docs.RetentionApplied | None
 
 
-def retention_records(conn: Connection) -> dict[int, RetentionRecord]:
-    """Every `retention_applied` record in the log, by log position: the rows of the partial
-    index `layout.RETENTION_ROWS` (no scan of the log), each whose kind reads as
-    `retention_applied` through `event_log` (the code's text, else `kind_text`)."""
+def retention_query() -> CompoundSelect:
+    """The rows that can be `retention_applied` records, read through the partial index
+    `layout.RETENTION_ROWS` (no scan of the log): position, session id, raw, kind code and text.
+    Two branches, each an equality the planner takes as rare: asked for the index's own
+    predicate alone, PostgreSQL without statistics (autovacuum off, a bulk load) guesses that
+    `kind_text IS NOT NULL` holds for nearly every row and scans the log instead."""
     kind = str(Kind.RETENTION_APPLIED)
-
-    def rows_where(condition: ColumnElement[bool]) -> Select:
-        return (
-            select(
-                event_rows.c.position,
-                session_ids.c.session_id,
-                event_rows.c.raw,
-                event_rows.c.kind_code,
-                event_rows.c.kind_text,
-            )
-            .join_from(event_rows, session_ids, session_ids.c.sid == event_rows.c.sid)
-            # In parentheses: text is pasted as it is, and AND binds tighter than its OR.
-            .where(text(f"({layout.RETENTION_ROWS})"), condition)
-        )
-
-    # Two branches, each an equality the planner takes as rare: asked for the index's own
-    # predicate alone, PostgreSQL without statistics (autovacuum off, a bulk load) guesses that
-    # `kind_text IS NOT NULL` holds for nearly every row and scans the log instead.
-    rows = conn.execute(
-        union_all(
-            rows_where(event_rows.c.kind_code == layout.KIND_CODES[kind]),
-            rows_where(event_rows.c.kind_text == kind),
-        )
+    # In parentheses: text is pasted as it is, and AND binds tighter than its OR.
+    indexed = text(f"({layout.RETENTION_ROWS})")
+    columns = (
+        event_rows.c.position,
+        session_ids.c.session_id,
+        event_rows.c.raw,
+        event_rows.c.kind_code,
+        event_rows.c.kind_text,
     )
+    joined = select(*columns).join_from(
+        event_rows, session_ids, session_ids.c.sid == event_rows.c.sid
+    )
+    return union_all(
+        joined.where(indexed, event_rows.c.kind_code == layout.KIND_CODES[kind]),
+        joined.where(indexed, event_rows.c.kind_text == kind),
+    )
+
+
+def retention_records(conn: Connection) -> dict[int, RetentionRecord]:
+    """Every `retention_applied` record in the log, by log position: the rows of
+    `retention_query` whose kind reads as `retention_applied` through `event_log` (the code's
+    text, else `kind_text`)."""
+    kind = str(Kind.RETENTION_APPLIED)
     return {
         p: RetentionRecord(p, sid, docs.decode_as(docs.RetentionApplied, chain.as_bytes(raw)))
-        for p, sid, raw, code, kind_text in rows
+        for p, sid, raw, code, kind_text in conn.execute(retention_query())
         if layout.KIND_NAMES.get(code, kind_text) == kind
     }
 
