@@ -22,10 +22,12 @@ import base64
 import hashlib
 import json
 import os
+import random
 import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +37,10 @@ from tests.fixtures.independent_verifier import (
     DIRECTION_CODES,
     EMPTY_ROOT,
     KIND_CODES,
+    MARKER_PATTERN,
     SEAL_KIND,
+    TOKEN_PATTERN,
+    bundle_commitment,
     chain_hash,
     check_bundle,
     check_bundle_proofs,
@@ -49,10 +54,12 @@ from tests.fixtures.independent_verifier import (
     leaf_hash,
     merkle_root,
     node_hash,
+    open_checkpoint,
     read_records_jsonl,
     read_store,
     sid_bytes,
     split_notes,
+    split_tokens,
     verify_consistency,
     verify_inclusion,
 )
@@ -88,21 +95,27 @@ store.append(other[:3] + extra + rest)
 store.append(session_events(calls=0, ended=False, start_ns=T0 + 2 * 10**9, name="open"))
 """
 
+# The leaves are the log's (below the store's `first_leaf` the chain hash, from it on the chain
+# hash and C: storekit computes them as the page says); `first_leaf` is printed with the note, as
+# a bundle exported without a checkpoint does not carry it.
 MAKE_CHECKPOINT = """
 import json, sys
+from sqlalchemy import text
 from blackbox.recorder.trust import checkpoint
 from blackbox.recorder.log import merkle
 from blackbox.recorder.store import open_store
+from tests.fixtures.storekit import log_leaves
 
 store = open_store(sys.argv[1], create=False)
-leaves = [ev.hash for ev in store.read_log()]
+leaves = log_leaves(store)
+with store.transaction() as conn:
+    first = conn.execute(text("SELECT first_leaf FROM commitment_keys WHERE id = 1")).scalar_one()
 signer = checkpoint.Signer.generate("blackbox.example/log")
 other = checkpoint.Signer.generate("blackbox.example/log")
 note = checkpoint.sign_checkpoint(
-    checkpoint.Checkpoint("blackbox.example/log", len(leaves), merkle.root_from_leaves(leaves)),
-    signer,
+    checkpoint.Checkpoint("blackbox.example/log", len(leaves), merkle.root(leaves)), signer
 )
-print(json.dumps({"note": note, "vkey": signer.vkey, "other_vkey": other.vkey}))
+print(json.dumps({"note": note, "vkey": signer.vkey, "other_vkey": other.vkey, "first": first}))
 """
 
 # Runs the steps given as JSON in argv[1], in order: ["py", code, *argv] runs a script as
@@ -185,6 +198,7 @@ class Evidence:
     note: str
     vkey: str
     other_vkey: str  # another key of the same name as the one that signed `note`
+    committed_from: int  # the store's `commitment_keys.first_leaf`
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +219,7 @@ def evidence(tmp_path_factory: pytest.TempPathFactory) -> Evidence:
         signed["note"],
         signed["vkey"],
         signed["other_vkey"],
+        signed["first"],
     )
 
 
@@ -294,7 +309,9 @@ def test_the_verifier_imports_nothing_of_the_project() -> None:
 def test_a_bundle_and_a_checkpoint_verify(evidence: Evidence) -> None:
     bundle = evidence.bundle
     assert check_bundle(bundle) == []
-    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle) == []
+    assert (
+        check_checkpoint_root(evidence.note, evidence.vkey, bundle, evidence.committed_from) == []
+    )
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert len(manifest["sessions"]) == 3
     records = read_records_jsonl(bundle / "records.jsonl")
@@ -306,13 +323,19 @@ def test_a_redacted_bundle_verifies_with_attested_hashes(evidence: Evidence) -> 
     records = read_records_jsonl(evidence.redacted / "records.jsonl")
     assert [r["seq"] for r in records if r["redacted"]] == [4]
     assert check_bundle(evidence.redacted) == []
+    # The redacted record's leaf is recomputed from what it shows (docs/trust.md "Commitments").
+    note, vkey, first = evidence.note, evidence.vkey, evidence.committed_from
+    assert check_checkpoint_root(note, vkey, evidence.redacted, first) == []
 
 
 def test_one_byte_changed_in_a_record_fails(evidence: Evidence, bundle: Path) -> None:
     change_one_byte(bundle, seq=4)
     problems = check_bundle(bundle)
     assert len(problems) == 1 and "seq 4 does not match its hash" in problems[0]
-    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle) == []  # hashes kept
+    # The chain hashes are kept, but the leaf commits to the raw bytes too (C, from its salt).
+    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle, evidence.committed_from) == [
+        "checkpoint: the root differs from the records' tree"
+    ]
 
 
 def test_an_edited_file_without_the_manifest_fails_on_its_hash(bundle: Path) -> None:
@@ -350,7 +373,7 @@ def test_a_rewritten_record_with_its_chain_recomputed_passes_the_bundle_but_not_
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     rewrite_manifest_hash(bundle, "records.jsonl")
     assert check_bundle(bundle) == []
-    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle) == [
+    assert check_checkpoint_root(evidence.note, evidence.vkey, bundle, evidence.committed_from) == [
         "checkpoint: the root differs from the records' tree"
     ]
 
@@ -513,6 +536,132 @@ def test_a_bundle_missing_a_session_fails_in_both_verifiers(
     assert stripped[0] == 1 and "manifest_unsigned" in stripped[1], stripped
 
 
+# == Commitments (docs/trust.md "Commitments") ================================================
+
+
+def test_the_token_scanner_cuts_as_the_page_s_regular_expression() -> None:
+    """The verifier cuts raw bytes by the page's words (a `"` starts a string token, a byte that
+    is not skeleton a bare token); the page's regular expression must find the same tokens, and
+    the skeleton and tokens must put the raw bytes back together."""
+    rng = random.Random(11)
+    alphabet = b' \t\n\r{}[],:"\\ab1-.\x00\xff\xc3'
+    samples = [
+        b"",
+        b'{"jsonrpc":"2.0","id":0,"method":"ping"}',
+        b'{"a":"x\\"y","b":[1,-2.5e3,true,null]}',
+        b'"unterminated',
+        b'"ends in a backslash\\',
+        b'word"string"word',
+        b"not json at all \xff\xfe",
+        *(bytes(rng.choice(alphabet) for _ in range(rng.randrange(40))) for _ in range(3000)),
+    ]
+    for raw in samples:
+        skeleton, tokens = split_tokens(raw)
+        assert tokens == TOKEN_PATTERN.findall(raw), raw
+        assert len(skeleton) == len(tokens) + 1
+        rebuilt = skeleton[0] + b"".join(t + k for t, k in zip(tokens, skeleton[1:], strict=True))
+        assert rebuilt == raw
+
+
+def test_a_redacted_bundle_s_leaves_are_recomputed_from_what_it_shows(
+    signed_bundles: SignedBundles,
+) -> None:
+    """From the manifest's `tree.committed_from` on, a redacted record's leaf is SHA256(0x00 ||
+    its chain hash || C), C from its shown raw and `commitments`: it is proven, not attested."""
+    bundle, vkey = signed_bundles.redacted, signed_bundles.vkey
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    first = manifest["tree"]["committed_from"]
+    assert isinstance(first, int)
+    _origin, size, root = open_checkpoint((bundle / "checkpoint.txt").read_text(), vkey)
+    records = read_records_jsonl(bundle / "records.jsonl")
+    proofs = [json.loads(line) for line in (bundle / "proofs.jsonl").read_text().splitlines()]
+    redacted = [(r, p) for r, p in zip(records, proofs, strict=True) if r["redacted"]]
+    assert len(redacted) == manifest["counts"]["redacted_records"] == 1
+    for record, proof in redacted:
+        index, path = proof["leaf_index"], [base64.b64decode(h) for h in proof["proof"]]
+        assert index >= first and record["salt"] is None
+        disclosures = json.loads(record["commitments"])
+        _skeleton, tokens = split_tokens(record["raw"])
+        withheld = [t for t, (kind, _) in zip(tokens, disclosures, strict=True) if kind == "digest"]
+        assert withheld and all(MARKER_PATTERN.fullmatch(t) for t in withheld), withheld
+        c = bundle_commitment(record)
+        assert isinstance(c, bytes), c
+        assert verify_inclusion(record["hash"] + c, index, size, path, root)
+        # The attested chain hash alone is not the leaf: nothing of the record is taken on trust.
+        assert not verify_inclusion(record["hash"], index, size, path, root)
+    assert all(r["redacted"] or len(bytes.fromhex(r["salt"])) == 32 for r in records)
+    assert check_bundle(bundle) == []
+    assert check_bundle_proofs(bundle, vkey) == []
+
+
+def edit_redacted(bundle: Path, edit: Callable[[dict], None]) -> tuple[str, int]:
+    """The bundle's redacted record changed by `edit` (on its JSONL row, `raw` decoded), the
+    records file's sha256 in the manifest recomputed and `manifest.sig` removed: what a holder
+    of the bundle can do. Its (session id, seq)."""
+    path = bundle / "records.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    row = next(r for r in rows if r["redacted"])
+    row["raw"] = base64.b64decode(row["raw"])
+    edit(row)
+    row["raw"] = base64.b64encode(row["raw"]).decode()
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+    rewrite_manifest_hash(bundle, "records.jsonl")
+    (bundle / "manifest.sig").unlink()
+    return row["session_id"], row["seq"]
+
+
+def show_a_guess(row: dict) -> None:
+    """The withheld secret's marker replaced by the secret itself, its digest left in place."""
+    marker = MARKER_PATTERN.search(row["raw"])
+    assert marker is not None
+    row["raw"] = row["raw"].replace(marker.group(), b'"sk-ant-abcdefghijklmnop0123"')
+
+
+REDACTED_EDITS: dict[str, tuple[Callable[[dict], None], str, str]] = {
+    # name: (the edit, what the independent verifier says, the problem verify-export names)
+    "a shown value": (
+        lambda row: row.update(raw=row["raw"].replace(b'"login"', b'"logout"')),
+        "not in the tree the checkpoint signs",
+        "not_included",
+    ),
+    "its time": (
+        lambda row: row.update(wall_ns=row["wall_ns"] + 1),
+        "not in the tree the checkpoint signs",
+        "not_included",
+    ),
+    "a guess in a marker's place": (
+        show_a_guess,
+        "commitment_invalid: token 11 is withheld but not shown as a marker",
+        "commitment_invalid",
+    ),
+}
+
+
+def test_a_redacted_record_edited_fails_in_both_verifiers(
+    signed_bundles: SignedBundles, tmp_path: Path
+) -> None:
+    """A redacted record's chain hash cannot be recomputed, so it passes the bundle's own checks
+    whatever it shows; its leaf's commitment is what finds the edit, in both verifiers."""
+    vkey = signed_bundles.vkey
+    steps = [blackbox("verify-export", str(signed_bundles.redacted), "--key", vkey)]
+    expected = []
+    for i, (edit, ours, problem) in enumerate(REDACTED_EDITS.values()):
+        bundle = Path(shutil.copytree(signed_bundles.redacted, tmp_path / f"edited-{i}"))
+        sid, seq = edit_redacted(bundle, edit)
+        assert check_bundle(bundle) == []  # consistent with itself: the hash is attested
+        assert check_bundle_proofs(bundle, vkey) == [f"session {sid} seq {seq}: {ours}"]
+        steps.append(blackbox("verify-export", str(bundle), "--key", vkey, "--format", "json"))
+        expected.append(problem)
+    home = shutil.copytree(signed_bundles.home, tmp_path / "home")
+    (code, out, _err), *edited = in_one_child(steps, Path(home))
+    assert code == 0, out
+    for (code, out, _err), problem in zip(edited, expected, strict=True):
+        # The manifest names manifest.sig, which is gone: that is said too, even with
+        # --allow-unsigned-manifest; the edit itself is the record's finding.
+        problems = sorted(f["problem"] for f in json.loads(out)["findings"])
+        assert code == 1 and problems == sorted([problem, "manifest_unsigned"]), out
+
+
 # == Proofs (docs/trust.md "Checking a proof") ================================================
 
 APPEND_SESSION = """
@@ -625,10 +774,15 @@ def test_a_proof_checks_against_its_checkpoint_and_every_change_fails_in_both(
     moved["inclusion"][-1]["leaf_index"] -= 1
     forked = json.loads(proof)
     forked["consistency"]["old_root_hash"] = base64.b64encode(bytes(32)).decode()
-    for bad in (flipped, moved, forked):
+    # A store made at 0011 commits every leaf: the leaf input is chain_hash then commitment.
+    assert all(len(bytes.fromhex(item["commitment"])) == 32 for item in doc["inclusion"])
+    uncommitted = json.loads(proof)
+    uncommitted["inclusion"][0]["commitment"] = None
+    for bad in (flipped, moved, forked, uncommitted):
         assert check_proof_file(json.dumps(bad), filed, vkey), bad
     # tests/test_vectors.py holds our CLI to each such verdict; once here, in a child process.
-    assert our_verify_proofs(tmp_path, filed, vkey, proof, json.dumps(forked)) == [0, 1]
+    bad_ones = (json.dumps(forked), json.dumps(uncommitted))
+    assert our_verify_proofs(tmp_path, filed, vkey, proof, *bad_ones) == [0, 1, 1]
     # Another key named as the log's key is.
     assert check_proof_file(proof, note, evidence.other_vkey) == [
         "checkpoint: not signed by the trusted key"
@@ -856,3 +1010,126 @@ def test_a_session_unmapped_from_its_records_fails_in_both(
     assert f"{key}: records whose session id maps to no session" in problems, problems
     [(code, out)] = our_verify(retained, hidden)
     assert code == 1 and key in out and "maps to no session" in out, out
+
+
+# == The commitment key (docs/trust.md "What a verifier reads from the store", item 5) =========
+
+
+def test_a_replaced_commitment_key_fails_against_the_checkpoint_in_both(
+    retained: Retained, tmp_path: Path
+) -> None:
+    """From `first_leaf` on every leaf is recomputed with the store's key: an administrator who
+    replaces the key (or deletes its row: "no committed leaf") changes every committed leaf, and
+    the checkpoint kept outside no longer matches."""
+    db, vkey = retained.store, retained.vkey
+    filed = next((retained.home / "checkpoints").glob("*.txt"))
+    store = read_store(db)
+    [key_row] = store["commitment_keys"]
+    assert key_row["first_leaf"] == 0 and len(key_row["key"]) == 32
+    assert check_store(db, vkey, filed.read_text()) == []
+    replaced, deleted = copy_store(db, tmp_path / "replaced.db"), copy_store(db, tmp_path / "d.db")
+    other_key = hashlib.sha256(b"another key").digest()
+    raw_sql(replaced, ("UPDATE commitment_keys SET key = ? WHERE id = 1", (other_key,)))
+    raw_sql(deleted, ("DELETE FROM commitment_keys WHERE id = 1", ()))
+    size = max(r["size"] for r in store["checkpoints"])
+    for tampered in (replaced, deleted):
+        problems = check_store(tampered, vkey, filed.read_text())
+        assert f"tree: the root of the first {size} records differs" in problems, problems
+    # Ours, after ours (`verify` may write to the store it opens), in one child process.
+    against = ["--checkpoint", str(filed), "--key", vkey]
+    steps = [blackbox("verify", "--store", f"sqlite:///{t}", *against) for t in (replaced, deleted)]
+    for code, out, err in in_one_child(steps, retained.home):
+        assert code == 1, out + err
+        assert f"the root of the first {size} records differs from the checkpoint's" in out, out
+
+
+# A store from before migration 0011, as its upgrade leaves it: the leaves the tree already held
+# keep their input (the chain hash) and the key's `first_leaf` is the tree's size then. Made by
+# setting `first_leaf` before anything is sequenced (as tests/recorder/test_migrations.py does),
+# so that it falls inside the session with the secret: its first records below, the redacted one
+# above.
+FIRST_LEAF = 14
+AS_UPGRADED = """
+import sys
+from blackbox.recorder.store import open_store
+from tests.fixtures.storekit import tamper
+
+open_store(sys.argv[1]).close()
+first = {"f": int(sys.argv[2])}
+tamper(sys.argv[1], ("UPDATE commitment_keys SET first_leaf = :f WHERE id = 1", first))
+"""
+
+
+@dataclass(frozen=True)
+class Upgraded:
+    """A store whose leaves carry commitments from FIRST_LEAF on, its redacted signed bundle, its
+    checkpoints file and `blackbox prove` of the session with the secret against it, and what
+    `verify --checkpoint` and `verify-export --key` said of them."""
+
+    store: Path
+    bundle: Path
+    filed: str
+    proof: str
+    vkey: str
+    ours: list[tuple[int, str, str]]
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory: pytest.TempPathFactory) -> Upgraded:
+    where = tmp_path_factory.mktemp("upgraded")
+    url, home = f"sqlite:///{where / 'store.db'}", where / "home"
+    steps = [
+        script(AS_UPGRADED, url, str(FIRST_LEAF)),
+        script(MAKE_STORE, url),
+        blackbox("keys", "init", "--origin", "blackbox.example/log"),
+        export(url, where / "bundle"),
+    ]
+    vkey = made(steps, home)[2].split()[-1]
+    filed = next((home / "checkpoints").glob("*.txt"))
+    records = read_records_jsonl(where / "bundle" / "records.jsonl")
+    sid = next(r["session_id"] for r in records if r["redacted"])
+    ours = in_one_child(
+        [
+            blackbox("prove", sid, "--store", url, "--checkpoint", str(filed)),
+            blackbox("verify", "--store", url, "--checkpoint", str(filed), "--key", vkey),
+            blackbox("verify-export", str(where / "bundle"), "--key", vkey),
+        ],
+        home,
+    )
+    proof = ours[0][1]
+    return Upgraded(where / "store.db", where / "bundle", filed.read_text(), proof, vkey, ours)
+
+
+def test_an_upgraded_store_commits_from_first_leaf_on_in_both(
+    upgraded: Upgraded, tmp_path: Path
+) -> None:
+    """Below `first_leaf` the leaf input is the chain hash, from it on the chain hash and C: in
+    the store, in the bundle (`tree.committed_from`) and in a proof (`commitment` null below)."""
+    assert [code for code, _out, _err in upgraded.ours] == [0, 0, 0], upgraded.ours
+    vkey, filed = upgraded.vkey, upgraded.filed
+    assert read_store(upgraded.store)["commitment_keys"][0]["first_leaf"] == FIRST_LEAF
+    assert check_store(upgraded.store, vkey) == []
+    assert check_store(upgraded.store, vkey, filed) == []
+    # The bundle: the session with the secret straddles the first committed leaf.
+    bundle = upgraded.bundle
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["tree"]["committed_from"] == FIRST_LEAF
+    assert check_bundle(bundle) == [] and check_bundle_proofs(bundle, vkey) == []
+    # The proof: `commitment` is null exactly below `first_leaf`.
+    doc = json.loads(upgraded.proof)
+    committed = [item["commitment"] is not None for item in doc["inclusion"]]
+    assert committed == [item["leaf_index"] >= FIRST_LEAF for item in doc["inclusion"]]
+    assert True in committed and False in committed
+    assert check_proof_file(upgraded.proof, filed, vkey) == []
+    # The boundary matters: one leaf off, on either side, and that leaf no longer verifies.
+    for moved in (FIRST_LEAF - 1, FIRST_LEAF + 1):
+        copy = Path(shutil.copytree(bundle, tmp_path / f"from-{moved}"))
+        manifest["tree"]["committed_from"] = moved
+        (copy / "manifest.json").write_text(json.dumps(manifest, indent=2))
+        problems = check_bundle_proofs(copy, vkey)
+        assert len(problems) == 1 and "not in the tree the checkpoint signs" in problems[0]
+    [first] = [item for item in doc["inclusion"] if item["leaf_index"] == FIRST_LEAF]
+    first["commitment"] = None
+    assert check_proof_file(json.dumps(doc), filed, vkey) == [
+        f"seq {first['seq']}: the inclusion proof does not lead to the root"
+    ]

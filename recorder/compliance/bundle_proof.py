@@ -24,7 +24,7 @@ from pathlib import Path
 
 from blackbox.recorder import private_file
 from blackbox.recorder.compliance.bundle_sign import LeafTally, leaves_entry
-from blackbox.recorder.log import merkle
+from blackbox.recorder.log import commitment, merkle
 from blackbox.recorder.store import EventStore, tree
 from blackbox.recorder.trust import (
     Checkpoint,
@@ -58,6 +58,7 @@ def write(
     # Both files 0600 like the rest of the bundle (recorder/private.py).
     proofs = private_file(out_dir / PROOFS_FILE)
     with store.transaction() as conn, open(proofs, "w", encoding="utf-8") as out:
+        key = tree.commit_key(conn)
         cached = tree.BlockCache(conn)
         for sid in session_ids:
             leaves = {leaf.seq: leaf for leaf in tree.session_leaves(conn, sid)}
@@ -70,9 +71,7 @@ def write(
                     proof = merkle.inclusion_proof(leaf.index, size, cached)
                     # Checked before it is written: a proof from a damaged cache would only
                     # fail in the auditor's hands.
-                    if not merkle.verify_inclusion(
-                        merkle.leaf_hash(leaf.chain_hash), leaf.index, size, proof, root
-                    ):
+                    if not merkle.verify_inclusion(leaf.leaf_hash, leaf.index, size, proof, root):
                         raise tree.TreeDamaged(
                             f"the store's cached tree gives no valid proof of leaf {leaf.index}: "
                             "the tree's tables were edited (the records may be intact); run verify"
@@ -110,7 +109,10 @@ def write(
         "tree_size": size,
         "records_proven": proven,
         "records_not_covered": uncovered,
-        "leaf": "SHA-256(0x00 || the record's 32-byte chain hash)",
+        # Leaves from this index on carry the record's commitment (docs/trust.md, "Commitments").
+        "committed_from": key.first_leaf if key.key else None,
+        "leaf": "SHA-256(0x00 || the record's 32-byte chain hash), and from leaf committed_from "
+        "on SHA-256(0x00 || chain hash || the record's commitment C)",
         "node": "SHA-256(0x01 || left || right) (RFC 9162 section 2.1)",
     }
     return entry, files, leaves_of
@@ -191,12 +193,21 @@ def check(
                         ("not_covered", f"newer than the checkpoint of {size} records", sid, seq)
                     )
                 continue
-            if not merkle.verify_inclusion(merkle.leaf_hash(chain_hash), index, size, proof, root):
+            committed = entry.get("committed_from")
+            if isinstance(committed, int) and isinstance(index, int) and index >= committed:
+                try:
+                    leaf = merkle.leaf_hash(chain_hash + record_commitment(rec))
+                except commitment.NotCommitted as exc:
+                    found.append(("commitment_invalid", f"leaf {index}: {exc}", sid, seq))
+                    continue
+            else:
+                leaf = merkle.leaf_hash(chain_hash)
+            if not merkle.verify_inclusion(leaf, index, size, proof, root):
                 found.append(
                     (
                         "not_included",
-                        f"its chain hash is not leaf {index} of the tree the checkpoint signs: "
-                        "the record was changed or is not the log's",
+                        f"the record is not leaf {index} of the tree the checkpoint signs: "
+                        "it was changed (its content, header or hash) or is not the log's",
                         sid,
                         seq,
                     )
@@ -206,3 +217,47 @@ def check(
     if tally is not None:
         tally.complete = True
     return found
+
+
+def record_commitment(rec: dict) -> bytes:
+    """C of a bundle row (recorder/log/commitment.py): from its raw and `salt` when it is shown
+    whole, from its shown raw and `commitments` when it is redacted; NotCommitted when the row
+    discloses neither, or what it discloses does not fit."""
+    header = commitment.Header(
+        str(rec.get("session_id")),
+        _int(rec.get("seq")),
+        _int(rec.get("wall_ns")),
+        _int(rec.get("mono_ns")),
+        str(rec.get("kind")),
+        str(rec.get("direction")),
+        rec.get("raw_size") if isinstance(rec.get("raw_size"), int) else None,
+    )
+    raw = rec.get("raw")
+    if not isinstance(raw, bytes | bytearray):
+        raise commitment.NotCommitted("the row has no raw bytes")
+    raw = bytes(raw)
+    if rec.get("redacted"):
+        disclosed = rec.get("commitments")
+        try:
+            entries = json.loads(disclosed) if isinstance(disclosed, str) else None
+        except ValueError:
+            entries = None
+        if not isinstance(entries, list):
+            raise commitment.NotCommitted(
+                "a redacted record of a committed leaf has no commitments"
+            )
+        return commitment.commitment_of_disclosure(header, raw, entries)
+    salt = rec.get("salt")
+    try:
+        r = bytes.fromhex(salt) if isinstance(salt, str) else b""
+    except ValueError:
+        r = b""
+    if len(r) != 32:
+        raise commitment.NotCommitted("a record of a committed leaf has no 32-byte salt")
+    return commitment.commit(header, raw, r)
+
+
+def _int(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise commitment.NotCommitted(f"the row's header holds {value!r} where a number belongs")

@@ -45,19 +45,20 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 from blackbox.recorder import BlackboxError, __version__, private_dir, private_file
-from blackbox.recorder.compliance import bundle_proof, bundle_sign
+from blackbox.recorder.compliance import bundle_proof, bundle_sign, withhold
 from blackbox.recorder.log import (
     Kind,
     SessionInfo,
     StoredEvent,
     arrow_columns,
     chain,
+    commitment,
     document_columns,
     events,
 )
 from blackbox.recorder.privacy import Redactor
 from blackbox.recorder.query import COUNT_NAMES, SessionCounts, count_sessions, derived_outcome
-from blackbox.recorder.store import EventStore
+from blackbox.recorder.store import EventStore, tree
 from blackbox.recorder.trust import Signer
 
 FORMATS = ("parquet", "jsonl", "csv")
@@ -77,6 +78,11 @@ class ExportError(BlackboxError):
 RECORD_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     *arrow_columns(StoredEvent, hash=pa.string()),  # the hash as hex text
     ("redacted", pa.bool_()),
+    # The record's commitment disclosed (recorder/log/commitment.py): `salt`, the record's salt
+    # as hex, for a record shown whole; `commitments`, for a redacted one, a JSON list with per
+    # token of its shown raw ["salt", hex] or ["digest", hex] (withheld).
+    ("salt", pa.string()),
+    ("commitments", pa.string()),
 )
 SESSION_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("session_id", pa.string()),
@@ -247,11 +253,32 @@ def sha256_file(path: Path) -> str:
 # -- rows from the store -----------------------------------------------------------------------
 
 
-def record_row(ev: StoredEvent, redactor: Redactor | None = None) -> dict:
-    """One record as a bundle row; the raw is redacted when a redactor is given."""
+def record_row(
+    ev: StoredEvent, redactor: Redactor | None = None, key: tree.CommitKey | None = None
+) -> dict:
+    """One record as a bundle row; the raw is redacted when a redactor is given. With the
+    store's commitment `key`, the row discloses the record's salt (shown whole) or the salts of
+    the tokens it shows and the digests of those it withholds (redacted), which is what a
+    committed leaf is recomputed from."""
     raw = ev.raw
     if redactor is not None:
         raw = redactor.redact_frame(ev.raw)
+    salt = commitments = None
+    if key is not None and key.key:
+        r = key.salt(ev.session_id, ev.seq)
+        if raw == ev.raw:
+            salt = r.hex()
+        else:
+            split = commitment.tokens(ev.raw)
+            changed = withhold.changed_tokens(ev.raw, raw)
+            hidden = set(range(len(split.tokens))) if changed is None else changed
+            assert redactor is not None  # the raw changed
+            markers = {
+                i: withhold.marker_text(split.tokens[i], redactor.fingerprint) for i in hidden
+            }
+            shown = commitment.disclose(ev.raw, r, hidden, markers)
+            raw = shown.raw
+            commitments = json.dumps(shown.as_json(), separators=(",", ":"))
     return {
         "position": ev.position,
         "session_id": ev.session_id,
@@ -272,6 +299,8 @@ def record_row(ev: StoredEvent, redactor: Redactor | None = None) -> dict:
         "era": ev.era,
         "hash": ev.hash.hex(),
         "redacted": raw != ev.raw,
+        "salt": salt,
+        "commitments": commitments,
     }
 
 
@@ -459,6 +488,8 @@ def _export(
         )
     _prepare_dir(out_dir)
     holds = {sid: reason for sid, reason, _ in store.list_holds()}
+    with store.transaction() as conn:
+        key = tree.commit_key(conn)
     counted = count_sessions(store, [info.session_id for info in infos])
     writers = {
         stem: _RowWriter(out_dir / file_name(stem, fmt), cols, fmt) for stem, cols in FILES.items()
@@ -482,7 +513,7 @@ def _export(
                 if intact and (ev.seq != last_seq + 1 or chain.link(prev, ev) != ev.hash):
                     intact = False
                 prev = ev.hash
-                row = record_row(ev, redactor)
+                row = record_row(ev, redactor, key)
                 writers["records"].write(row)
                 count += 1
                 redacted += row["redacted"]

@@ -3,9 +3,10 @@
 The raw bytes of a frame are the record; everything else here is derived from them or built over
 them: the frozen record types (`model`), the typed documents of every other kind (`events`,
 `event_base`), the JSON-RPC classifier that never raises (`jsonrpc`), request/response pairing
-(`pairing`), the per-session hash chain (`chain`), the RFC 9162 Merkle hashes over the log
-(`merkle`), the Arrow columns of the record types (`columns`) and the generated format page
-(`format_page`). Pure: no database, no I/O beyond the page generator.
+(`pairing`), the per-session hash chain (`chain`), the per-value commitments that prove a
+redacted record (`commitment`), the RFC 9162 Merkle hashes over the log (`merkle`), the Arrow
+columns of the record types (`columns`) and the generated format page (`format_page`). Pure: no
+database, no I/O beyond the page generator.
 """
 
 # --- the public face: all that other contexts import from this one ---
@@ -18,6 +19,7 @@ from blackbox.recorder import lazy_face as _lazy_face
 
 if _TYPE_CHECKING:
     from blackbox.recorder.log import chain as chain
+    from blackbox.recorder.log import commitment as commitment
     from blackbox.recorder.log import events as events
     from blackbox.recorder.log import merkle as merkle
     from blackbox.recorder.log.chain import Finding as Finding
@@ -72,6 +74,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "arrow_fields": ("blackbox.recorder.log.columns", "arrow_fields"),
     "chain": ("blackbox.recorder.log.chain", None),
     "classify": ("blackbox.recorder.log.jsonrpc", "classify"),
+    "commitment": ("blackbox.recorder.log.commitment", None),
     "classify_message": ("blackbox.recorder.log.jsonrpc", "classify_message"),
     "derived_columns": ("blackbox.recorder.log.jsonrpc", "derived_columns"),
     "document_columns": ("blackbox.recorder.log.columns", "document_columns"),

@@ -247,6 +247,18 @@ log_identity = Table(
     Column("created_ns", BigInteger, nullable=False),
 )
 
+# One row: the secret the per-value commitments of the tree's leaves are salted from, and the
+# first leaf that carries them (the tree's size when the key was made; migration 0011,
+# recorder/log/commitment.py). No row (a store made from the metadata) is made on first use.
+commitment_keys = Table(
+    "commitment_keys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("key", LargeBinary, nullable=False),
+    Column("first_leaf", BigInteger, nullable=False),
+    Column("created_ns", BigInteger, nullable=False),
+)
+
 # One row: the log position from which a `retention_applied` record that removes sessions must
 # name the leaves it removes and carry the log key's signature over them (migration 0008). No row
 # (a store made from the metadata) means from position 1.

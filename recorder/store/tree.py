@@ -21,7 +21,7 @@ every leaf recomputed from its record's bytes through the session's chain.
 from __future__ import annotations
 
 import bisect
-import hashlib
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackbox.recorder import StoreError
 from blackbox.recorder.log import chain, merkle
+from blackbox.recorder.log import commitment as commitments
 from blackbox.recorder.store import layout
 from blackbox.recorder.store.schema import (
     checkpoints,
+    commitment_keys,
     events,
     log_identity,
     tree_gaps,
@@ -98,35 +100,115 @@ def sequence(conn: Connection) -> TreeHead:
     transaction; the tree head after. Costs O(k + log n) for k new records."""
     lock(conn)
     watermark, size, stack = _state(conn)
+    key = commit_key(conn, make=True)
     postgres = conn.dialect.name == "postgresql"
-    taken: list[tuple[int, bytes]] = []
+    taken: list[tuple] = []
     if postgres:
         taken.extend(_filled_gaps(conn))
-    rows = conn.execute(
-        select(events.c.position, events.c.hash)
-        .where(events.c.position > watermark)
-        .order_by(events.c.position)
-    ).all()
-    taken.extend((p, chain.as_bytes(h)) for p, h in rows)
-    if postgres and rows:
-        _remember_gaps(conn, watermark, [p for p, _ in rows])
+    seen: list[int] = []
+    last = watermark
+    while True:  # a page at a time: a backlog's raw bytes are never all in memory at once
+        page = conn.execute(
+            select(*LEAF_COLUMNS)
+            .where(events.c.position > last)
+            .order_by(events.c.position)
+            .limit(SEQUENCE_PAGE)
+        ).all()
+        if not page:
+            break
+        seen.extend(row[0] for row in page)
+        taken.extend(page)
+        last = page[-1][0]
+        if len(page) < SEQUENCE_PAGE:
+            break
+    if postgres and seen:
+        _remember_gaps(conn, watermark, seen)
     if not taken:
         return TreeHead(size, merkle.fold(stack))
-    _, nodes = merkle.extend_frontier(
-        stack, size, [hashlib.sha256(_LEAF + h).digest() for _, h in taken], STRIDE
-    )
-    _add_runs(conn, size, [p for p, _ in taken])
+    leaves = [key.leaf_hash(size + i, row) for i, row in enumerate(taken)]
+    _, nodes = merkle.extend_frontier(stack, size, leaves, STRIDE)
+    _add_runs(conn, size, [row[0] for row in taken])
     if nodes:
         _bulk_insert(conn, "tree_nodes", ("level", "idx", "hash"), nodes)
     size += len(taken)
     values = {
         "size": size,
-        "watermark": max(watermark, rows[-1][0] if rows else 0),
+        "watermark": max(watermark, seen[-1] if seen else 0),
         "frontier": size.to_bytes(8, "big") + b"".join(stack),
     }
     if conn.execute(update(tree_state).where(tree_state.c.id == 1).values(**values)).rowcount == 0:
         conn.execute(insert(tree_state).values(id=1, **values))
     return TreeHead(size, merkle.fold(stack))
+
+
+SEQUENCE_PAGE = 10_000
+# What a leaf is computed from: the record's position and chain hash, then its header and raw
+# bytes for the commitment (`CommitKey.leaf_hash`).
+LEAF_COLUMNS = (
+    events.c.position,
+    events.c.hash,
+    events.c.session_id,
+    events.c.seq,
+    events.c.wall_ns,
+    events.c.mono_ns,
+    events.c.kind,
+    events.c.direction,
+    events.c.raw_size,
+    events.c.raw,
+)
+
+
+@dataclass(frozen=True)
+class CommitKey:
+    """The store's commitment key and the first leaf whose input carries a commitment: leaf i
+    below `first_leaf` is SHA256(0x00 || chain hash), from it on SHA256(0x00 || chain hash ||
+    C) (recorder/log/commitment.py)."""
+
+    key: bytes
+    first_leaf: int
+
+    def salt(self, session_id: str, seq: int) -> bytes:
+        """The record's salt r."""
+        return commitments.record_salt(self.key, session_id, seq)
+
+    def commitment(self, index: int, row: Sequence[Any]) -> bytes | None:
+        """Leaf `index`'s commitment C from a row in `LEAF_COLUMNS` order; None below
+        `first_leaf`."""
+        if index < self.first_leaf:
+            return None
+        header = commitments.Header(row[2], row[3], row[4], row[5], row[6], row[7], row[8])
+        return commitments.commit(header, chain.as_bytes(row[9]), self.salt(row[2], row[3]))
+
+    def leaf_hash(self, index: int, row: Sequence[Any]) -> bytes:
+        """Leaf `index`'s hash from a row in `LEAF_COLUMNS` order."""
+        c = self.commitment(index, row)
+        chain_hash = chain.as_bytes(row[1])
+        return merkle.leaf_hash(chain_hash if c is None else commitments.leaf_input(chain_hash, c))
+
+
+# A store that has no key yet has no committed leaf: the first sequencing makes the key, from the
+# tree's size then.
+NO_COMMITMENTS = CommitKey(b"", 2**63 - 1)
+
+
+def commit_key(conn: Connection, make: bool = False) -> CommitKey:
+    """The store's commitment key (migration 0011). With `make`, in the caller's write
+    transaction, one is made for a store that has none (one created from the metadata), its
+    first leaf the tree's size now; without, such a store has no committed leaf."""
+    found = conn.execute(
+        select(commitment_keys.c.key, commitment_keys.c.first_leaf).where(commitment_keys.c.id == 1)
+    ).first()
+    if found is not None:
+        return CommitKey(chain.as_bytes(found[0]), int(found[1]))
+    if not make:
+        return NO_COMMITMENTS
+    key = CommitKey(secrets.token_bytes(commitments.KEY_SIZE), _state(conn)[1])
+    conn.execute(
+        insert(commitment_keys).values(
+            id=1, key=key.key, first_leaf=key.first_leaf, created_ns=time.time_ns()
+        )
+    )
+    return key
 
 
 def _add_runs(conn: Connection, size: int, positions: Sequence[int]) -> None:
@@ -176,26 +258,21 @@ def _bulk_insert(conn: Connection, table: str, columns: tuple[str, ...], rows: l
     conn.exec_driver_sql(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
 
 
-def _filled_gaps(conn: Connection) -> list[tuple[int, bytes]]:
+def _filled_gaps(conn: Connection) -> list[tuple]:
     """Positions passed unseen that have committed since, in position order; forgets those that
     did and those too old to wait for."""
     gaps = conn.execute(select(tree_gaps.c.position)).scalars().all()
     if not gaps:
         return []
-    found: list[tuple[int, bytes]] = []
+    found: list[tuple] = []
     for start in range(0, len(gaps), 500):
         chunk = gaps[start : start + 500]
-        found.extend(
-            (p, chain.as_bytes(h))
-            for p, h in conn.execute(
-                select(events.c.position, events.c.hash).where(events.c.position.in_(chunk))
-            )
-        )
-    found.sort()
+        found.extend(conn.execute(select(*LEAF_COLUMNS).where(events.c.position.in_(chunk))))
+    found.sort(key=lambda row: row[0])
     old = time.time_ns() - GAP_TTL_NS
     conn.execute(
         delete(tree_gaps).where(
-            or_(tree_gaps.c.position.in_([p for p, _ in found]), tree_gaps.c.seen_ns < old)
+            or_(tree_gaps.c.position.in_([row[0] for row in found]), tree_gaps.c.seen_ns < old)
         )
     )
     return found
@@ -282,6 +359,7 @@ def _leaf_hashes(conn: Connection, ranges: Sequence[tuple[int, int]]) -> dict[in
     """The leaf hashes of leaves in the (first, last) `ranges`: of a record in the log, from the
     chain hash its row holds; of a record no longer there, the one kept for it."""
     out: dict[int, bytes] = {}
+    key = commit_key(conn)
     for first, last in ranges:
         for run_first, position, leaves in _runs_over(conn, tree_runs.c.first_idx, first, last):
             a, b = max(first, run_first), min(last, run_first + leaves - 1)
@@ -289,11 +367,9 @@ def _leaf_hashes(conn: Connection, ranges: Sequence[tuple[int, int]]) -> dict[in
                 continue
             offset = position - run_first
             rows = conn.execute(
-                select(events.c.position, events.c.hash).where(
-                    events.c.position.between(a + offset, b + offset)
-                )
+                select(*LEAF_COLUMNS).where(events.c.position.between(a + offset, b + offset))
             )
-            out.update((p - offset, merkle.leaf_hash(chain.as_bytes(h))) for p, h in rows)
+            out.update((row[0] - offset, key.leaf_hash(row[0] - offset, row)) for row in rows)
         if all(i in out for i in range(first, last + 1)):
             continue  # every record is in the log: no kept leaf hash to look for
         kept = conn.execute(
@@ -394,19 +470,25 @@ class BlockCache:
 
 @dataclass(frozen=True)
 class Leaf:
-    """A sequenced record: tree index, log position, seq and chain hash (the leaf input)."""
+    """A sequenced record: tree index, log position, seq, chain hash and, from the store's
+    first committed leaf on, its commitment C (the leaf input is the two together)."""
 
     index: int
     position: int
     seq: int
     chain_hash: bytes
+    commitment: bytes | None
+
+    @property
+    def leaf_hash(self) -> bytes:
+        return merkle.leaf_hash(self.chain_hash + (self.commitment or b""))
 
 
 def session_leaves(conn: Connection, session_id: str) -> list[Leaf]:
     """The tree's leaves of a session's records, in seq order (records not yet sequenced are
     left out)."""
     rows = conn.execute(
-        select(events.c.position, events.c.seq, events.c.hash)
+        select(*LEAF_COLUMNS)
         .where(events.c.sid == layout.sid_bytes(session_id))
         .order_by(events.c.seq)
     ).all()
@@ -415,11 +497,15 @@ def session_leaves(conn: Connection, session_id: str) -> list[Leaf]:
     lowest, highest = min(r[0] for r in rows), max(r[0] for r in rows)
     runs = _runs_over(conn, tree_runs.c.first_position, lowest, highest)
     starts = [r[1] for r in runs]
+    key = commit_key(conn)
     out: list[Leaf] = []
-    for position, seq, h in rows:
+    for row in rows:
+        position = row[0]
         k = bisect.bisect_right(starts, position) - 1
         if k >= 0 and position < runs[k][1] + runs[k][2]:
-            out.append(Leaf(runs[k][0] + position - runs[k][1], position, seq, chain.as_bytes(h)))
+            index = runs[k][0] + position - runs[k][1]
+            h = chain.as_bytes(row[1])
+            out.append(Leaf(index, position, row[3], h, key.commitment(index, row)))
     return out
 
 
@@ -429,10 +515,7 @@ def mark_removed(conn: Connection, session_ids: Sequence[str], removed_by: int) 
     its session, which that record must name with the leaf (`removals.findings`)."""
     columns = ("idx", "leaf_hash", "removed_by", "session_id")
     for sid in session_ids:
-        kept = [
-            (leaf.index, merkle.leaf_hash(leaf.chain_hash), removed_by, sid)
-            for leaf in session_leaves(conn, sid)
-        ]
+        kept = [(leaf.index, leaf.leaf_hash, removed_by, sid) for leaf in session_leaves(conn, sid)]
         if kept:
             _bulk_insert(conn, "tree_removed_leaves", columns, kept)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from blackbox.recorder.log import Kind, chain, merkle
+from blackbox.recorder.log import commitment as commitments
 from blackbox.recorder.store.schema import (
     events,
     tree_nodes,
@@ -31,6 +32,7 @@ from blackbox.recorder.store.tree import (
     TreeDamaged,
     _leaf_hashes,
     _with_subtrees,
+    commit_key,
     root_at,
 )
 
@@ -204,6 +206,8 @@ def recompute(
     stack: list[bytes] = []
     heads: dict[str, tuple[int, bytes]] = {}
     sha, leaf_prefix, link = hashlib.sha256, _LEAF, chain.link_fields
+    key = commit_key(conn)
+    commit, header = commitments.commit, commitments.Header
     # Leaf hashes wait in `pending` and join the frontier a batch at a time (merkle's one merge
     # loop), and at each size whose root is wanted; `base` is the tree size before them.
     pending: list[bytes] = []
@@ -248,7 +252,18 @@ def recompute(
                     heads[sid] = (seq, linked)
                 else:
                     linked = _chain_hash(row, heads, out)
-                leaf = sha(leaf_prefix + linked).digest()
+                if idx < key.first_leaf:
+                    leaf = sha(leaf_prefix + linked).digest()
+                else:
+                    # C from the record's bytes and the store's key, never a stored one.
+                    if type(raw) is not bytes:
+                        raw = chain.as_bytes(raw)
+                    c = commit(
+                        header(sid, seq, row[6], row[7], row[8], row[9], size),
+                        raw,
+                        key.salt(sid, seq),
+                    )
+                    leaf = sha(leaf_prefix + linked + c).digest()
                 # (bytes and a driver's memoryview compare by content)
                 if out.first_difference is None and linked != row[12]:
                     out.first_difference = idx

@@ -179,15 +179,15 @@ def prove(
                     "log_position": leaf.position,
                     "leaf_index": leaf.index,
                     "chain_hash": leaf.chain_hash.hex(),
+                    # The leaf input is chain_hash || commitment when the leaf carries one.
+                    "commitment": leaf.commitment.hex() if leaf.commitment else None,
                     "proof": [_b64(h) for h in path],
                 }
                 for leaf, path in zip(leaves, paths, strict=True)
             ],
         }
         for leaf, path in zip(leaves, paths, strict=True):
-            if not merkle.verify_inclusion(
-                merkle.leaf_hash(leaf.chain_hash), leaf.index, size, path, root
-            ):
+            if not merkle.verify_inclusion(leaf.leaf_hash, leaf.index, size, path, root):
                 raise ProofError(_DAMAGED.format(size=size))
         if consistency_from is not None:
             if not 0 <= consistency_from <= size:

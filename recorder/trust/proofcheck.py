@@ -119,10 +119,16 @@ def _check_inclusions(items: object, size: int, root: bytes, verdict: ProofVerdi
         try:
             chain_hash = bytes.fromhex(item["chain_hash"])
             index, path = item["leaf_index"], _hashes(item["proof"])
-        except (KeyError, TypeError, ValueError):
+            # A committed leaf's input is the chain hash, then the record's commitment.
+            committed = item.get("commitment")
+            c = b"" if committed is None else bytes.fromhex(committed)
+        except (KeyError, TypeError, ValueError, AttributeError):
             verdict.findings.append(f"{where}: no chain_hash, leaf_index and proof")
             continue
-        leaf = merkle.leaf_hash(chain_hash)
+        if len(chain_hash) != 32 or len(c) not in (0, 32):
+            verdict.findings.append(f"{where}: chain_hash or commitment is not 32 bytes")
+            continue
+        leaf = merkle.leaf_hash(chain_hash + c)
         if path is None or not merkle.verify_inclusion(leaf, index, size, path, root):
             verdict.findings.append(
                 f"{where}: the inclusion proof does not lead to the signed root"

@@ -59,12 +59,17 @@ def test_round_trip_verifies_and_carries_every_field(
     assert [(r["session_id"], r["seq"]) for r in rows] == [(e.session_id, e.seq) for e in stored]
     for row, ev in zip(rows, stored, strict=True):
         for name, _ in COLS:
-            if name in ("raw", "hash", "redacted"):
+            if name in ("raw", "hash", "redacted", "salt", "commitments"):
                 continue
             assert row[name] == getattr(ev, name), name
         assert row["hash"] == ev.hash.hex()
         if not row["redacted"]:
             assert row["raw"] == ev.raw  # exact bytes, not a re-serialisation
+            # the record's salt disclosed, nothing withheld
+            assert len(bytes.fromhex(row["salt"])) == 32 and row["commitments"] is None
+        else:
+            # one entry per token shown, no salt of the whole record
+            assert row["salt"] is None and json.loads(row["commitments"])
     redacted = [r for r in rows if r["redacted"]]
     if redact:
         assert redacted and all(r["session_id"] == ids[1] for r in redacted)

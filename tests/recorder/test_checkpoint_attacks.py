@@ -239,7 +239,10 @@ def test_prove_gives_inclusion_and_consistency_proofs(signed):
     records = {r.seq: r for r in store.read_session(sids[1])}
     assert [p["seq"] for p in doc["inclusion"]] == sorted(records)
     for p in doc["inclusion"]:
-        leaf = merkle.leaf_hash(records[p["seq"]].hash)
+        # The leaf input: the record's chain hash, then its commitment (a new store commits
+        # from its first leaf).
+        assert p["commitment"] is not None
+        leaf = merkle.leaf_hash(records[p["seq"]].hash + bytes.fromhex(p["commitment"]))
         proof = [base64.b64decode(h) for h in p["proof"]]
         assert merkle.verify_inclusion(leaf, p["leaf_index"], checkpoint.size, proof, root)
     code, out = run("prove", sids[1], "--store", store_url, "--consistency-from", "5")

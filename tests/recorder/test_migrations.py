@@ -163,9 +163,11 @@ def test_the_tree_leaves_round_trip_through_0004(store_url):
     from blackbox.recorder.trust.checkpoint import Signer
     from blackbox.recorder.trust.signing import issue
 
-    from tests.fixtures.storekit import T0, authorise, session_events
+    from tests.fixtures.storekit import T0, authorise, session_events, tamper
 
     store = open_store(store_url)
+    # A store from before 0011: no leaf carries a commitment (0011 refuses to go down over any).
+    tamper(store_url, ("UPDATE commitment_keys SET first_leaf = :f", {"f": 2**62}))
     sessions = [session_events(calls=4, start_ns=T0 + i * 10**9) for i in range(4)]
     signer = Signer.generate("test/log")
     for events in sessions[:2]:

@@ -110,9 +110,7 @@ def forge_retention(store: EventStore, applied: docs.RetentionApplied) -> int:
 def delete_as_retention(log: Log, victim: str, removed_by: int, bound_to: str | None) -> None:
     """Triggers off: the victim's records and row deleted, its leaf hashes kept under the forged
     record (bound to `bound_to`), its removal listed against it."""
-    kept = [
-        (leaf.index, merkle.leaf_hash(leaf.chain_hash)) for leaf in leaves_of(log.store, victim)
-    ]
+    kept = [(leaf.index, leaf.leaf_hash) for leaf in leaves_of(log.store, victim)]
     tamper(
         log.url,
         (f"DELETE FROM events WHERE {OF_S}", {"s": victim}),

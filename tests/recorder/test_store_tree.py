@@ -14,7 +14,7 @@ from blackbox.recorder.store import open_store, tree, tree_check
 from blackbox.recorder.trust.checkpoint import Signer, open_checkpoint
 from blackbox.recorder.trust.signing import issue
 
-from tests.fixtures.storekit import OF_S, T0, session_events
+from tests.fixtures.storekit import OF_S, T0, log_leaves, session_events
 
 
 def chain_hashes(store) -> list[bytes]:
@@ -29,7 +29,7 @@ def test_sequencing_builds_the_rfc_tree_incrementally(store_url):
             store.append(session_events(calls=k + 1, start_ns=T0 + batch * 10**9 + k * 10**6))
         with store.transaction(write=True) as conn:
             head = tree.sequence(conn)
-        leaves = [merkle.leaf_hash(h) for h in chain_hashes(store)]
+        leaves = log_leaves(store)
         reference = merkle.MemoryTree(leaves)
         assert head == tree.TreeHead(len(leaves), reference.root())
     size = reference.size
@@ -44,7 +44,7 @@ def test_sequencing_builds_the_rfc_tree_incrementally(store_url):
             assert proof == reference.inclusion_proof(index)
             assert merkle.inclusion_proof(index, size, tree.BlockCache(conn)) == proof
             assert merkle.verify_inclusion(
-                merkle.leaf_hash(chain_hashes(store)[index]), index, size, proof, reference.root()
+                log_leaves(store)[index], index, size, proof, reference.root()
             )
         # nothing new: the same head, nothing written
         assert tree.sequence(conn) == tree.TreeHead(size, reference.root())
@@ -190,7 +190,7 @@ def test_a_forged_removal_of_a_deleted_record_is_still_a_deletion(store_url):
     forged = [
         (
             "INSERT INTO tree_removed_leaves (idx, leaf_hash, removed_by) VALUES (:i, :h, :p)",
-            {"i": leaf.index, "h": merkle.leaf_hash(leaf.chain_hash), "p": leaves[0].position},
+            {"i": leaf.index, "h": leaf.leaf_hash, "p": leaves[0].position},
         )
         for leaf in leaves
     ]

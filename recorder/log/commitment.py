@@ -1,0 +1,196 @@
+"""Per-value commitments: what lets a redacted record still verify against the signed tree.
+
+A record's chain hash covers its raw bytes, so a bundle that withholds a secret cannot recompute
+it: before commitments, a redacted record's hash was attested, and its visible part could be
+edited unnoticed by anyone who did not also hold the signed manifest. Now a tree leaf (from the
+store's `commitment_keys.first_leaf` on) is `SHA256(0x00 || chain hash || C)`, where C commits to
+the record's header and to each of its values with a salted hash, as SD-JWT commits to each
+claim with a disclosure:
+
+- the raw bytes are cut into *tokens* (JSON strings and bare words: numbers, literals, any run of
+  text) and the *skeleton* between them (whitespace, brackets, commas, colons), by a lexical
+  rule that takes any bytes, JSON or not, in linear time (`tokens`);
+- token i has the salt `s_i = SHA256(r || i)`, where r is the record's salt, made from a key kept
+  in the store (`record_salt`), and the digest `d_i = SHA256(s_i || token bytes)`;
+- C hashes the header, the skeleton and the digests in order (`commitment`).
+
+A bundle row discloses r for a record shown whole (the verifier recomputes everything from the
+raw) and, for a redacted one, the salt of every token it shows and only the digest of every token
+it withholds, which appears as a marker (`redact`): the leaf is recomputed from what is shown, so
+an edit of any shown byte, the header or the order fails the inclusion proof, while a withheld
+value cannot be guessed from its digest without its salt, which stays in the store. docs/trust.md
+("Commitments") is the rule a third party implements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from blackbox.recorder.log.chain import _prefix
+
+DOMAIN = b"mcp-blackbox/commit/v1\x00"
+KEY_SIZE = 32
+# A string token runs from a quote to the next quote no backslash escapes, or to the end of the
+# raw bytes when there is none: the alternative always matches where a quote is, so no input
+# makes the scan go back over what it passed (an unterminated string would, byte after byte).
+# A bare token is a run of bytes that are neither JSON whitespace, structural nor a quote.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[^ \t\n\r{}\[\],:"]+', re.S)
+_MARKER = re.compile(rb'"\[redacted:[0-9a-f]{16}\]"')
+_HEADER = struct.Struct(">qqqq")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_sha256 = hashlib.sha256
+_ENTRIES = ("salt", "digest")
+
+
+class Header(NamedTuple):
+    """The fields of a record that C covers beside its raw bytes (a redacted record's chain
+    hash cannot show them, so the leaf must)."""
+
+    session_id: str
+    seq: int
+    wall_ns: int
+    mono_ns: int
+    kind: str
+    direction: str
+    raw_size: int | None
+
+
+class Split(NamedTuple):
+    """Raw bytes as skeleton and tokens: `skeleton` has one more element than `tokens`
+    (raw = skeleton[0] + tokens[0] + skeleton[1] + ... + tokens[-1] + skeleton[-1])."""
+
+    skeleton: list[bytes]
+    tokens: list[bytes]
+
+
+def tokens(raw: bytes) -> Split:
+    """Cut raw bytes into skeleton and tokens (any bytes: a frame that is not JSON too)."""
+    skeleton: list[bytes] = []
+    found: list[bytes] = []
+    last = 0
+    for match in _TOKEN.finditer(raw):
+        start, end = match.span()
+        skeleton.append(raw[last:start])
+        found.append(match.group())
+        last = end
+    skeleton.append(raw[last:])
+    return Split(skeleton, found)
+
+
+def record_salt(key: bytes, session_id: str, seq: int) -> bytes:
+    """r: the record's salt, HMAC-SHA256 under the store's commitment key of its session id and
+    seq. Only the store can make it; disclosing one record's r discloses nothing of another's."""
+    message = session_id.encode("utf-8", "surrogatepass") + b"\x00" + _U64.pack(seq)
+    return hmac.digest(key, message, "sha256")
+
+
+def token_salt(r: bytes, index: int) -> bytes:
+    """s_i = SHA256(r || uint32 i): token i's salt, which a bundle discloses for a shown token."""
+    return _sha256(r + _U32.pack(index)).digest()
+
+
+def token_digest(salt: bytes, token: bytes) -> bytes:
+    """d_i = SHA256(s_i || token bytes)."""
+    return _sha256(salt + token).digest()
+
+
+def commitment(header: Header, split: Split, digests: Sequence[bytes]) -> bytes:
+    """C = SHA256(domain || header || uint32 n || each skeleton part as uint64 length || bytes
+    || d_0 ... d_(n-1))."""
+    h = _sha256(DOMAIN)
+    h.update(_prefix(header.session_id, header.kind, header.direction))
+    size = -1 if header.raw_size is None else header.raw_size
+    h.update(_HEADER.pack(header.seq, header.wall_ns, header.mono_ns, size))
+    h.update(_U32.pack(len(digests)))
+    for part in split.skeleton:
+        h.update(_U64.pack(len(part)))
+        h.update(part)
+    for digest in digests:
+        h.update(digest)
+    return h.digest()
+
+
+def commit(header: Header, raw: bytes, r: bytes) -> bytes:
+    """C of a record shown whole: every token's digest from its salt."""
+    split = tokens(raw)
+    base = _sha256(r)
+    digests = []
+    for i, token in enumerate(split.tokens):
+        salt = base.copy()
+        salt.update(_U32.pack(i))
+        digests.append(_sha256(salt.digest() + token).digest())
+    return commitment(header, split, digests)
+
+
+def leaf_input(chain_hash: bytes, c: bytes) -> bytes:
+    """d(i) of a committed leaf: the chain hash, then C (64 bytes)."""
+    return chain_hash + c
+
+
+# -- redacted rows ---------------------------------------------------------------------------
+
+
+class Disclosure(NamedTuple):
+    """A redacted record as a bundle shows it: the raw with each withheld token replaced by a
+    marker, and per token of it either the salt (shown) or the digest (withheld)."""
+
+    raw: bytes
+    entries: list[tuple[str, bytes]]  # ("salt", s_i) or ("digest", d_i), one per token
+
+    def as_json(self) -> list[list[str]]:
+        return [[kind, value.hex()] for kind, value in self.entries]
+
+
+def disclose(raw: bytes, r: bytes, withheld: set[int], markers: dict[int, str]) -> Disclosure:
+    """The bundle's view of a record whose tokens `withheld` are hidden: each becomes the JSON
+    string `markers[i]` (`[redacted:<16 hex>]`), the others stay byte for byte."""
+    split = tokens(raw)
+    out = bytearray(split.skeleton[0])
+    entries: list[tuple[str, bytes]] = []
+    for i, token in enumerate(split.tokens):
+        salt = token_salt(r, i)
+        if i in withheld:
+            out += b'"' + markers[i].encode("ascii") + b'"'
+            entries.append(("digest", token_digest(salt, token)))
+        else:
+            out += token
+            entries.append(("salt", salt))
+        out += split.skeleton[i + 1]
+    return Disclosure(bytes(out), entries)
+
+
+class NotCommitted(ValueError):
+    """A redacted row whose shown raw and disclosure do not fit together."""
+
+
+def commitment_of_disclosure(header: Header, raw: bytes, entries: Sequence[Sequence[str]]) -> bytes:
+    """C recomputed from a redacted row: NotCommitted when the entries do not match the shown
+    tokens one for one, or a withheld token is not a marker."""
+    split = tokens(raw)
+    if len(entries) != len(split.tokens):
+        raise NotCommitted(
+            f"the row shows {len(split.tokens)} token(s) but discloses {len(entries)}"
+        )
+    digests = []
+    for i, (entry, token) in enumerate(zip(entries, split.tokens, strict=True)):
+        if not isinstance(entry, list | tuple) or len(entry) != 2 or entry[0] not in _ENTRIES:
+            raise NotCommitted(f"disclosure {i} is neither a salt nor a digest")
+        try:
+            value = bytes.fromhex(entry[1])
+        except (TypeError, ValueError):
+            raise NotCommitted(f"disclosure {i} is not hex") from None
+        if len(value) != 32:
+            raise NotCommitted(f"disclosure {i} is not 32 bytes")
+        if entry[0] == "salt":
+            digests.append(token_digest(value, token))
+        elif _MARKER.fullmatch(token) is None:
+            raise NotCommitted(f"token {i} is withheld but shown as {token[:40]!r}, not a marker")
+        else:
+            digests.append(value)
+    return commitment(header, split, digests)

@@ -1,0 +1,165 @@
+"""A redacted record stays provable (issue 34, point 5): its leaf commits to every value it shows
+with a salt, so a bundle's holder who edits what a redacted record shows, or shows a guess where a
+secret was withheld, fails the record's inclusion proof, on both backends. Before commitments the
+redacted record's hash was attested and each of these edits passed `verify-export` (the manifest
+recomputed, `manifest.sig` removed: the holder has no key to sign again)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import pytest
+from blackbox.recorder.log import commitment
+from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import DAY_NS, record_session
+from click.testing import CliRunner
+
+from blackbox.cli.main import main
+from tests.fixtures.bundlekit import manifest_of, read_jsonl, save_manifest, write_jsonl
+from tests.fixtures.storekit import tamper
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def bundle(store_url, blackbox_env, tmp_path) -> tuple[Path, str, str]:
+    """Two sessions, one with secrets that the export redacts; a key; a JSONL bundle."""
+    store = open_store(store_url)
+    now = time.time_ns()
+    record_session(store, now - DAY_NS, calls=2)
+    secret = record_session(store, now, era="2026-07-28", secrets=True)
+    store.close()
+    code, out = run("keys", "init", "--origin", "example.com/audit")
+    vkey = out.strip().splitlines()[-1]
+    path = tmp_path / "bundle"
+    code, out = run("export", "--store", store_url, "--format", "jsonl", "--out", str(path))
+    assert code == 0, out
+    return path, vkey, secret
+
+
+def redacted_rows(path: Path) -> tuple[list[dict], list[int]]:
+    rows = read_jsonl(path / "records.jsonl")
+    return rows, [i for i, row in enumerate(rows) if row["redacted"]]
+
+
+def holder_edits(path: Path, rows: list[dict]) -> None:
+    """The records written back, the manifest's file hashes recomputed, and the signature the
+    holder cannot make again removed."""
+    write_jsonl(path / "records.jsonl", rows)
+    save_manifest(path, manifest_of(path))
+    (path / "manifest.sig").unlink()
+
+
+def verify(path: Path) -> tuple[int, list[str]]:
+    code, out = run("verify-export", str(path))
+    return code, out.strip().splitlines()
+
+
+def test_redacted_records_are_proven_leaf_by_leaf(bundle) -> None:
+    path, vkey, secret = bundle
+    manifest = manifest_of(path)
+    assert manifest["tree"]["committed_from"] == 0  # a new store commits from its first leaf
+    rows, redacted = redacted_rows(path)
+    assert redacted and all(rows[i]["session_id"] == secret for i in redacted)
+    for i in redacted:
+        raw = base64.b64decode(rows[i]["raw"])
+        entries = json.loads(rows[i]["commitments"])
+        assert b"[redacted:" in raw and rows[i]["salt"] is None
+        assert len(entries) == len(commitment.tokens(raw).tokens)
+        assert any(kind == "digest" for kind, _ in entries)
+    for i, row in enumerate(rows):
+        if i not in redacted:
+            assert len(bytes.fromhex(row["salt"])) == 32 and row["commitments"] is None
+    code, out = run("verify-export", str(path), "--key", vkey)
+    assert code == 0, out
+    assert manifest["tree"]["records_proven"] == len(rows)
+
+
+def test_editing_what_a_redacted_record_shows_fails_by_its_proof(bundle) -> None:
+    path, _vkey, secret = bundle
+    rows, redacted = redacted_rows(path)
+    target = rows[redacted[0]]
+    raw = base64.b64decode(target["raw"])
+    split = commitment.tokens(raw)
+    entries = json.loads(target["commitments"])
+    shown = next(
+        i for i, (kind, _) in enumerate(entries) if kind == "salt" and split.tokens[i] == b'"2.0"'
+    )
+    tokens = list(split.tokens)
+    tokens[shown] = b'"1.0"'
+    edited = b"".join(k + t for k, t in zip(split.skeleton, tokens, strict=False))
+    target["raw"] = base64.b64encode(edited + split.skeleton[-1]).decode()
+    holder_edits(path, rows)
+    code, lines = verify(path)
+    assert code == 1
+    assert any("not_included" in line and f"session {secret}" in line for line in lines), lines
+
+
+def test_editing_a_redacted_records_time_fails_by_its_proof(bundle) -> None:
+    path, _vkey, secret = bundle
+    rows, redacted = redacted_rows(path)
+    rows[redacted[0]]["wall_ns"] += 1
+    holder_edits(path, rows)
+    code, lines = verify(path)
+    assert code == 1
+    assert any("not_included" in line and f"session {secret}" in line for line in lines), lines
+
+
+def test_a_guess_shown_where_a_secret_was_withheld_fails(bundle) -> None:
+    """The holder puts a value where a marker was and claims it shown, with a salt of their own:
+    without the token's salt, which stays in the store, its digest cannot come out right."""
+    path, _vkey, secret = bundle
+    rows, redacted = redacted_rows(path)
+    target = rows[redacted[0]]
+    raw = base64.b64decode(target["raw"])
+    split = commitment.tokens(raw)
+    entries = json.loads(target["commitments"])
+    hidden = next(i for i, (kind, _) in enumerate(entries) if kind == "digest")
+    tokens = list(split.tokens)
+    tokens[hidden] = b'"hunter2"'
+    entries[hidden] = ["salt", "00" * 32]
+    guessed = b"".join(k + t for k, t in zip(split.skeleton, tokens, strict=False))
+    target["raw"] = base64.b64encode(guessed + split.skeleton[-1]).decode()
+    target["commitments"] = json.dumps(entries)
+    holder_edits(path, rows)
+    code, lines = verify(path)
+    assert code == 1
+    assert any("not_included" in line and f"session {secret}" in line for line in lines), lines
+
+
+def test_a_redacted_record_without_its_commitments_fails(bundle) -> None:
+    path, _vkey, secret = bundle
+    rows, redacted = redacted_rows(path)
+    rows[redacted[0]]["commitments"] = None
+    holder_edits(path, rows)
+    code, lines = verify(path)
+    assert code == 1
+    assert any("commitment_invalid" in line and f"session {secret}" in line for line in lines)
+
+
+def test_a_replaced_commitment_key_fails_verify_against_the_checkpoint(
+    store_url, blackbox_env, tmp_path
+) -> None:
+    """The administrator swaps the store's commitment key (its trigger dropped): the leaves
+    recomputed with it are not the ones the checkpoint signed."""
+    store = open_store(store_url)
+    record_session(store, time.time_ns(), calls=2, secrets=True)
+    store.close()
+    code, out = run("keys", "init", "--origin", "example.com/audit")
+    vkey = out.strip().splitlines()[-1]
+    code, note = run("checkpoint", "--store", store_url)
+    assert code == 0, note
+    outside = tmp_path / "checkpoint.txt"
+    outside.write_text(note)
+    args = ("verify", "--store", store_url, "--checkpoint", str(outside), "--key", vkey)
+    assert run(*args)[0] == 0
+    tamper(store_url, ("UPDATE commitment_keys SET key = :k", {"k": bytes(32)}))
+    code, out = run(*args)
+    assert code == 1, out
+    assert "differs from the checkpoint" in out, out

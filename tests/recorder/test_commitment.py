@@ -1,0 +1,161 @@
+"""Per-value commitments (recorder/log/commitment.py): the tokens, the commitment C, and what a
+redacted record's disclosure lets through. Each attack is a bundle holder's move on what a
+redacted record shows; each must change C (and so fail the record's inclusion proof)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import pytest
+from blackbox.recorder.log import commitment
+
+KEY = bytes(range(32))
+FRAME = (
+    b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"login",'
+    b'"arguments":{"user":"ada","password":"hunter2","retries":3,"ok":true,"n":null}}}\n'
+)
+HEADER = commitment.Header("s-1", 4, 1_790_000_000_000_000_000, 5, "frame", "c2s", None)
+
+
+def salt() -> bytes:
+    return commitment.record_salt(KEY, HEADER.session_id, HEADER.seq)
+
+
+def withhold(raw: bytes, values: set[bytes]) -> commitment.Disclosure:
+    split = commitment.tokens(raw)
+    hidden = {i for i, t in enumerate(split.tokens) if t in values}
+    assert hidden, values
+    return commitment.disclose(
+        raw, salt(), hidden, dict.fromkeys(hidden, "[redacted:0123456789abcdef]")
+    )
+
+
+def c_of(shown: commitment.Disclosure, header: commitment.Header = HEADER) -> bytes:
+    entries = json.loads(json.dumps(shown.as_json()))  # as a bundle carries them
+    return commitment.commitment_of_disclosure(header, shown.raw, entries)
+
+
+def test_tokens_and_skeleton_give_back_the_raw_bytes_whatever_they_are() -> None:
+    rng = random.Random(39)
+    samples = [FRAME, b"", b"not json at all: 42 {", b'"unterminated \\', b'{"a":"\\"}"}']
+    samples += [rng.randbytes(rng.randrange(0, 200)) for _ in range(300)]
+    samples += [bytes(rng.choice(b'"\\{}[],: \nab1') for _ in range(80)) for _ in range(300)]
+    for raw in samples:
+        split = commitment.tokens(raw)
+        assert len(split.skeleton) == len(split.tokens) + 1
+        rebuilt = b"".join(k + t for k, t in zip(split.skeleton, split.tokens, strict=False))
+        assert rebuilt + split.skeleton[-1] == raw
+        assert all(split.tokens)  # no empty token
+
+
+def test_a_frame_is_cut_at_its_values_and_keys() -> None:
+    split = commitment.tokens(b'{"a": [1, "x y", true], "b\\"": null}')
+    assert split.tokens == [b'"a"', b"1", b'"x y"', b"true", b'"b\\""', b"null"]
+    assert split.skeleton == [b"{", b": [", b", ", b", ", b"], ", b": ", b"}"]
+
+
+def test_a_hostile_run_of_quotes_and_backslashes_is_cut_in_linear_time() -> None:
+    """A string that never closes is one token to the end: were it no token, every quote after
+    it would scan to the end again (quadratic: 6 s for 20,000 of them, hours for this frame)."""
+    hostile = b'"' + b'\\"' * 1_000_000
+    started = time.perf_counter()
+    split = commitment.tokens(hostile)
+    assert time.perf_counter() - started < 5
+    assert split.tokens == [hostile]
+
+
+def test_c_covers_every_byte_and_header_field() -> None:
+    c = commitment.commit(HEADER, FRAME, salt())
+    assert c != commitment.commit(HEADER, FRAME.replace(b'"id":7', b'"id": 7'), salt())
+    assert c != commitment.commit(HEADER, FRAME.replace(b"ada", b"eve"), salt())
+    for change in ({"seq": 5}, {"wall_ns": 1}, {"kind": "decision"}, {"raw_size": 10}):
+        assert c != commitment.commit(HEADER._replace(**change), FRAME, salt())
+    assert c != commitment.commit(HEADER, FRAME, commitment.record_salt(KEY, "s-1", 5))
+
+
+def test_a_disclosure_gives_back_the_same_commitment() -> None:
+    shown = withhold(FRAME, {b'"hunter2"'})
+    assert b"hunter2" not in shown.raw and b'"[redacted:0123456789abcdef]"' in shown.raw
+    assert c_of(shown) == commitment.commit(HEADER, FRAME, salt())
+    kinds = [kind for kind, _ in shown.entries]
+    assert kinds.count("digest") == 1 and len(kinds) == len(commitment.tokens(FRAME).tokens)
+
+
+def test_editing_a_shown_value_fails() -> None:
+    shown = withhold(FRAME, {b'"hunter2"'})
+    edited = shown._replace(raw=shown.raw.replace(b'"ada"', b'"eve"'))
+    assert c_of(edited) != commitment.commit(HEADER, FRAME, salt())
+
+
+def test_editing_the_skeleton_fails() -> None:
+    shown = withhold(FRAME, {b'"hunter2"'})
+    edited = shown._replace(raw=shown.raw.replace(b'"retries":3', b'"retries": 3'))
+    assert c_of(edited) != commitment.commit(HEADER, FRAME, salt())
+
+
+def test_editing_the_header_of_a_redacted_record_fails() -> None:
+    shown = withhold(FRAME, {b'"hunter2"'})
+    assert c_of(shown, HEADER._replace(wall_ns=HEADER.wall_ns + 1)) != commitment.commit(
+        HEADER, FRAME, salt()
+    )
+
+
+def test_moving_a_withheld_value_fails() -> None:
+    """The marker and its digest moved to another value's place (and that value's salt to the
+    marker's): the digests no longer sit in their tokens' order."""
+    shown = withhold(FRAME, {b'"hunter2"'})
+    split = commitment.tokens(shown.raw)
+    i = next(k for k, (kind, _) in enumerate(shown.entries) if kind == "digest")
+    j = split.tokens.index(b'"ada"')
+    tokens = list(split.tokens)
+    tokens[i], tokens[j] = tokens[j], tokens[i]
+    entries = list(shown.entries)
+    entries[i], entries[j] = entries[j], entries[i]
+    raw = b"".join(k + t for k, t in zip(split.skeleton, tokens, strict=False)) + split.skeleton[-1]
+    moved = commitment.Disclosure(raw, entries)
+    assert c_of(moved) != commitment.commit(HEADER, FRAME, salt())
+
+
+def test_a_guessed_secret_in_place_of_a_marker_does_not_match() -> None:
+    """Showing a guess where the secret was withheld needs the token's salt, which the bundle
+    does not hold: with any other salt the digest differs."""
+    shown = withhold(FRAME, {b'"hunter2"'})
+    i = next(k for k, (kind, _) in enumerate(shown.entries) if kind == "digest")
+    entries = list(shown.entries)
+    entries[i] = ("salt", bytes(32))
+    guessed = commitment.Disclosure(
+        shown.raw.replace(b'"[redacted:0123456789abcdef]"', b'"hunter2"'), entries
+    )
+    assert c_of(guessed) != commitment.commit(HEADER, FRAME, salt())
+
+
+def test_a_withheld_token_must_show_as_a_marker() -> None:
+    shown = withhold(FRAME, {b'"hunter2"'})
+    edited = shown._replace(
+        raw=shown.raw.replace(b'"[redacted:0123456789abcdef]"', b'"[redacted:see below]"')
+    )
+    with pytest.raises(commitment.NotCommitted, match="not a marker"):
+        c_of(edited)
+
+
+def test_a_disclosure_that_does_not_fit_its_tokens_is_refused() -> None:
+    shown = withhold(FRAME, {b'"hunter2"'})
+    with pytest.raises(commitment.NotCommitted, match="token"):
+        commitment.commitment_of_disclosure(HEADER, shown.raw, shown.as_json()[:-1])
+    for bad in (["pepper", "00" * 32], ["salt", "zz"], ["salt", "00"], 7):
+        entries = shown.as_json()
+        entries[0] = bad
+        with pytest.raises(commitment.NotCommitted):
+            commitment.commitment_of_disclosure(HEADER, shown.raw, entries)
+
+
+def test_record_salts_differ_per_record_and_key() -> None:
+    salts = {
+        commitment.record_salt(key, sid, seq)
+        for key in (KEY, bytes(32))
+        for sid in ("s-1", "s-2")
+        for seq in (1, 2)
+    }
+    assert len(salts) == 8
