@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 from blackbox.recorder.store import open_store
+from blackbox.recorder.store.synthetic import record_session
 
 from blackbox import migrations
+from tests.fixtures.bundlekit import manifest_of, read_jsonl, save_manifest, write_jsonl
 from tests.fixtures.clirun import run_blackbox
 from tests.fixtures.storekit import T0, session_events, tamper
 
@@ -175,3 +177,73 @@ def test_a_mixed_store_verifies_against_checkpoints_of_both_layouts(
     )
     broken = old.run("verify", "--checkpoint", checkpoint, "--key", str(old.vkey))
     assert broken.returncode == 1, broken.stdout + broken.stderr
+
+
+def test_a_store_from_before_commitments_commits_from_its_next_leaf(
+    tmp_path: Path, blackbox_env: dict[str, str]
+) -> None:
+    """The last store whose leaves carry no commitment (schema-0010), upgraded and written by
+    this version: its first committed leaf is the tree's size at the upgrade, so its signed
+    checkpoint still checks; the leaves after carry commitments, which a checkpoint signed now,
+    `prove` and a redacted bundle all show, and an edit of what a new redacted record shows
+    fails its proof."""
+    old = Old("schema-0010", tmp_path, blackbox_env)
+    db = sqlite3.connect(old.db)
+    try:
+        (size,) = db.execute("SELECT size FROM tree_state").fetchone()
+    finally:
+        db.close()
+    assert size > 0
+    store = open_store(f"sqlite:///{old.db}")  # upgrades in place
+    try:
+        secret = record_session(store, T0 + 10**12, calls=2, secrets=True)
+    finally:
+        store.close()
+    db = sqlite3.connect(old.db)
+    try:
+        (first_leaf,) = db.execute("SELECT first_leaf FROM commitment_keys").fetchone()
+    finally:
+        db.close()
+    assert first_leaf == size
+    checkpoint = str(old.source / "checkpoint.txt")
+    before = old.run("verify", "--checkpoint", checkpoint, "--key", str(old.vkey))
+    assert before.returncode == 0, before.stdout + before.stderr
+    made = old.run("keys", "init", "--origin", "mixed.example/log")
+    vkey = made.stdout.strip().splitlines()[-1]
+    signed = old.run("checkpoint")
+    assert signed.returncode == 0, signed.stdout + signed.stderr
+    now = tmp_path / "now.txt"
+    now.write_text(signed.stdout)
+    for note, key in ((checkpoint, str(old.vkey)), (str(now), vkey)):
+        checked = old.run("verify", "--checkpoint", note, "--key", key)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    proofs = {}
+    for name, sid in (
+        ("legacy-demo", old.sessions()["legacy-demo"]["id"]),
+        ("new", secret),
+    ):
+        out = old.run("prove", sid, "--checkpoint", str(now))
+        assert out.returncode == 0, out.stdout + out.stderr
+        proofs[name] = json.loads(out.stdout)["inclusion"]
+    assert all(
+        p["leaf_index"] < first_leaf and p["commitment"] is None for p in proofs["legacy-demo"]
+    )
+    assert all(p["leaf_index"] >= first_leaf and p["commitment"] for p in proofs["new"])
+    bundle = tmp_path / "bundle"
+    exported = old.run("export", "--out", str(bundle), "--format", "jsonl")
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert manifest_of(bundle)["tree"]["committed_from"] == first_leaf
+    checked = old.run("verify-export", str(bundle), "--key", vkey)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rows = read_jsonl(bundle / "records.jsonl")
+    target = next(r for r in rows if r["session_id"] == secret and r["redacted"])
+    raw = base64.b64decode(target["raw"])
+    target["raw"] = base64.b64encode(raw.replace(b'"2.0"', b'"1.0"', 1)).decode()
+    write_jsonl(bundle / "records.jsonl", rows)
+    manifest = manifest_of(bundle)
+    manifest["manifest_signature"] = None
+    save_manifest(bundle, manifest)
+    (bundle / "manifest.sig").unlink()
+    edited = old.run("verify-export", str(bundle))
+    assert edited.returncode == 1
+    assert "not_included" in edited.stdout and secret in edited.stdout, edited.stdout

@@ -269,14 +269,9 @@ def record_row(
         if raw == ev.raw:
             salt = r.hex()
         else:
-            split = commitment.tokens(ev.raw)
-            changed = withhold.changed_tokens(ev.raw, raw)
-            hidden = set(range(len(split.tokens))) if changed is None else changed
             assert redactor is not None  # the raw changed
-            markers = {
-                i: withhold.marker_text(split.tokens[i], redactor.fingerprint) for i in hidden
-            }
-            shown = commitment.disclose(ev.raw, r, hidden, markers)
+            hidden = withhold.withheld_tokens(ev.raw, raw, redactor.fingerprint)
+            shown = commitment.disclose(ev.raw, r, set(hidden), hidden)
             raw = shown.raw
             commitments = json.dumps(shown.as_json(), separators=(",", ":"))
     return {

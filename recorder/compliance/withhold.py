@@ -4,54 +4,76 @@ The redactor works on parsed JSON and may hide a whole value (a secret's key nam
 subtree, or a piece of a string (a token inside a text). A bundle row of a committed record can
 only show or withhold whole tokens (recorder/log/commitment.py): this module lines the
 redactor's output up with the raw bytes' tokens and withholds every token the redactor changed,
-whole. Anything that does not line up one for one (a frame that is not JSON, duplicate keys, a
-number JSON cannot hold) fails closed: every token is withheld and only the skeleton is shown.
+whole. A withheld token shows as the markers the redactor put in it (`[redacted:<fingerprint>]`
+of each secret it held: record-time and export-time markers of a secret stay joinable), or as
+the marker of its own value when the redactor replaced a whole subtree. Anything that does not
+line up one for one (a frame that is not JSON, duplicate keys, a number JSON cannot hold) fails
+closed: every token is withheld and only the skeleton is shown.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 
 from blackbox.recorder.log import commitment as commitments
 
-_ALL = None  # `changed_tokens`: withhold every token
+_MARKER = re.compile(r"\[redacted:[0-9a-f]{16}\]")
+
+Fingerprint = Callable[[str | bytes], str]
 
 
-def changed_tokens(raw: bytes, redacted: bytes) -> set[int] | None:
-    """The indices of the raw bytes' tokens that the redactor changed (`redacted` is its
-    output for `raw`), or None when they cannot be lined up and every token must be withheld."""
+def withheld_tokens(raw: bytes, redacted: bytes, fingerprint: Fingerprint) -> dict[int, str]:
+    """The tokens of `raw` to withhold, by index, each with the text it is shown as (markers
+    only), given `redacted`, the redactor's output for `raw`."""
+    split = commitments.tokens(raw)
+    shown = _line_up(raw, redacted, split.tokens)
+    if shown is None:
+        shown = dict.fromkeys(range(len(split.tokens)), "")
+    return {i: text or _marker(split.tokens[i], fingerprint) for i, text in shown.items()}
+
+
+def _line_up(raw: bytes, redacted: bytes, tokens: list[bytes]) -> dict[int, str] | None:
+    """Token index -> the markers the redactor left in its place ("" when there are none), for
+    every token it changed; None when its output does not line up with the tokens."""
     try:
         before = json.loads(raw)
         after = json.loads(redacted)
     except (ValueError, RecursionError):
-        return _ALL
-    split = commitments.tokens(raw)
-    changed: set[int] = set()
+        return None
+    changed: dict[int, str] = {}
     i = 0
-    for value, kept in _walk(before, after, True):
-        if i >= len(split.tokens) or not _same(_decode(split.tokens[i]), value):
-            return _ALL
-        if not kept:
-            changed.add(i)
+    for value, replacement in _walk(before, after, True):
+        if i >= len(tokens) or not _same(_decode(tokens[i]), value):
+            return None
+        if replacement is not _KEPT:
+            found = _MARKER.findall(replacement) if isinstance(replacement, str) else []
+            changed[i] = "".join(found)
         i += 1
-    return changed if i == len(split.tokens) else _ALL
+    return changed if i == len(tokens) else None
 
 
-def _walk(before: object, after: object, kept: bool) -> Iterator[tuple[object, bool]]:
-    """Every token of `before` in document order (object keys too), each with whether the
-    redactor left it as it was in `after`: a value it replaced whole withholds all its tokens."""
+_KEPT = object()  # `_walk`: the token is as it was
+
+
+def _walk(before: object, after: object, whole: bool) -> Iterator[tuple[object, object]]:
+    """Every token of `before` in document order (object keys too), each with `_KEPT` when the
+    redactor left it as it was in `after`, else what stands in its place (a subtree replaced
+    whole gives each of its tokens None: no marker of its own)."""
     if isinstance(before, dict):
-        twin = after if isinstance(after, dict) and list(after) == list(before) else None
+        twin = after if whole and isinstance(after, dict) and list(after) == list(before) else None
         for key, value in before.items():
-            yield key, kept and twin is not None
-            yield from _walk(value, None if twin is None else twin[key], kept and twin is not None)
+            yield key, _KEPT if twin is not None else None
+            yield from _walk(value, None if twin is None else twin[key], twin is not None)
     elif isinstance(before, list):
-        pair = after if isinstance(after, list) and len(after) == len(before) else None
+        pair = after if whole and isinstance(after, list) and len(after) == len(before) else None
         for j, value in enumerate(before):
-            yield from _walk(value, None if pair is None else pair[j], kept and pair is not None)
+            yield from _walk(value, None if pair is None else pair[j], pair is not None)
+    elif whole and _same(before, after):
+        yield before, _KEPT
     else:
-        yield before, kept and _same(before, after)
+        yield before, after if whole else None
 
 
 def _decode(token: bytes) -> object:
@@ -70,9 +92,7 @@ def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def marker_text(token: bytes, fingerprint: Callable[[str | bytes], str]) -> str:
-    """The marker a withheld token is shown as: `[redacted:<16 hex>]`, the redactor's keyed
-    fingerprint of the token's value (a string's text, any other token's bytes)."""
+def _marker(token: bytes, fingerprint: Fingerprint) -> str:
+    """The marker of a token's own value: a string's text, any other token's bytes."""
     value = _decode(token)
-    secret = value if isinstance(value, str) else token
-    return f"[redacted:{fingerprint(secret)}]"
+    return f"[redacted:{fingerprint(value if isinstance(value, str) else token)}]"

@@ -40,7 +40,8 @@ KEY_SIZE = 32
 # makes the scan go back over what it passed (an unterminated string would, byte after byte).
 # A bare token is a run of bytes that are neither JSON whitespace, structural nor a quote.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[^ \t\n\r{}\[\],:"]+', re.S)
-_MARKER = re.compile(rb'"\[redacted:[0-9a-f]{16}\]"')
+# A withheld token shows as one or more markers in a JSON string, nothing else.
+_MARKERS = re.compile(rb'"(?:\[redacted:[0-9a-f]{16}\])+"')
 _HEADER = struct.Struct(">qqqq")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -149,7 +150,7 @@ class Disclosure(NamedTuple):
 
 def disclose(raw: bytes, r: bytes, withheld: set[int], markers: dict[int, str]) -> Disclosure:
     """The bundle's view of a record whose tokens `withheld` are hidden: each becomes the JSON
-    string `markers[i]` (`[redacted:<16 hex>]`), the others stay byte for byte."""
+    string `markers[i]` (one or more `[redacted:<16 hex>]`), the others stay byte for byte."""
     split = tokens(raw)
     out = bytearray(split.skeleton[0])
     entries: list[tuple[str, bytes]] = []
@@ -189,7 +190,7 @@ def commitment_of_disclosure(header: Header, raw: bytes, entries: Sequence[Seque
             raise NotCommitted(f"disclosure {i} is not 32 bytes")
         if entry[0] == "salt":
             digests.append(token_digest(value, token))
-        elif _MARKER.fullmatch(token) is None:
+        elif _MARKERS.fullmatch(token) is None:
             raise NotCommitted(f"token {i} is withheld but shown as {token[:40]!r}, not a marker")
         else:
             digests.append(value)

@@ -50,9 +50,11 @@ def redacted_rows(path: Path) -> tuple[list[dict], list[int]]:
 
 def holder_edits(path: Path, rows: list[dict]) -> None:
     """The records written back, the manifest's file hashes recomputed, and the signature the
-    holder cannot make again removed."""
+    holder cannot make again removed, with the manifest's mention of it."""
     write_jsonl(path / "records.jsonl", rows)
-    save_manifest(path, manifest_of(path))
+    manifest = manifest_of(path)
+    manifest["manifest_signature"] = None
+    save_manifest(path, manifest)
     (path / "manifest.sig").unlink()
 
 
@@ -79,6 +81,16 @@ def test_redacted_records_are_proven_leaf_by_leaf(bundle) -> None:
     code, out = run("verify-export", str(path), "--key", vkey)
     assert code == 0, out
     assert manifest["tree"]["records_proven"] == len(rows)
+
+
+def test_the_holders_moves_alone_pass_without_the_key(bundle) -> None:
+    """The control for the attacks below: rows written back unchanged, the manifest rehashed and
+    its signature removed pass `verify-export` without the key; each edit below is what fails."""
+    path, _vkey, _secret = bundle
+    rows, _redacted = redacted_rows(path)
+    holder_edits(path, rows)
+    code, lines = verify(path)
+    assert code == 0, lines
 
 
 def test_editing_what_a_redacted_record_shows_fails_by_its_proof(bundle) -> None:

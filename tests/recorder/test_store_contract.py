@@ -509,10 +509,17 @@ class EventStoreContract:
             head = tree.sequence(conn)
             leaves = tree.session_leaves(conn, sid)
             proofs = [tree.inclusion_proof(conn, leaf.index, head.size) for leaf in leaves]
+            key, first_leaf = conn.execute(
+                text("SELECT key, first_leaf FROM commitment_keys WHERE id = 1")
+            ).one()
         assert [leaf.seq for leaf in leaves] == [e.seq for e in stored]
         for got, leaf, proof in zip(stored, leaves, proofs, strict=True):
-            # the leaf is SHA-256(0x00 || chain hash), folded up to the store's root
-            assert spec.verify_inclusion(got.hash, leaf.index, head.size, proof, head.root)
+            # the leaf is SHA-256(0x00 || chain hash || C), folded up to the store's root
+            d = spec.store_leaf_input(
+                dataclasses.asdict(got), got.hash, leaf.index, (bytes(key), first_leaf)
+            )
+            assert len(d) == 64
+            assert spec.verify_inclusion(d, leaf.index, head.size, proof, head.root)
 
         info = store.session(sid)
         assert (info.frames, info.last_seq, info.sealed, info.outcome) == (

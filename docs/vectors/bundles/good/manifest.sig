@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest a42f228bdca08f9d1066344e8721085fcd7f6f7bd1c0728fc1c36275bbe53fae
+manifest 7133a40581155db5932a92ed0c1d2414256121ee07a2837c952610e29a8f63f2
 
-— vectors.example/log c9s/S6H69tEBf9+Qf6Ca8pSdkiLa7pePoNy08ydKDqDMPXP7wzWuQhYedS2yWyUU+2pOyMuHVOz/WLhLgvvwBx1//gs=
+— vectors.example/log c9s/S5CP/dfWQvV9cJ0gqDVEHSojHj6c2+zm0SbBDTvmnEpB0sHAwxD+LY7YcQc9SogOdAcH7CKkFdzOfk/TTjJvIA0=

@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 79c52a6e2fb40f2b887118a5e3cd9622fb09d7152705d72ccb1eb71690f73010
+manifest 8c4c4497dadd5696e1bebdb4daa9e8a754f04f4468c5424771af7c0afa69705a
 
-— vectors.example/log c9s/S3A3m4UPuSmNCmAO8MIuhI+44jzwUlqGOHUGvfT+00+3a7RkpU0zE6Maj0bZtIGRE2Q6owMc3s62DNph7LIZ8QE=
+— vectors.example/log c9s/SzSH8Kit6vhO61oZO2V3hJB1fcPfdXvfmrp579zlV9vbDqAjiMhuCCFjzFq0U3h1nwk9mLdITnGEQQJ43HxCgQY=
