@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -555,9 +556,21 @@ def test_the_token_scanner_cuts_as_the_page_s_regular_expression() -> None:
         b"not json at all \xff\xfe",
         *(bytes(rng.choice(alphabet) for _ in range(rng.randrange(40))) for _ in range(3000)),
     ]
+    samples += [b'{"k" : 1, "[redacted:0123456789abcdef]": 2, "v": "k" }', b'x"a":"b":']
+    colon = re.compile(rb"[ \t\n\r]*:")
     for raw in samples:
         skeleton, tokens = split_tokens(raw)
-        assert tokens == TOKEN_PATTERN.findall(raw), raw
+        # the page's regular expression, then its keys taken out
+        expected = [
+            m.group()
+            for m in TOKEN_PATTERN.finditer(raw)
+            if not (
+                m.group().startswith(b'"')
+                and colon.match(raw, m.end())
+                and not MARKER_PATTERN.fullmatch(m.group())
+            )
+        ]
+        assert tokens == expected, raw
         assert len(skeleton) == len(tokens) + 1
         rebuilt = skeleton[0] + b"".join(t + k for t, k in zip(tokens, skeleton[1:], strict=True))
         assert rebuilt == raw
@@ -631,7 +644,7 @@ REDACTED_EDITS: dict[str, tuple[Callable[[dict], None], str, str]] = {
     ),
     "a guess in a marker's place": (
         show_a_guess,
-        "commitment_invalid: token 11 is withheld but not shown as a marker",
+        "is withheld but not shown as a marker",
         "commitment_invalid",
     ),
 }
@@ -649,7 +662,9 @@ def test_a_redacted_record_edited_fails_in_both_verifiers(
         bundle = Path(shutil.copytree(signed_bundles.redacted, tmp_path / f"edited-{i}"))
         sid, seq = edit_redacted(bundle, edit)
         assert check_bundle(bundle) == []  # consistent with itself: the hash is attested
-        assert check_bundle_proofs(bundle, vkey) == [f"session {sid} seq {seq}: {ours}"]
+        found = check_bundle_proofs(bundle, vkey)
+        assert len(found) == 1 and found[0].startswith(f"session {sid} seq {seq}: "), found
+        assert ours in found[0], found
         steps.append(blackbox("verify-export", str(bundle), "--key", vkey, "--format", "json"))
         expected.append(problem)
     home = shutil.copytree(signed_bundles.home, tmp_path / "home")

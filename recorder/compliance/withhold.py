@@ -8,7 +8,7 @@ whole. A withheld token shows as the markers the redactor put in it (`[redacted:
 of each secret it held: record-time and export-time markers of a secret stay joinable), or as
 the marker of its own value when the redactor replaced a whole subtree. Anything that does not
 line up one for one (a frame that is not JSON, duplicate keys, a number JSON cannot hold) fails
-closed: every token is withheld and only the skeleton is shown.
+closed: every token is withheld and only the skeleton (brackets, keys, separators) is shown.
 """
 
 from __future__ import annotations
@@ -58,13 +58,12 @@ _KEPT = object()  # `_walk`: the token is as it was
 
 
 def _walk(before: object, after: object, whole: bool) -> Iterator[tuple[object, object]]:
-    """Every token of `before` in document order (object keys too), each with `_KEPT` when the
-    redactor left it as it was in `after`, else what stands in its place (a subtree replaced
-    whole gives each of its tokens None: no marker of its own)."""
+    """Every token of `before` in document order (values: object keys are skeleton), each with
+    `_KEPT` when the redactor left it as it was in `after`, else what stands in its place (a
+    subtree replaced whole gives each of its tokens None: no marker of its own)."""
     if isinstance(before, dict):
         twin = after if whole and isinstance(after, dict) and list(after) == list(before) else None
         for key, value in before.items():
-            yield key, _KEPT if twin is not None else None
             yield from _walk(value, None if twin is None else twin[key], twin is not None)
     elif isinstance(before, list):
         pair = after if whole and isinstance(after, list) and len(after) == len(before) else None

@@ -38,10 +38,17 @@ KEY_SIZE = 32
 # A string token runs from a quote to the next quote no backslash escapes, or to the end of the
 # raw bytes when there is none: the alternative always matches where a quote is, so no input
 # makes the scan go back over what it passed (an unterminated string would, byte after byte).
-# A bare token is a run of bytes that are neither JSON whitespace, structural nor a quote.
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[^ \t\n\r{}\[\],:"]+', re.S)
+# A bare token is a run of bytes that are neither JSON whitespace, structural nor a quote. A
+# string followed by a colon (group 2) is an object key: skeleton, shown always, never hashed on
+# its own, unless it is a marker (which is where a withheld value stood).
+_TOKEN = re.compile(
+    rb'("[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z))([ \t\n\r]*:)?'  # a string (and a key's colon)
+    rb'|[^ \t\n\r{}\[\],:"]+',  # a bare token
+    re.S,
+)
 # A withheld token shows as one or more markers in a JSON string, nothing else.
 _MARKERS = re.compile(rb'"(?:\[redacted:[0-9a-f]{16}\])+"')
+_MARKER_START = b'"[redacted:'
 _HEADER = struct.Struct(">qqqq")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -76,9 +83,15 @@ def tokens(raw: bytes) -> Split:
     found: list[bytes] = []
     last = 0
     for match in _TOKEN.finditer(raw):
-        start, end = match.span()
+        if match.lastindex != 2:  # a bare token, or a string no colon follows
+            start, end = match.span()
+        else:
+            text = match.group(1)
+            if not text.startswith(_MARKER_START) or _MARKERS.fullmatch(text) is None:
+                continue  # a key: it stays in the skeleton
+            start, end = match.span(1)
         skeleton.append(raw[last:start])
-        found.append(match.group())
+        found.append(raw[start:end])
         last = end
     skeleton.append(raw[last:])
     return Split(skeleton, found)
@@ -104,28 +117,31 @@ def token_digest(salt: bytes, token: bytes) -> bytes:
 def commitment(header: Header, split: Split, digests: Sequence[bytes]) -> bytes:
     """C = SHA256(domain || header || uint32 n || each skeleton part as uint64 length || bytes
     || d_0 ... d_(n-1))."""
-    h = _sha256(DOMAIN)
-    h.update(_prefix(header.session_id, header.kind, header.direction))
     size = -1 if header.raw_size is None else header.raw_size
-    h.update(_HEADER.pack(header.seq, header.wall_ns, header.mono_ns, size))
-    h.update(_U32.pack(len(digests)))
-    for part in split.skeleton:
-        h.update(_U64.pack(len(part)))
-        h.update(part)
-    for digest in digests:
-        h.update(digest)
-    return h.digest()
+    pack = _U64.pack
+    return _sha256(
+        b"".join(
+            (
+                DOMAIN,
+                _prefix(header.session_id, header.kind, header.direction),
+                _HEADER.pack(header.seq, header.wall_ns, header.mono_ns, size),
+                _U32.pack(len(digests)),
+                *(pack(len(part)) + part for part in split.skeleton),
+                *digests,
+            )
+        )
+    ).digest()
 
 
 def commit(header: Header, raw: bytes, r: bytes) -> bytes:
     """C of a record shown whole: every token's digest from its salt."""
     split = tokens(raw)
-    base = _sha256(r)
+    base, u32, sha256 = _sha256(r), _U32.pack, _sha256
     digests = []
     for i, token in enumerate(split.tokens):
         salt = base.copy()
-        salt.update(_U32.pack(i))
-        digests.append(_sha256(salt.digest() + token).digest())
+        salt.update(u32(i))
+        digests.append(sha256(salt.digest() + token).digest())
     return commitment(header, split, digests)
 
 

@@ -25,7 +25,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from blackbox.recorder import StoreError
@@ -63,10 +63,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class TreeHead:
-    """The tree's size and root as the store holds them."""
+    """The tree's size and root as the store holds them. `fresh`: the leaf hashes `sequence`
+    just computed from the records (index -> hash), which the root check before signing, in the
+    same transaction, takes instead of computing their commitments a second time."""
 
     size: int
     root: bytes
+    fresh: dict[int, bytes] = field(default_factory=dict, compare=False, repr=False)
 
 
 class TreeDamaged(StoreError):
@@ -126,6 +129,7 @@ def sequence(conn: Connection) -> TreeHead:
     if not taken:
         return TreeHead(size, merkle.fold(stack))
     leaves = [key.leaf_hash(size + i, row) for i, row in enumerate(taken)]
+    fresh = dict(enumerate(leaves, start=size))
     _, nodes = merkle.extend_frontier(stack, size, leaves, STRIDE)
     _add_runs(conn, size, [row[0] for row in taken])
     if nodes:
@@ -138,7 +142,7 @@ def sequence(conn: Connection) -> TreeHead:
     }
     if conn.execute(update(tree_state).where(tree_state.c.id == 1).values(**values)).rowcount == 0:
         conn.execute(insert(tree_state).values(id=1, **values))
-    return TreeHead(size, merkle.fold(stack))
+    return TreeHead(size, merkle.fold(stack), fresh)
 
 
 SEQUENCE_PAGE = 10_000

@@ -40,7 +40,10 @@ LEAF_CHUNK = 65_536  # leaves read per query when roots are recomputed from the 
 
 
 def leaf_roots(
-    conn: Connection, sizes: Sequence[int], trusted: tuple[int, bytes] | None = None
+    conn: Connection,
+    sizes: Sequence[int],
+    trusted: tuple[int, bytes] | None = None,
+    fresh: dict[int, bytes] | None = None,
 ) -> dict[int, bytes]:
     """The roots at `sizes` computed from the leaves (each record's stored chain hash, or the
     leaf hash retention kept), never from a cached node or the stored frontier: what a root is
@@ -48,7 +51,10 @@ def leaf_roots(
 
     With `trusted` (size P, root R: a checkpoint this log signed), only the leaves from P on are
     read: the perfect subtrees of the first P leaves are taken from the cache and must fold to R,
-    which a damaged cache cannot fake (TreeDamaged otherwise). Sizes below P are not asked."""
+    which a damaged cache cannot fake (TreeDamaged otherwise). Sizes below P are not asked.
+
+    `fresh` holds leaf hashes computed from the records in this transaction (`TreeHead.fresh`):
+    a chunk they cover whole is taken from them rather than computed again."""
     wanted = sorted(set(sizes))
     roots: dict[int, bytes] = {}
     stack: list[bytes] = []
@@ -66,7 +72,10 @@ def leaf_roots(
             raise ValueError(f"a root at {target} leaves is below the trusted {size}")
         while size < target:
             last = min(target, size + LEAF_CHUNK) - 1
-            found = _leaf_hashes(conn, [(size, last)])
+            if fresh and size in fresh and last in fresh:  # `fresh` is one run of indices
+                found = {i: fresh[i] for i in range(size, last + 1)}
+            else:
+                found = _leaf_hashes(conn, [(size, last)])
             if len(found) != last - size + 1:
                 gone = next(i for i in range(size, last + 1) if i not in found)
                 raise TreeDamaged(f"the store's tree has no leaf {gone}: run verify")
@@ -90,6 +99,7 @@ def checked_root(
     size: int,
     trusted: tuple[int, bytes] | None = None,
     claimed: bytes | None = None,
+    fresh: dict[int, bytes] | None = None,
 ) -> bytes:
     """The cached tree's root at `size` (and `claimed`, the stored head's root, when given),
     after checking it against the leaves (`leaf_roots`): TreeDamaged, naming the tree, when the
@@ -97,7 +107,7 @@ def checked_root(
     cached = root_at(conn, size)
     if trusted is not None and trusted[0] > size:
         trusted = None
-    if leaf_roots(conn, [size], trusted)[size] != cached or claimed not in (None, cached):
+    if leaf_roots(conn, [size], trusted, fresh)[size] != cached or claimed not in (None, cached):
         raise TreeDamaged(
             f"the store's cached tree gives a root for {size} leaves that its records do not: "
             "the tree's tables were edited (the records may be intact); run verify"

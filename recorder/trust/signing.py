@@ -184,7 +184,7 @@ def _sign_if_grown(conn: Any, signer: Signer, file: Path | None) -> Issued:
     # Never sign the cache's word: the root is checked against the leaves (those after the
     # last checkpoint this key signed; all of them without one).
     try:
-        tree_check.checked_root(conn, head.size, trusted, claimed=head.root)
+        tree_check.checked_root(conn, head.size, trusted, claimed=head.root, fresh=head.fresh)
     except tree.TreeDamaged as exc:
         raise CheckpointError(f"{exc}; refusing to sign") from None
     note = sign_checkpoint(Checkpoint(signer.name, head.size, head.root), signer)

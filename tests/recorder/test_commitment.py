@@ -50,10 +50,20 @@ def test_tokens_and_skeleton_give_back_the_raw_bytes_whatever_they_are() -> None
         assert all(split.tokens)  # no empty token
 
 
-def test_a_frame_is_cut_at_its_values_and_keys() -> None:
-    split = commitment.tokens(b'{"a": [1, "x y", true], "b\\"": null}')
-    assert split.tokens == [b'"a"', b"1", b'"x y"', b"true", b'"b\\""', b"null"]
-    assert split.skeleton == [b"{", b": [", b", ", b", ", b"], ", b": ", b"}"]
+def test_a_frame_is_cut_at_its_values_and_its_keys_stay_in_the_skeleton() -> None:
+    split = commitment.tokens(b'{"a": [1, "x y", true], "b\\"" : null}')
+    assert split.tokens == [b"1", b'"x y"', b"true", b"null"]
+    assert split.skeleton == [b'{"a": [', b", ", b", ", b'], "b\\"" : ', b"}"]
+
+
+def test_a_marker_before_a_colon_is_still_a_token() -> None:
+    """Where a withheld value of a text that is not JSON stood before a colon, its marker stays
+    a token: the shown bytes cut as the original did."""
+    raw = b"code 42: failed"
+    split = commitment.tokens(raw)
+    shown = commitment.disclose(raw, salt(), {1}, {1: "[redacted:0123456789abcdef]"})
+    assert commitment.tokens(shown.raw).skeleton == split.skeleton
+    assert c_of(shown) == commitment.commit(HEADER, raw, salt())
 
 
 def test_a_hostile_run_of_quotes_and_backslashes_is_cut_in_linear_time() -> None:

@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 7133a40581155db5932a92ed0c1d2414256121ee07a2837c952610e29a8f63f2
+manifest 06188d0f614e7805f983ab646a4aec04ac11fea955509e43be36eb1632c4b1b6
 
-— vectors.example/log c9s/S5CP/dfWQvV9cJ0gqDVEHSojHj6c2+zm0SbBDTvmnEpB0sHAwxD+LY7YcQc9SogOdAcH7CKkFdzOfk/TTjJvIA0=
+— vectors.example/log c9s/S+EMSbPbZ9PYNCV/RchzRiHtGJlBUbjrFRSODPy0fJPFJhiIla5akFKkH2XJKyP5Cpd3AxejKAVKBvntH8gpPQ8=

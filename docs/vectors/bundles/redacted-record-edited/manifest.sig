@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 8c4c4497dadd5696e1bebdb4daa9e8a754f04f4468c5424771af7c0afa69705a
+manifest 2135388fc334a1ed9fa55f5b65c208aab84e53cd294c37eabebb13a362c3f17d
 
-— vectors.example/log c9s/SzSH8Kit6vhO61oZO2V3hJB1fcPfdXvfmrp579zlV9vbDqAjiMhuCCFjzFq0U3h1nwk9mLdITnGEQQJ43HxCgQY=
+— vectors.example/log c9s/S9bb39H5m9gRDY4MSX/4qK7OqAhAzQyRKNPXyKUvOmc9zzw2erPjVq3M//nuuV4rt1khtVSEwvlEqECIEAElqg4=
