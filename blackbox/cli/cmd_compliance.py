@@ -36,6 +36,7 @@ from blackbox.recorder.compliance import (
     Selection,
     add_hold,
     apply_retention,
+    disclose,
     export_bundle,
     list_holds,
     remove_hold,
@@ -220,7 +221,8 @@ def verify_export_cmd(
         click.echo(
             f"intact: {report.files_checked} files, {report.sessions_checked} session(s), "
             f"{report.records_checked} records ({report.records_rehashed} re-hashed, "
-            f"{report.records_attested} redacted and attested)"
+            f"{report.records_attested} redacted: chain hash attested, what they show proven by "
+            "their leaf's commitment where the checkpoint covers it)"
         )
         if verifier is not None:
             click.echo(f"origin: every record is in the log signed by {verifier.name}")
@@ -245,6 +247,37 @@ def verify_export_cmd(
         for finding in report.findings:
             click.echo(finding.message())
     sys.exit(0 if report.ok else 1)
+
+
+@click.command("disclose")
+@click.argument("session")
+@click.argument("seq", type=click.IntRange(min=1))
+@click.option(
+    "--token",
+    "tokens",
+    type=click.IntRange(min=0),
+    multiple=True,
+    metavar="I",
+    help="Disclose token I only (repeatable): its salt and bytes. Default: the whole record.",
+)
+@store_option
+def disclose_cmd(session: str, seq: int, tokens: tuple[int, ...], store_url: str | None) -> None:
+    """Print, as JSON, what a redacted export withheld from one record, for an auditor who may
+    see it: a withheld token's salt and bytes (`--token I`, the index of its
+    ["digest", ...] entry in the bundle row's `commitments`), or the whole record's salt and raw
+    bytes. The auditor checks SHA256(salt || bytes) against the digest the bundle shows (or
+    recomputes the record's chain hash and commitment): docs/trust.md, "Commitments". Only
+    whoever can read the store can disclose; nothing else of the record is revealed by a
+    token's disclosure.
+
+    \b
+    Example:
+      blackbox disclose 01JQ 7 --token 5
+      blackbox disclose last 12
+    """
+    store = open_configured_store(store_url)
+    doc = disclose(store, store.resolve(session), seq, list(tokens))
+    click.echo(json.dumps(doc, indent=2))
 
 
 @click.group()
@@ -431,4 +464,4 @@ def hold_list(store_url: str | None, fmt: str) -> None:
 retention.add_command(retention_schedule)
 retention.add_command(retention_status_cmd)
 
-COMMANDS = [export_cmd, verify_export_cmd, retention, hold]
+COMMANDS = [export_cmd, verify_export_cmd, disclose_cmd, retention, hold]

@@ -44,6 +44,7 @@ COMMAND_MODULES = {
     "decision": "blackbox.cli.cmd_policy",
     "export": "blackbox.cli.cmd_compliance",
     "verify-export": "blackbox.cli.cmd_compliance",
+    "disclose": "blackbox.cli.cmd_compliance",
     "retention": "blackbox.cli.cmd_compliance",
     "hold": "blackbox.cli.cmd_compliance",
     "tail": "blackbox.cli.cmd_tail",

@@ -38,6 +38,7 @@ if _TYPE_CHECKING:
     from blackbox.recorder.compliance.retention_schedule import retention_status as retention_status
     from blackbox.recorder.compliance.retention_schedule import systemd_user_dir as systemd_user_dir
     from blackbox.recorder.compliance.retention_schedule import write_last_run as write_last_run
+    from blackbox.recorder.compliance.withhold import disclose as disclose
 
 _FACE: dict[str, tuple[str, str | None]] = {
     "DEFAULT_IDLE_NS": ("blackbox.recorder.compliance.retention", "DEFAULT_IDLE_NS"),
@@ -47,6 +48,7 @@ _FACE: dict[str, tuple[str, str | None]] = {
     "add_hold": ("blackbox.recorder.compliance.retention", "add_hold"),
     "apply_argv": ("blackbox.recorder.compliance.retention_schedule", "apply_argv"),
     "apply_retention": ("blackbox.recorder.compliance.retention", "apply_retention"),
+    "disclose": ("blackbox.recorder.compliance.withhold", "disclose"),
     "export_bundle": ("blackbox.recorder.compliance.export", "export_bundle"),
     "has_systemd": ("blackbox.recorder.compliance.retention_schedule", "has_systemd"),
     "install_systemd": ("blackbox.recorder.compliance.retention_schedule", "install_systemd"),

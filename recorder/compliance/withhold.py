@@ -9,15 +9,21 @@ of each secret it held: record-time and export-time markers of a secret stay joi
 the marker of its own value when the redactor replaced a whole subtree. Anything that does not
 line up one for one (a frame that is not JSON, duplicate keys, a number JSON cannot hold) fails
 closed: every token is withheld and only the skeleton (brackets, keys, separators) is shown.
+
+`disclose` is the way back, for the store's holder only: a withheld token's salt and bytes (or a
+whole record's salt and raw bytes), which an auditor checks against the digest the bundle shows.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
+from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import commitment as commitments
+from blackbox.recorder.store import EventStore, tree
 
 _MARKER = re.compile(r"\[redacted:[0-9a-f]{16}\]")
 
@@ -95,3 +101,51 @@ def _marker(token: bytes, fingerprint: Fingerprint) -> str:
     """The marker of a token's own value: a string's text, any other token's bytes."""
     value = _decode(token)
     return f"[redacted:{fingerprint(value if isinstance(value, str) else token)}]"
+
+
+# -- disclosing what a bundle withheld -------------------------------------------------------------
+
+
+class DisclosureError(BlackboxError):
+    """A disclosure cannot be made as asked (no such record, a token it does not have)."""
+
+
+def disclose(store: EventStore, session_id: str, seq: int, token_indices: Sequence[int]) -> dict:
+    """What the store's holder hands an auditor to reveal what a bundle withheld from one
+    record: with `token_indices`, each token's salt and bytes (the auditor checks
+    SHA256(salt || bytes) against the digest the bundle shows for it: the token and nothing
+    else is revealed); without, the record's salt and raw bytes (the whole record, which then
+    recomputes its chain hash and commitment). A JSON-ready document."""
+    record = next(iter(store.read_session(session_id, after_seq=seq - 1)), None)
+    if record is None or record.seq != seq:
+        raise DisclosureError(f"session {session_id} has no record seq {seq}")
+    with store.transaction() as conn:
+        key = tree.commit_key(conn)
+    if not key.key:
+        raise DisclosureError("this store has no commitment key yet: nothing was committed")
+    r = key.salt(session_id, seq)
+    doc: dict[str, object] = {"session_id": session_id, "seq": seq}
+    if not token_indices:
+        doc["salt"] = r.hex()
+        doc["raw"] = base64.b64encode(record.raw).decode("ascii")
+        return doc
+    split = commitments.tokens(record.raw)
+    listed = []
+    for index in token_indices:
+        if not 0 <= index < len(split.tokens):
+            raise DisclosureError(
+                f"record seq {seq} of session {session_id} has {len(split.tokens)} tokens "
+                f"(0-{len(split.tokens) - 1}), not {index}"
+            )
+        salt = commitments.token_salt(r, index)
+        token = split.tokens[index]
+        listed.append(
+            {
+                "index": index,
+                "salt": salt.hex(),
+                "token": base64.b64encode(token).decode("ascii"),
+                "digest": commitments.token_digest(salt, token).hex(),
+            }
+        )
+    doc["tokens"] = listed
+    return doc

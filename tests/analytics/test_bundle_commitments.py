@@ -175,3 +175,44 @@ def test_a_replaced_commitment_key_fails_verify_against_the_checkpoint(
     code, out = run(*args)
     assert code == 1, out
     assert "differs from the checkpoint" in out, out
+
+
+def test_a_withheld_value_is_disclosed_only_when_asked_and_checks_against_its_digest(
+    bundle, store_url
+) -> None:
+    """The salts and originals stay in the store: the bundle holds neither; `blackbox disclose`
+    hands one withheld token (or one whole record) to an auditor, who checks it against the
+    digest (or the leaf) the bundle already shows."""
+    path, _vkey, secret = bundle
+    rows, redacted = redacted_rows(path)
+    target = rows[redacted[0]]
+    entries = json.loads(target["commitments"])
+    hidden = [i for i, (kind, _) in enumerate(entries) if kind == "digest"]
+    code, out = run(
+        "disclose", secret, str(target["seq"]), "--store", store_url, "--token", str(hidden[0])
+    )
+    assert code == 0, out
+    (told,) = json.loads(out)["tokens"]
+    token, salt = base64.b64decode(told["token"]), bytes.fromhex(told["salt"])
+    assert commitment.token_digest(salt, token).hex() == entries[hidden[0]][1]
+    assert (path / "records.jsonl").read_bytes().find(token) == -1  # it was not in the bundle
+    assert told["salt"] not in (path / "records.jsonl").read_text()
+    # The whole record: its raw bytes and salt give the leaf its inclusion proof names.
+    code, out = run("disclose", secret, str(target["seq"]), "--store", store_url)
+    whole = json.loads(out)
+    raw = base64.b64decode(whole["raw"])
+    header = commitment.Header(
+        secret,
+        target["seq"],
+        target["wall_ns"],
+        target["mono_ns"],
+        target["kind"],
+        target["direction"],
+        target["raw_size"],
+    )
+    c = commitment.commit(header, raw, bytes.fromhex(whole["salt"]))
+    assert c == commitment.commitment_of_disclosure(
+        header, base64.b64decode(target["raw"]), entries
+    )
+    code, out = run("disclose", secret, str(target["seq"]), "--store", store_url, "--token", "999")
+    assert code == 2 and "not 999" in out and "Traceback" not in out

@@ -33,6 +33,7 @@ def readers(tmp_path: Path) -> list[list[str]]:
         ["sql", "SELECT 1"],
         ["doctor", "last"],
         ["export", "--out", str(tmp_path / "bundle")],
+        ["disclose", "last", "1"],
         ["replay", "last"],
         ["serve", "last"],
         ["hold", "list"],
