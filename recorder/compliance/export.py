@@ -675,8 +675,9 @@ def _manifest(
             "records_rehashed": records - redacted_total,
             "records_attested": redacted_total,
             "attested_means": "a redacted record keeps its original hash: it is checked by the "
-            "next record linking from it, the session head and the sealed count, but its own "
-            "fields are covered only by the file sha256",
+            "next record linking from it, the session head and the sealed count; what it shows "
+            "is proven by its leaf's commitment (from tree.committed_from on, when the "
+            "checkpoint covers it), else covered only by the file sha256",
             "complete_sessions": "every exported session is exported whole, from seq 1 to its "
             "head at export time",
             "broken_in_store": broken,

@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 06188d0f614e7805f983ab646a4aec04ac11fea955509e43be36eb1632c4b1b6
+manifest e208c16e854f8193aeebf0c7c1b55feb85cc5fc5a09f97c5f7e074717cc6d721
 
-— vectors.example/log c9s/S+EMSbPbZ9PYNCV/RchzRiHtGJlBUbjrFRSODPy0fJPFJhiIla5akFKkH2XJKyP5Cpd3AxejKAVKBvntH8gpPQ8=
+— vectors.example/log c9s/SxWhTaYmXvHjNxHZP/tPY1/JL0vt7UI7g50TObfgr5KAwemmEaymdHJdpKgm2ORKqHJVlSL0uLtMw92TA/ejHAI=

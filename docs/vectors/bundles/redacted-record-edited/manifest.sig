@@ -1,5 +1,5 @@
 mcp-blackbox bundle manifest v1
 vectors.example/log
-manifest 2135388fc334a1ed9fa55f5b65c208aab84e53cd294c37eabebb13a362c3f17d
+manifest f50c0c02f6e34ce3f11bb99d577745704dbc0d96a87bb5dcd72527769aabe5cd
 
-— vectors.example/log c9s/S9bb39H5m9gRDY4MSX/4qK7OqAhAzQyRKNPXyKUvOmc9zzw2erPjVq3M//nuuV4rt1khtVSEwvlEqECIEAElqg4=
+— vectors.example/log c9s/S/uWxVEcszIYQwEaTvy36cFAMBQlSERLTXGEG7lXn7uOYt7Pqo2IKKsuWo9EhmIaXM9m6nOUOLKDMEPQE/7a8AI=
