@@ -76,6 +76,24 @@ def test_a_hostile_run_of_quotes_and_backslashes_is_cut_in_linear_time() -> None
     assert split.tokens == [hostile]
 
 
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        pytest.param(b"[" * 2_000_000, id="skeleton-with-no-token-after"),
+        pytest.param(b'{"a":' * 400_000, id="keys-with-no-value"),
+        pytest.param(b'"a" ' * 500_000, id="strings-with-space-no-colon"),
+    ],
+)
+def test_hostile_frames_of_skeleton_and_keys_are_cut_in_linear_time(hostile: bytes) -> None:
+    """2 MB a frame: a scan that retried the trailing skeleton from each of its bytes, or grew
+    the skeleton by copying it at each key, takes minutes here."""
+    started = time.perf_counter()
+    split = commitment.tokens(hostile)
+    assert time.perf_counter() - started < 2
+    rebuilt = b"".join(k + t for k, t in zip(split.skeleton, split.tokens, strict=False))
+    assert rebuilt + split.skeleton[-1] == hostile
+
+
 def test_c_covers_every_byte_and_header_field() -> None:
     c = commitment.commit(HEADER, FRAME, salt())
     assert c != commitment.commit(HEADER, FRAME.replace(b'"id":7', b'"id": 7'), salt())
