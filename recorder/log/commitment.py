@@ -76,6 +76,14 @@ class Split(NamedTuple):
     skeleton: list[bytes]
     tokens: list[bytes]
 
+    def joined(self, tokens: Sequence[bytes] | None = None) -> bytes:
+        """The bytes again, with `tokens` in place of the split's own when given."""
+        parts = self.tokens if tokens is None else tokens
+        return (
+            b"".join(k + t for k, t in zip(self.skeleton, parts, strict=False))
+            + (self.skeleton[-1])
+        )
+
 
 def tokens(raw: bytes) -> Split:
     """Cut raw bytes into skeleton and tokens (any bytes: a frame that is not JSON too)."""
