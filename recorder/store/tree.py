@@ -1,8 +1,10 @@
 """The log's Merkle tree in the store: sequencing records into it, proofs from cached subtrees, and
 the recomputation from the records themselves that verification trusts instead.
 
-Leaf i is the i-th record the sequencer took, its leaf input the record's 32-byte chain hash
-(recorder/log/merkle.py has the tree itself). No row is kept per leaf: the record's row holds its
+Leaf i is the i-th record the sequencer took, its leaf input the record's 32-byte chain hash, and
+from the store's `first_leaf` on that hash followed by the record's commitment C, computed again
+from its bytes wherever a leaf is needed (`CommitKey`; recorder/log/commitment.py;
+recorder/log/merkle.py has the tree itself). No row is kept per leaf: the record's row holds its
 chain hash, and `tree_runs` says which record each leaf is, a row per run of consecutive log
 positions; only the leaf hashes of records retention removed are kept apart. The sequencer runs
 under a lock (SQLite: the write transaction; PostgreSQL: an advisory lock) and takes only
@@ -105,9 +107,16 @@ def sequence(conn: Connection) -> TreeHead:
     watermark, size, stack = _state(conn)
     key = commit_key(conn, make=True)
     postgres = conn.dialect.name == "postgresql"
-    taken: list[tuple] = []
+    leaves: list[bytes] = []
+    positions: list[int] = []
+
+    def take(rows: Sequence[Sequence[Any]]) -> None:
+        for row in rows:
+            leaves.append(key.leaf_hash(size + len(leaves), row))
+            positions.append(row[0])
+
     if postgres:
-        taken.extend(_filled_gaps(conn))
+        take(_filled_gaps(conn))
     seen: list[int] = []
     last = watermark
     while True:  # a page at a time: a backlog's raw bytes are never all in memory at once
@@ -120,21 +129,20 @@ def sequence(conn: Connection) -> TreeHead:
         if not page:
             break
         seen.extend(row[0] for row in page)
-        taken.extend(page)
+        take(page)
         last = page[-1][0]
         if len(page) < SEQUENCE_PAGE:
             break
     if postgres and seen:
         _remember_gaps(conn, watermark, seen)
-    if not taken:
+    if not leaves:
         return TreeHead(size, merkle.fold(stack))
-    leaves = [key.leaf_hash(size + i, row) for i, row in enumerate(taken)]
     fresh = dict(enumerate(leaves, start=size))
     _, nodes = merkle.extend_frontier(stack, size, leaves, STRIDE)
-    _add_runs(conn, size, [row[0] for row in taken])
+    _add_runs(conn, size, positions)
     if nodes:
         _bulk_insert(conn, "tree_nodes", ("level", "idx", "hash"), nodes)
-    size += len(taken)
+    size += len(leaves)
     values = {
         "size": size,
         "watermark": max(watermark, seen[-1] if seen else 0),
@@ -361,7 +369,8 @@ def _runs_over(
 
 def _leaf_hashes(conn: Connection, ranges: Sequence[tuple[int, int]]) -> dict[int, bytes]:
     """The leaf hashes of leaves in the (first, last) `ranges`: of a record in the log, from the
-    chain hash its row holds; of a record no longer there, the one kept for it."""
+    chain hash its row holds (and its commitment, from its bytes); of a record no longer there,
+    the one kept for it."""
     out: dict[int, bytes] = {}
     key = commit_key(conn)
     for first, last in ranges:

@@ -45,8 +45,9 @@ def leaf_roots(
     trusted: tuple[int, bytes] | None = None,
     fresh: dict[int, bytes] | None = None,
 ) -> dict[int, bytes]:
-    """The roots at `sizes` computed from the leaves (each record's stored chain hash, or the
-    leaf hash retention kept), never from a cached node or the stored frontier: what a root is
+    """The roots at `sizes` computed from the leaves (each record's stored chain hash, with its
+    commitment from its bytes, or the leaf hash retention kept), never from a cached node or the
+    stored frontier: what a root is
     checked against before anything is signed or proven from the cache.
 
     With `trusted` (size P, root R: a checkpoint this log signed), only the leaves from P on are
