@@ -266,14 +266,17 @@ def record_row(
     salt = commitments = None
     if key is not None and key.key:
         r = key.salt(ev.session_id, ev.seq)
-        if raw == ev.raw:
-            salt = r.hex()
-        else:
+        if raw != ev.raw:
             assert redactor is not None  # the raw changed
             hidden = withhold.withheld_tokens(ev.raw, raw, redactor.fingerprint)
-            shown = commitment.disclose(ev.raw, r, set(hidden), hidden)
-            raw = shown.raw
-            commitments = json.dumps(shown.as_json(), separators=(",", ":"))
+            # No token changed (an empty object under a secret's name): shown whole.
+            raw = ev.raw
+            if hidden:
+                shown = commitment.disclose(ev.raw, r, set(hidden), hidden)
+                raw = shown.raw
+                commitments = json.dumps(shown.as_json(), separators=(",", ":"))
+        if raw == ev.raw:
+            salt = r.hex()
     return {
         "position": ev.position,
         "session_id": ev.session_id,

@@ -7,19 +7,24 @@ recomputed, `manifest.sig` removed: the holder has no key to sign again)."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import time
 from pathlib import Path
 
 import pytest
-from blackbox.recorder.log import commitment
-from blackbox.recorder.store import open_store
+from blackbox.recorder.compliance.export import record_row
+from blackbox.recorder.log import StoredEvent, commitment
+from blackbox.recorder.privacy import Redactor
+from blackbox.recorder.store import open_store, tree
 from blackbox.recorder.store.synthetic import DAY_NS, record_session
 from click.testing import CliRunner
 
 from blackbox.cli.main import main
 from tests.fixtures.bundlekit import manifest_of, read_jsonl, save_manifest, write_jsonl
 from tests.fixtures.storekit import tamper
+
+KEY = bytes(range(32))
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -213,3 +218,22 @@ def test_a_withheld_value_is_disclosed_only_when_asked_and_checks_against_its_di
     )
     code, out = run("disclose", secret, str(target["seq"]), "--store", store_url, "--token", "999")
     assert code == 2 and "not 999" in out and "Traceback" not in out
+
+
+def test_a_frame_the_redactor_changes_in_no_token_is_shown_whole() -> None:
+    """An empty object under a secret's name holds no token: the redactor's marker for it
+    withholds nothing, so the row shows the record whole, with its salt (it was a redacted row
+    with no salt, which its verifier refused)."""
+    raw = (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        b'"params":{"name":"login","arguments":{"password":{},"user":"ada"}}}'
+    )
+    assert Redactor.default(key=b"k").redact_frame(raw) != raw  # the redactor did change it
+    fields = dict.fromkeys(f.name for f in dataclasses.fields(StoredEvent))
+    fields.update(
+        position=1, session_id="s-1", seq=2, wall_ns=1, mono_ns=1, kind="frame",
+        direction="c2s", raw=raw, raw_size=None, hash=bytes(32),
+    )  # fmt: skip
+    row = record_row(StoredEvent(**fields), Redactor.default(key=b"k"), tree.CommitKey(KEY, 0))
+    assert row["raw"] == raw and row["redacted"] is False and row["commitments"] is None
+    assert row["salt"] == commitment.record_salt(KEY, "s-1", 2).hex()
