@@ -50,13 +50,16 @@ def _line_up(raw: bytes, redacted: bytes, tokens: list[bytes]) -> dict[int, str]
         return None
     changed: dict[int, str] = {}
     i = 0
-    for value, replacement in _walk(before, after, True):
-        if i >= len(tokens) or not _same(_decode(tokens[i]), value):
-            return None
-        if replacement is not _KEPT:
-            found = _MARKER.findall(replacement) if isinstance(replacement, str) else []
-            changed[i] = "".join(found)
-        i += 1
+    try:
+        for value, replacement in _walk(before, after, True):
+            if i >= len(tokens) or not _same(_decode(tokens[i]), value):
+                return None
+            if replacement is not _KEPT:
+                found = _MARKER.findall(replacement) if isinstance(replacement, str) else []
+                changed[i] = "".join(found)
+            i += 1
+    except RecursionError:  # nested deeper than the walk can follow: fail closed
+        return None
     return changed if i == len(tokens) else None
 
 

@@ -237,3 +237,23 @@ def test_a_frame_the_redactor_changes_in_no_token_is_shown_whole() -> None:
     row = record_row(StoredEvent(**fields), Redactor.default(key=b"k"), tree.CommitKey(KEY, 0))
     assert row["raw"] == raw and row["redacted"] is False and row["commitments"] is None
     assert row["salt"] == commitment.record_salt(KEY, "s-1", 2).hex()
+
+
+@pytest.mark.parametrize("depth", [10, 980, 995, 5000])
+def test_a_frame_nested_past_what_can_be_walked_is_withheld_whole(depth: int) -> None:
+    """However deep a hostile frame nests, the export neither fails nor shows its secret: past
+    what the parser or the walk can follow, every token is withheld."""
+    raw = b'{"a":' * depth + b'{"password":"hunter2","user":"ada"}' + b"}" * depth
+    fields = dict.fromkeys(f.name for f in dataclasses.fields(StoredEvent))
+    fields.update(
+        position=1, session_id="s-1", seq=2, wall_ns=1, mono_ns=1, kind="frame",
+        direction="c2s", raw=raw, raw_size=None, hash=bytes(32),
+    )  # fmt: skip
+    row = record_row(StoredEvent(**fields), Redactor.default(key=b"k"), tree.CommitKey(KEY, 0))
+    assert row["redacted"] and b"hunter2" not in row["raw"]
+    entries = json.loads(row["commitments"])
+    header = commitment.Header("s-1", 2, 1, 1, "frame", "c2s", None)
+    r = commitment.record_salt(KEY, "s-1", 2)
+    assert commitment.commitment_of_disclosure(header, row["raw"], entries) == commitment.commit(
+        header, raw, r
+    )
