@@ -220,6 +220,16 @@ def test_a_withheld_value_is_disclosed_only_when_asked_and_checks_against_its_di
     assert code == 2 and "not 999" in out and "Traceback" not in out
 
 
+def exported_row(raw: bytes) -> dict:
+    """The bundle row of a frame (session s-1, seq 2) under the built-in rules and KEY."""
+    fields = dict.fromkeys(f.name for f in dataclasses.fields(StoredEvent))
+    fields.update(
+        position=1, session_id="s-1", seq=2, wall_ns=1, mono_ns=1, kind="frame",
+        direction="c2s", raw=raw, raw_size=None, hash=bytes(32),
+    )  # fmt: skip
+    return record_row(StoredEvent(**fields), Redactor.default(key=b"k"), tree.CommitKey(KEY, 0))
+
+
 def test_a_frame_the_redactor_changes_in_no_token_is_shown_whole() -> None:
     """An empty object under a secret's name holds no token: the redactor's marker for it
     withholds nothing, so the row shows the record whole, with its salt (it was a redacted row
@@ -229,12 +239,7 @@ def test_a_frame_the_redactor_changes_in_no_token_is_shown_whole() -> None:
         b'"params":{"name":"login","arguments":{"password":{},"user":"ada"}}}'
     )
     assert Redactor.default(key=b"k").redact_frame(raw) != raw  # the redactor did change it
-    fields = dict.fromkeys(f.name for f in dataclasses.fields(StoredEvent))
-    fields.update(
-        position=1, session_id="s-1", seq=2, wall_ns=1, mono_ns=1, kind="frame",
-        direction="c2s", raw=raw, raw_size=None, hash=bytes(32),
-    )  # fmt: skip
-    row = record_row(StoredEvent(**fields), Redactor.default(key=b"k"), tree.CommitKey(KEY, 0))
+    row = exported_row(raw)
     assert row["raw"] == raw and row["redacted"] is False and row["commitments"] is None
     assert row["salt"] == commitment.record_salt(KEY, "s-1", 2).hex()
 
@@ -244,12 +249,7 @@ def test_a_frame_nested_past_what_can_be_walked_is_withheld_whole(depth: int) ->
     """However deep a hostile frame nests, the export neither fails nor shows its secret: past
     what the parser or the walk can follow, every token is withheld."""
     raw = b'{"a":' * depth + b'{"password":"hunter2","user":"ada"}' + b"}" * depth
-    fields = dict.fromkeys(f.name for f in dataclasses.fields(StoredEvent))
-    fields.update(
-        position=1, session_id="s-1", seq=2, wall_ns=1, mono_ns=1, kind="frame",
-        direction="c2s", raw=raw, raw_size=None, hash=bytes(32),
-    )  # fmt: skip
-    row = record_row(StoredEvent(**fields), Redactor.default(key=b"k"), tree.CommitKey(KEY, 0))
+    row = exported_row(raw)
     assert row["redacted"] and b"hunter2" not in row["raw"]
     entries = json.loads(row["commitments"])
     header = commitment.Header("s-1", 2, 1, 1, "frame", "c2s", None)
