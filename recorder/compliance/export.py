@@ -295,6 +295,7 @@ def record_row(
         "is_error": ev.is_error,
         "error_code": ev.error_code,
         "era": ev.era,
+        "degraded": ev.degraded,
         "hash": ev.hash.hex(),
         "redacted": raw != ev.raw,
         "salt": salt,

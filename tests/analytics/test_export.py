@@ -20,7 +20,7 @@ from blackbox.recorder.compliance.export import (
     read_rows,
 )
 from blackbox.recorder.compliance.export import RECORD_COLUMNS as COLS
-from blackbox.recorder.log.model import Kind
+from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 from blackbox.recorder.privacy.redact import Redactor
 from blackbox.recorder.store import open_store
 from blackbox.recorder.store.synthetic import DAY_NS, SECRETS, record_session
@@ -97,6 +97,24 @@ def test_round_trip_verifies_and_carries_every_field(
         assert meta["sha256"] == digest
     assert manifest["time_range"]["first_ns"] == min(e.wall_ns for e in stored)
     assert manifest["time_range"]["last_ns"] == max(e.wall_ns for e in stored)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])
+def test_a_degraded_frame_keeps_its_degraded_column(
+    sqlite_url: str, tmp_path: Path, fmt: str
+) -> None:
+    """A frame whose derived values had to be fitted (a NUL in its method, a lone surrogate in
+    its tool) says so in `degraded`; the bundle row carries it (it was written null)."""
+    store = open_store(sqlite_url)
+    sid = new_session_id(time.time_ns())
+    raw = b'{"jsonrpc":"2.0","id":1,"method":"tools/call\\u0000x","params":{"name":"a\\ud800"}}'
+    store.append([NewEvent(sid, 1, 1, 1, Kind.FRAME, Direction.CLIENT_TO_SERVER, raw)])
+    (stored,) = store.read_session(sid)
+    assert stored.degraded
+    export_bundle(store, tmp_path / "b", fmt=fmt, manifest_signer=None)
+    (row,) = read_rows(tmp_path / "b" / f"records.{fmt}", COLS, fmt)
+    assert row["degraded"] == stored.degraded
+    assert verify_export(tmp_path / "b").ok
 
 
 def test_parquet_bundle_is_plain_parquet(three_sessions, tmp_path: Path) -> None:
