@@ -221,8 +221,9 @@ def verify_export_cmd(
         click.echo(
             f"intact: {report.files_checked} files, {report.sessions_checked} session(s), "
             f"{report.records_checked} records ({report.records_rehashed} re-hashed, "
-            f"{report.records_attested} redacted: chain hash attested, what they show proven by "
-            "their leaf's commitment where the checkpoint covers it)"
+            f"{report.records_attested} redacted, their chain hash attested; "
+            f"{report.records_redacted_proven} of them proven from what they show by their "
+            "leaf's commitment)"
         )
         if verifier is not None:
             click.echo(f"origin: every record is in the log signed by {verifier.name}")

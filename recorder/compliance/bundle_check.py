@@ -90,6 +90,9 @@ class ExportReport:
     records_checked: int = 0
     records_rehashed: int = 0
     records_attested: int = 0
+    # Redacted records whose leaf was recomputed from what they show (their commitment) and
+    # proven: what they show is the log's, though their chain hash is attested.
+    records_redacted_proven: int = 0
     origin_checked: bool = False  # the checkpoint's signature checked with the log's key
     # The manifest's signature checked with the log's key: the bundle holds exactly what it lists.
     completeness_checked: bool = False
@@ -107,6 +110,7 @@ class ExportReport:
             "records_checked": self.records_checked,
             "records_rehashed": self.records_rehashed,
             "records_attested": self.records_attested,
+            "records_redacted_proven": self.records_redacted_proven,
             "origin_checked": self.origin_checked,
             "completeness_checked": self.completeness_checked,
             "findings": [f.as_dict() for f in self.findings],
@@ -251,10 +255,12 @@ def _check_tree(
     """The signed checkpoint and every record's inclusion proof
     (recorder/compliance/bundle_proof.py); `tally` gathers the leaves the proofs name."""
     rows = read_rows(path / records_name, FILES["records"], fmt) if records_name else iter(())
+    proven: list[int] = []
     try:
-        found = bundle_proof.check(path, manifest, rows, verifier, tally)
+        found = bundle_proof.check(path, manifest, rows, verifier, tally, proven)
     except Exception as exc:  # a tampered records file: already a finding of its own
         found = [("proof_invalid", f"cannot check the proofs: {exc}", None, None)]
+    report.records_redacted_proven = len(proven)
     for problem, detail, sid, seq in found:
         name = bundle_proof.CHECKPOINT_FILE if problem.startswith(("checkpoint", "no_")) else None
         report.findings.append(

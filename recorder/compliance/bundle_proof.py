@@ -124,11 +124,13 @@ def check(
     records: Iterator[dict],
     verifier: Verifier | None,
     tally: LeafTally | None = None,
+    proven: list[int] | None = None,
 ) -> list[tuple[str, str, str | None, int | None]]:
     """Check the bundle's checkpoint (its signature, with `verifier`; its origin must be the key's
     name) and every record's inclusion proof against it. Returns findings as (problem, detail,
     session, seq). `tally` gathers the leaf each record's proof names, and is marked complete once
-    every record was seen."""
+    every record was seen. `proven`, when given, gets 1 for each redacted record whose leaf was
+    recomputed from what it shows (its commitment) and proven."""
     entry = manifest.get("tree")
     if not isinstance(entry, dict):
         if verifier is not None:
@@ -194,7 +196,10 @@ def check(
                     )
                 continue
             committed = entry.get("committed_from")
-            if isinstance(committed, int) and isinstance(index, int) and index >= committed:
+            by_commitment = (
+                isinstance(committed, int) and isinstance(index, int) and index >= committed
+            )
+            if by_commitment:
                 try:
                     leaf = merkle.leaf_hash(chain_hash + record_commitment(rec))
                 except commitment.NotCommitted as exc:
@@ -212,6 +217,8 @@ def check(
                         seq,
                     )
                 )
+            elif by_commitment and rec.get("redacted") and proven is not None:
+                proven.append(1)
         if proofs.readline():
             found.append(("proof_invalid", "proofs.jsonl has more lines than records", None, None))
     if tally is not None:

@@ -92,6 +92,9 @@ def test_redacted_records_are_proven_leaf_by_leaf(bundle) -> None:
             assert len(bytes.fromhex(row["salt"])) == 32 and row["commitments"] is None
     code, out = run("verify-export", str(path), "--key", vkey)
     assert code == 0, out
+    assert f"{len(redacted)} of them proven from what they show" in out
+    code, out = run("verify-export", str(path), "--key", vkey, "--format", "json")
+    assert json.loads(out)["records_redacted_proven"] == len(redacted)
     assert manifest["tree"]["records_proven"] == len(rows)
 
 
