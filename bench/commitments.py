@@ -45,13 +45,7 @@ def per_record(batches: list[list], rounds: int) -> tuple[float, float, int]:
     """(µs per record for the chain hash, µs per record for C, records)."""
     flat = [ev for batch in batches for ev in batch]
     key = bytes(32)
-    salts = [commitment.record_salt(key, ev.session_id, 1) for ev in flat]
-    headers = [
-        commitment.Header(
-            ev.session_id, 1, ev.wall_ns, ev.mono_ns, ev.kind, ev.direction, ev.raw_size
-        )
-        for ev in flat
-    ]
+    salts = [commitment.record_salt(key, ev.session_id, ev.seq) for ev in flat]
     link_times, commit_times = [], []
     prev = bytes(32)
     for _ in range(rounds):
@@ -60,8 +54,8 @@ def per_record(batches: list[list], rounds: int) -> tuple[float, float, int]:
             chain.link(prev, ev)
         link_times.append(time.perf_counter() - started)
         started = time.perf_counter()
-        for ev, header, r in zip(flat, headers, salts, strict=True):
-            commitment.commit(header, ev.raw, r)
+        for ev, r in zip(flat, salts, strict=True):
+            commitment.commit(ev, r)
         commit_times.append(time.perf_counter() - started)
     n = len(flat)
     return min(link_times) / n * 1e6, min(commit_times) / n * 1e6, n

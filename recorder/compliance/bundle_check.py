@@ -255,7 +255,7 @@ def _check_tree(
     """The signed checkpoint and every record's inclusion proof
     (recorder/compliance/bundle_proof.py); `tally` gathers the leaves the proofs name."""
     rows = read_rows(path / records_name, FILES["records"], fmt) if records_name else iter(())
-    proven: list[int] = []
+    proven: list[tuple[object, object]] = []
     try:
         found = bundle_proof.check(path, manifest, rows, verifier, tally, proven)
     except Exception as exc:  # a tampered records file: already a finding of its own

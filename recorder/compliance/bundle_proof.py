@@ -5,7 +5,9 @@ The chain and the manifest prove a bundle is consistent with itself; whoever can
 database, or the bundle, can recompute both. A checkpoint signed with a key kept outside the store,
 and a proof that each record's chain hash is a leaf of the tree it signs, tie every record to the
 log as it was when the checkpoint was signed: `verify-export --key VKEY` checks both offline. A
-redacted record's leaf is its original chain hash, which the bundle keeps, so it proves the same.
+redacted record's leaf input is its original chain hash, which the bundle keeps, and from the
+manifest's `committed_from` on its commitment, recomputed from what the row shows and discloses
+(`record_commitment`): so what a redacted record shows is proven too.
 
 proofs.jsonl holds one line per record, in the records file's order: `{"session_id", "seq",
 "leaf_index", "proof": [base64 hashes, leaf side first]}`; `leaf_index` is null for a record
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from blackbox.recorder import private_file
 from blackbox.recorder.compliance.bundle_sign import LeafTally, leaves_entry
-from blackbox.recorder.log import commitment, merkle
+from blackbox.recorder.log import chain, commitment, merkle
 from blackbox.recorder.store import EventStore, tree
 from blackbox.recorder.trust import (
     Checkpoint,
@@ -124,13 +126,13 @@ def check(
     records: Iterator[dict],
     verifier: Verifier | None,
     tally: LeafTally | None = None,
-    proven: list[int] | None = None,
+    proven: list[tuple[object, object]] | None = None,
 ) -> list[tuple[str, str, str | None, int | None]]:
     """Check the bundle's checkpoint (its signature, with `verifier`; its origin must be the key's
     name) and every record's inclusion proof against it. Returns findings as (problem, detail,
     session, seq). `tally` gathers the leaf each record's proof names, and is marked complete once
-    every record was seen. `proven`, when given, gets 1 for each redacted record whose leaf was
-    recomputed from what it shows (its commitment) and proven."""
+    every record was seen. `proven`, when given, gets the (session, seq) of each redacted record
+    whose leaf was recomputed from what it shows (its commitment) and proven."""
     entry = manifest.get("tree")
     if not isinstance(entry, dict):
         if verifier is not None:
@@ -218,7 +220,7 @@ def check(
                     )
                 )
             elif by_commitment and rec.get("redacted") and proven is not None:
-                proven.append(1)
+                proven.append((sid, seq))
         if proofs.readline():
             found.append(("proof_invalid", "proofs.jsonl has more lines than records", None, None))
     if tally is not None:
@@ -230,19 +232,20 @@ def record_commitment(rec: dict) -> bytes:
     """C of a bundle row (recorder/log/commitment.py): from its raw and `salt` when it is shown
     whole, from its shown raw and `commitments` when it is redacted; NotCommitted when the row
     discloses neither, or what it discloses does not fit."""
-    header = commitment.Header(
+    raw = rec.get("raw")
+    if not isinstance(raw, bytes | bytearray):
+        raise commitment.NotCommitted("the row has no raw bytes")
+    record = chain.ChainRecord(
         str(rec.get("session_id")),
         _int(rec.get("seq")),
         _int(rec.get("wall_ns")),
         _int(rec.get("mono_ns")),
         str(rec.get("kind")),
         str(rec.get("direction")),
+        bytes(raw),
         rec.get("raw_size") if isinstance(rec.get("raw_size"), int) else None,
+        b"",
     )
-    raw = rec.get("raw")
-    if not isinstance(raw, bytes | bytearray):
-        raise commitment.NotCommitted("the row has no raw bytes")
-    raw = bytes(raw)
     if rec.get("redacted"):
         disclosed = rec.get("commitments")
         try:
@@ -253,7 +256,7 @@ def record_commitment(rec: dict) -> bytes:
             raise commitment.NotCommitted(
                 "a redacted record of a committed leaf has no commitments"
             )
-        return commitment.commitment_of_disclosure(header, raw, entries)
+        return commitment.commitment_of_disclosure(record, entries)
     salt = rec.get("salt")
     try:
         r = bytes.fromhex(salt) if isinstance(salt, str) else b""
@@ -261,7 +264,7 @@ def record_commitment(rec: dict) -> bytes:
         r = b""
     if len(r) != 32:
         raise commitment.NotCommitted("a record of a committed leaf has no 32-byte salt")
-    return commitment.commit(header, raw, r)
+    return commitment.commit(record, r)
 
 
 def _int(value: object) -> int:

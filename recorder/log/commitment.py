@@ -31,7 +31,8 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from blackbox.recorder.log.chain import _prefix
+from blackbox.recorder.log.chain import ChainRecord, _prefix
+from blackbox.recorder.log.model import NewEvent, StoredEvent
 
 DOMAIN = b"mcp-blackbox/commit/v1\x00"
 KEY_SIZE = 32
@@ -56,17 +57,9 @@ _sha256 = hashlib.sha256
 _ENTRIES = ("salt", "digest")
 
 
-class Header(NamedTuple):
-    """The fields of a record that C covers beside its raw bytes (a redacted record's chain
-    hash cannot show them, so the leaf must)."""
-
-    session_id: str
-    seq: int
-    wall_ns: int
-    mono_ns: int
-    kind: str
-    direction: str
-    raw_size: int | None
+# A record as any layer holds it: the fields C covers are the chain's (`chain.canonical`) but
+# `seq`, which the leaf must cover itself (a redacted record's chain hash cannot be recomputed).
+Record = NewEvent | StoredEvent | ChainRecord
 
 
 class Split(NamedTuple):
@@ -122,17 +115,17 @@ def token_digest(salt: bytes, token: bytes) -> bytes:
     return _sha256(salt + token).digest()
 
 
-def commitment(header: Header, split: Split, digests: Sequence[bytes]) -> bytes:
-    """C = SHA256(domain || header || uint32 n || each skeleton part as uint64 length || bytes
-    || d_0 ... d_(n-1))."""
-    size = -1 if header.raw_size is None else header.raw_size
+def commitment(record: Record, split: Split, digests: Sequence[bytes]) -> bytes:
+    """C = SHA256(domain || the record's header || uint32 n || each skeleton part as uint64
+    length || bytes || d_0 ... d_(n-1))."""
+    size = -1 if record.raw_size is None else record.raw_size
     pack = _U64.pack
     return _sha256(
         b"".join(
             (
                 DOMAIN,
-                _prefix(header.session_id, header.kind, header.direction),
-                _HEADER.pack(header.seq, header.wall_ns, header.mono_ns, size),
+                _prefix(record.session_id, record.kind, record.direction),
+                _HEADER.pack(record.seq, record.wall_ns, record.mono_ns, size),
                 _U32.pack(len(digests)),
                 *(pack(len(part)) + part for part in split.skeleton),
                 *digests,
@@ -141,16 +134,16 @@ def commitment(header: Header, split: Split, digests: Sequence[bytes]) -> bytes:
     ).digest()
 
 
-def commit(header: Header, raw: bytes, r: bytes) -> bytes:
-    """C of a record shown whole: every token's digest from its salt."""
-    split = tokens(raw)
+def commit(record: Record, r: bytes) -> bytes:
+    """C of a record shown whole (its raw bytes): every token's digest from its salt."""
+    split = tokens(record.raw)
     base, u32, sha256 = _sha256(r), _U32.pack, _sha256
     digests = []
     for i, token in enumerate(split.tokens):
         salt = base.copy()
         salt.update(u32(i))
         digests.append(sha256(salt.digest() + token).digest())
-    return commitment(header, split, digests)
+    return commitment(record, split, digests)
 
 
 def leaf_input(chain_hash: bytes, c: bytes) -> bytes:
@@ -194,10 +187,11 @@ class NotCommitted(ValueError):
     """A redacted row whose shown raw and disclosure do not fit together."""
 
 
-def commitment_of_disclosure(header: Header, raw: bytes, entries: Sequence[Sequence[str]]) -> bytes:
-    """C recomputed from a redacted row: NotCommitted when the entries do not match the shown
-    tokens one for one, or a withheld token is not a marker."""
-    split = tokens(raw)
+def commitment_of_disclosure(shown: Record, entries: Sequence[Sequence[str]]) -> bytes:
+    """C recomputed from a redacted row (`shown`: the record with the raw bytes the row shows):
+    NotCommitted when the entries do not match the shown tokens one for one, or a withheld token
+    is not a marker."""
+    split = tokens(shown.raw)
     if len(entries) != len(split.tokens):
         raise NotCommitted(
             f"the row shows {len(split.tokens)} token(s) but discloses {len(entries)}"
@@ -218,4 +212,4 @@ def commitment_of_disclosure(header: Header, raw: bytes, entries: Sequence[Seque
             raise NotCommitted(f"token {i} is withheld but shown as {token[:40]!r}, not a marker")
         else:
             digests.append(value)
-    return commitment(header, split, digests)
+    return commitment(shown, split, digests)

@@ -188,8 +188,11 @@ class CommitKey:
         `first_leaf`."""
         if index < self.first_leaf:
             return None
-        header = commitments.Header(row[2], row[3], row[4], row[5], row[6], row[7], row[8])
-        return commitments.commit(header, chain.as_bytes(row[9]), self.salt(row[2], row[3]))
+        sid, seq, wall_ns, mono_ns, kind, direction, raw_size, raw = row[2:10]
+        record = chain.ChainRecord(
+            sid, seq, wall_ns, mono_ns, kind, direction, chain.as_bytes(raw), raw_size, b""
+        )
+        return commitments.commit(record, self.salt(sid, seq))
 
     def leaf_hash(self, index: int, row: Sequence[Any]) -> bytes:
         """Leaf `index`'s hash from a row in `LEAF_COLUMNS` order."""

@@ -218,7 +218,7 @@ def recompute(
     heads: dict[str, tuple[int, bytes]] = {}
     sha, leaf_prefix, link = hashlib.sha256, _LEAF, chain.link_fields
     key = commit_key(conn)
-    commit, header = commitments.commit, commitments.Header
+    commit, record_of = commitments.commit, chain.ChainRecord
     # Leaf hashes wait in `pending` and join the frontier a batch at a time (merkle's one merge
     # loop), and at each size whose root is wanted; `base` is the tree size before them.
     pending: list[bytes] = []
@@ -269,11 +269,8 @@ def recompute(
                     # C from the record's bytes and the store's key, never a stored one.
                     if type(raw) is not bytes:
                         raw = chain.as_bytes(raw)
-                    c = commit(
-                        header(sid, seq, row[6], row[7], row[8], row[9], size),
-                        raw,
-                        key.salt(sid, seq),
-                    )
+                    record = record_of(sid, seq, row[6], row[7], row[8], row[9], raw, size, b"")
+                    c = commit(record, key.salt(sid, seq))
                     leaf = sha(leaf_prefix + linked + c).digest()
                 # (bytes and a driver's memoryview compare by content)
                 if out.first_difference is None and linked != row[12]:

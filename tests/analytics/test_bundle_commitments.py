@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from blackbox.recorder.compliance.export import record_row
-from blackbox.recorder.log import StoredEvent, commitment
+from blackbox.recorder.log import Direction, Kind, NewEvent, StoredEvent, commitment, new_session_id
+from blackbox.recorder.log.chain import ChainRecord
 from blackbox.recorder.privacy import Redactor
 from blackbox.recorder.store import open_store, tree
 from blackbox.recorder.store.synthetic import DAY_NS, record_session
@@ -61,6 +62,20 @@ def holder_edits(path: Path, rows: list[dict]) -> None:
     manifest["manifest_signature"] = None
     save_manifest(path, manifest)
     (path / "manifest.sig").unlink()
+
+
+def shown_tokens(row: dict) -> tuple[list[bytes], list[list[str]]]:
+    """A redacted row's shown tokens and its disclosures, one for one."""
+    raw = base64.b64decode(row["raw"])
+    return commitment.tokens(raw).tokens, json.loads(row["commitments"])
+
+
+def replace_token(row: dict, index: int, token: bytes) -> None:
+    """The row's shown raw bytes with token `index` replaced, the rest byte for byte."""
+    split = commitment.tokens(base64.b64decode(row["raw"]))
+    tokens = list(split.tokens)
+    tokens[index] = token
+    row["raw"] = base64.b64encode(split.joined(tokens)).decode()
 
 
 def verify(path: Path) -> tuple[int, list[str]]:
@@ -112,15 +127,11 @@ def test_editing_what_a_redacted_record_shows_fails_by_its_proof(bundle) -> None
     path, _vkey, secret = bundle
     rows, redacted = redacted_rows(path)
     target = rows[redacted[0]]
-    raw = base64.b64decode(target["raw"])
-    split = commitment.tokens(raw)
-    entries = json.loads(target["commitments"])
+    tokens, entries = shown_tokens(target)
     shown = next(
-        i for i, (kind, _) in enumerate(entries) if kind == "salt" and split.tokens[i] == b'"2.0"'
+        i for i, (kind, _) in enumerate(entries) if kind == "salt" and tokens[i] == b'"2.0"'
     )
-    tokens = list(split.tokens)
-    tokens[shown] = b'"1.0"'
-    target["raw"] = base64.b64encode(split.joined(tokens)).decode()
+    replace_token(target, shown, b'"1.0"')
     holder_edits(path, rows)
     assert_found(path, "not_included", secret)
 
@@ -139,14 +150,10 @@ def test_a_guess_shown_where_a_secret_was_withheld_fails(bundle) -> None:
     path, _vkey, secret = bundle
     rows, redacted = redacted_rows(path)
     target = rows[redacted[0]]
-    raw = base64.b64decode(target["raw"])
-    split = commitment.tokens(raw)
-    entries = json.loads(target["commitments"])
+    _tokens, entries = shown_tokens(target)
     hidden = next(i for i, (kind, _) in enumerate(entries) if kind == "digest")
-    tokens = list(split.tokens)
-    tokens[hidden] = b'"hunter2"'
+    replace_token(target, hidden, b'"hunter2"')
     entries[hidden] = ["salt", "00" * 32]
-    target["raw"] = base64.b64encode(split.joined(tokens)).decode()
     target["commitments"] = json.dumps(entries)
     holder_edits(path, rows)
     assert_found(path, "not_included", secret)
@@ -205,20 +212,17 @@ def test_a_withheld_value_is_disclosed_only_when_asked_and_checks_against_its_di
     # The whole record: its raw bytes and salt give the leaf its inclusion proof names.
     code, out = run("disclose", secret, str(target["seq"]), "--store", store_url)
     whole = json.loads(out)
-    raw = base64.b64decode(whole["raw"])
-    header = commitment.Header(
+    fields = ("seq", "wall_ns", "mono_ns", "kind", "direction")
+    original = ChainRecord(
         secret,
-        target["seq"],
-        target["wall_ns"],
-        target["mono_ns"],
-        target["kind"],
-        target["direction"],
+        *(target[f] for f in fields),
+        base64.b64decode(whole["raw"]),
         target["raw_size"],
+        b"",
     )
-    c = commitment.commit(header, raw, bytes.fromhex(whole["salt"]))
-    assert c == commitment.commitment_of_disclosure(
-        header, base64.b64decode(target["raw"]), entries
-    )
+    c = commitment.commit(original, bytes.fromhex(whole["salt"]))
+    shown = original._replace(raw=base64.b64decode(target["raw"]))
+    assert c == commitment.commitment_of_disclosure(shown, entries)
     code, out = run("disclose", secret, str(target["seq"]), "--store", store_url, "--token", "999")
     assert code == 2 and "not 999" in out and "Traceback" not in out
 
@@ -255,8 +259,47 @@ def test_a_frame_nested_past_what_can_be_walked_is_withheld_whole(depth: int) ->
     row = exported_row(raw)
     assert row["redacted"] and b"hunter2" not in row["raw"]
     entries = json.loads(row["commitments"])
-    header = commitment.Header("s-1", 2, 1, 1, "frame", "c2s", None)
+    original = ChainRecord("s-1", 2, 1, 1, "frame", "c2s", raw, None, b"")
+    shown = original._replace(raw=row["raw"])
     r = commitment.record_salt(KEY, "s-1", 2)
-    assert commitment.commitment_of_disclosure(header, row["raw"], entries) == commitment.commit(
-        header, raw, r
+    assert commitment.commitment_of_disclosure(shown, entries) == commitment.commit(original, r)
+
+
+def test_hostile_frames_are_committed_exported_redacted_and_proven(
+    store_url, blackbox_env, tmp_path
+) -> None:
+    """A NUL, a lone surrogate and 400-digit numbers in a frame, and bytes that are not UTF-8:
+    stored, sequenced with their commitments, exported redacted and proven on both databases,
+    the secrets in neither; an edit of what the hostile frame shows still fails its proof."""
+    big = b"9" * 400
+    frames = [
+        b'{"jsonrpc":"2.0","id":' + big + b',"method":"tools/call\\u0000x","params":{"name":'
+        b'"a\\ud800","arguments":{"password":"hunter2","n":' + big + b"}}}",
+        b"not json \xff\xfe sk-proj-Abc123Def456Ghi789Jkl012 \x00 done",
+    ]
+    sid = new_session_id(time.time_ns())
+    store = open_store(store_url)
+    store.append(
+        [
+            NewEvent(sid, seq, seq, seq, Kind.FRAME, Direction.CLIENT_TO_SERVER, raw)
+            for seq, raw in enumerate(frames, start=1)
+        ]
     )
+    store.close()
+    vkey = run("keys", "init", "--origin", "example.com/audit")[1].strip().splitlines()[-1]
+    path = tmp_path / "bundle"
+    code, out = run("export", "--store", store_url, "--format", "jsonl", "--out", str(path))
+    assert code == 0, out
+    text = (path / "records.jsonl").read_bytes()
+    rows, redacted = redacted_rows(path)
+    assert len(redacted) == 2
+    for secret in (b"hunter2", b"sk-proj-Abc123Def456Ghi789Jkl012"):
+        assert secret not in text and all(secret not in base64.b64decode(r["raw"]) for r in rows)
+    code, out = run("verify-export", str(path), "--key", vkey, "--format", "json")
+    assert code == 0, out
+    assert json.loads(out)["records_redacted_proven"] == 2
+    tokens, entries = shown_tokens(rows[redacted[0]])
+    shown = next(i for i, (kind, _) in enumerate(entries) if kind == "salt" and tokens[i] == big)
+    replace_token(rows[redacted[0]], shown, b"8" + big[1:])
+    holder_edits(path, rows)
+    assert_found(path, "not_included", sid)

@@ -10,17 +10,18 @@ import time
 
 import pytest
 from blackbox.recorder.log import commitment
+from blackbox.recorder.log.chain import ChainRecord
 
 KEY = bytes(range(32))
 FRAME = (
     b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"login",'
     b'"arguments":{"user":"ada","password":"hunter2","retries":3,"ok":true,"n":null}}}\n'
 )
-HEADER = commitment.Header("s-1", 4, 1_790_000_000_000_000_000, 5, "frame", "c2s", None)
+RECORD = ChainRecord("s-1", 4, 1_790_000_000_000_000_000, 5, "frame", "c2s", FRAME, None, b"")
 
 
 def salt() -> bytes:
-    return commitment.record_salt(KEY, HEADER.session_id, HEADER.seq)
+    return commitment.record_salt(KEY, RECORD.session_id, RECORD.seq)
 
 
 def withhold(raw: bytes, values: set[bytes]) -> commitment.Disclosure:
@@ -32,9 +33,14 @@ def withhold(raw: bytes, values: set[bytes]) -> commitment.Disclosure:
     )
 
 
-def c_of(shown: commitment.Disclosure, header: commitment.Header = HEADER) -> bytes:
+def c(raw: bytes = FRAME, **change: object) -> bytes:
+    """C of the record with these raw bytes (and header fields changed), shown whole."""
+    return commitment.commit(RECORD._replace(raw=raw, **change), salt())
+
+
+def c_of(shown: commitment.Disclosure, record: ChainRecord = RECORD) -> bytes:
     entries = json.loads(json.dumps(shown.as_json()))  # as a bundle carries them
-    return commitment.commitment_of_disclosure(header, shown.raw, entries)
+    return commitment.commitment_of_disclosure(record._replace(raw=shown.raw), entries)
 
 
 def test_tokens_and_skeleton_give_back_the_raw_bytes_whatever_they_are() -> None:
@@ -62,7 +68,7 @@ def test_a_marker_before_a_colon_is_still_a_token() -> None:
     split = commitment.tokens(raw)
     shown = commitment.disclose(raw, salt(), {1}, {1: "[redacted:0123456789abcdef]"})
     assert commitment.tokens(shown.raw).skeleton == split.skeleton
-    assert c_of(shown) == commitment.commit(HEADER, raw, salt())
+    assert c_of(shown) == c(raw)
 
 
 def test_a_hostile_run_of_quotes_and_backslashes_is_cut_in_linear_time() -> None:
@@ -93,18 +99,18 @@ def test_hostile_frames_of_skeleton_and_keys_are_cut_in_linear_time(hostile: byt
 
 
 def test_c_covers_every_byte_and_header_field() -> None:
-    c = commitment.commit(HEADER, FRAME, salt())
-    assert c != commitment.commit(HEADER, FRAME.replace(b'"id":7', b'"id": 7'), salt())
-    assert c != commitment.commit(HEADER, FRAME.replace(b"ada", b"eve"), salt())
+    whole = c()
+    assert whole != c(FRAME.replace(b'"id":7', b'"id": 7'))
+    assert whole != c(FRAME.replace(b"ada", b"eve"))
     for change in ({"seq": 5}, {"wall_ns": 1}, {"kind": "decision"}, {"raw_size": 10}):
-        assert c != commitment.commit(HEADER._replace(**change), FRAME, salt())
-    assert c != commitment.commit(HEADER, FRAME, commitment.record_salt(KEY, "s-1", 5))
+        assert whole != c(**change)
+    assert whole != commitment.commit(RECORD, commitment.record_salt(KEY, "s-1", 5))
 
 
 def test_a_disclosure_gives_back_the_same_commitment() -> None:
     shown = withhold(FRAME, {b'"hunter2"'})
     assert b"hunter2" not in shown.raw and b'"[redacted:0123456789abcdef]"' in shown.raw
-    assert c_of(shown) == commitment.commit(HEADER, FRAME, salt())
+    assert c_of(shown) == c()
     kinds = [kind for kind, _ in shown.entries]
     assert kinds.count("digest") == 1 and len(kinds) == len(commitment.tokens(FRAME).tokens)
 
@@ -112,20 +118,18 @@ def test_a_disclosure_gives_back_the_same_commitment() -> None:
 def test_editing_a_shown_value_fails() -> None:
     shown = withhold(FRAME, {b'"hunter2"'})
     edited = shown._replace(raw=shown.raw.replace(b'"ada"', b'"eve"'))
-    assert c_of(edited) != commitment.commit(HEADER, FRAME, salt())
+    assert c_of(edited) != c()
 
 
 def test_editing_the_skeleton_fails() -> None:
     shown = withhold(FRAME, {b'"hunter2"'})
     edited = shown._replace(raw=shown.raw.replace(b'"retries":3', b'"retries": 3'))
-    assert c_of(edited) != commitment.commit(HEADER, FRAME, salt())
+    assert c_of(edited) != c()
 
 
 def test_editing_the_header_of_a_redacted_record_fails() -> None:
     shown = withhold(FRAME, {b'"hunter2"'})
-    assert c_of(shown, HEADER._replace(wall_ns=HEADER.wall_ns + 1)) != commitment.commit(
-        HEADER, FRAME, salt()
-    )
+    assert c_of(shown, RECORD._replace(wall_ns=RECORD.wall_ns + 1)) != c()
 
 
 def test_moving_a_withheld_value_fails() -> None:
@@ -140,7 +144,7 @@ def test_moving_a_withheld_value_fails() -> None:
     entries = list(shown.entries)
     entries[i], entries[j] = entries[j], entries[i]
     moved = commitment.Disclosure(split.joined(tokens), entries)
-    assert c_of(moved) != commitment.commit(HEADER, FRAME, salt())
+    assert c_of(moved) != c()
 
 
 def test_a_guessed_secret_in_place_of_a_marker_does_not_match() -> None:
@@ -153,7 +157,7 @@ def test_a_guessed_secret_in_place_of_a_marker_does_not_match() -> None:
     guessed = commitment.Disclosure(
         shown.raw.replace(b'"[redacted:0123456789abcdef]"', b'"hunter2"'), entries
     )
-    assert c_of(guessed) != commitment.commit(HEADER, FRAME, salt())
+    assert c_of(guessed) != c()
 
 
 def test_a_withheld_token_must_show_as_a_marker() -> None:
@@ -168,12 +172,12 @@ def test_a_withheld_token_must_show_as_a_marker() -> None:
 def test_a_disclosure_that_does_not_fit_its_tokens_is_refused() -> None:
     shown = withhold(FRAME, {b'"hunter2"'})
     with pytest.raises(commitment.NotCommitted, match="token"):
-        commitment.commitment_of_disclosure(HEADER, shown.raw, shown.as_json()[:-1])
+        commitment.commitment_of_disclosure(RECORD._replace(raw=shown.raw), shown.as_json()[:-1])
     for bad in (["pepper", "00" * 32], ["salt", "zz"], ["salt", "00"], 7):
         entries = shown.as_json()
         entries[0] = bad
         with pytest.raises(commitment.NotCommitted):
-            commitment.commitment_of_disclosure(HEADER, shown.raw, entries)
+            commitment.commitment_of_disclosure(RECORD._replace(raw=shown.raw), entries)
 
 
 def test_record_salts_differ_per_record_and_key() -> None:
