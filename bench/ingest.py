@@ -36,6 +36,7 @@ from blackbox.recorder.log import chain
 from blackbox.recorder.log.model import Direction, Kind, NewEvent, new_session_id
 from blackbox.recorder.store import open_store
 from blackbox.recorder.store.layout import COPY_TYPES, ROW_COLUMNS, encode_row
+from blackbox.recorder.store.postgres import use_c_bytea_dumper
 from blackbox.recorder.store.projection import events_row
 from blackbox.recorder.store.sqlite import PAGE_SIZE, tune
 
@@ -102,6 +103,7 @@ def baseline_copy(events: list[NewEvent], admin_db: str, binary: bool) -> float:
         conn.execute("DROP TABLE IF EXISTS t")
         conn.execute("CREATE TABLE t (sid TEXT, seq BIGINT, raw BYTEA)")
         conn.commit()
+        use_c_bytea_dumper(conn)
         start = time.perf_counter()
         for i in range(0, len(events), BATCH):
             with conn.cursor() as cur, cur.copy(sql) as copy:
@@ -162,7 +164,10 @@ def executemany_batches(conn: sqlite3.Connection, insert: str, rows: list, begin
 
 
 def copy_batches(conn: psycopg.Connection, sql: str, rows: list, types: list[str]) -> None:
-    """`rows` by binary `COPY` (`sql`), BATCH at a time, each batch its own transaction."""
+    """`rows` by binary `COPY` (`sql`), BATCH at a time, each batch its own transaction, bytea
+    dumped by psycopg's compiled dumper as the store's own COPY does (its default by type is a
+    pure-Python one: a floor that formats rows slower than the store would flatter the store)."""
+    use_c_bytea_dumper(conn)
     for i in range(0, len(rows), BATCH):
         with conn.cursor() as cur, cur.copy(sql) as copy:
             copy.set_types(types)

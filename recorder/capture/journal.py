@@ -57,6 +57,8 @@ MARK_HEADER = struct.Struct(">2sH")
 SUFFIX = ".journal"
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 MAX_RAW = 0xFFFFFFFF
+# What a reader takes from the file at a time (more when one record is larger).
+READ_CHUNK = 256 * 1024
 
 
 class JournalError(BlackboxError):
@@ -390,6 +392,8 @@ class JournalReader:
         self.offset = offset
         self.torn = False
         self._file = open(path, "rb")  # noqa: SIM115 - kept open while tailing
+        # (session id, kind, direction) by their bytes: a journal holds few of them.
+        self._names: dict[tuple[int, int, bytes], tuple[str, str, str]] = {}
 
     def read(
         self, max_records: int = 1000, max_bytes: int = 8 * 1024 * 1024, until: int | None = None
@@ -407,36 +411,64 @@ class JournalReader:
                 self.torn = bool(head)
                 return out
             self.offset = start
+        # One read for many records, parsed in place: a read per header and per body, and a
+        # decode of the same session id, kind and direction for every record, were most of what
+        # the store worker spent reading (it reads each range twice, to observe and to store).
+        want = max_bytes if until is None else min(max_bytes, until - self.offset)
+        if want <= 0:
+            return out
         f.seek(self.offset)
-        got = 0
-        unpack = HEADER.unpack
-        hsize = HEADER.size
-        self.torn = False
+        buf = f.read(min(want, READ_CHUNK))
+        pos, got, hsize = 0, 0, HEADER.size
+        unpack, names = HEADER.unpack_from, self._names
         while len(out) < max_records and got < max_bytes:
             if until is not None and self.offset >= until:
                 break
-            header = f.read(hsize)
-            if len(header) < hsize:
-                self.torn = bool(header)
-                break
-            magic, klen, dlen, slen, rlen, seq, wall, mono, rsize = unpack(header)
+            if len(buf) - pos < hsize:
+                buf = buf[pos:] + f.read(max(hsize, READ_CHUNK))
+                pos = 0
+                if len(buf) < hsize:
+                    self.torn = bool(buf)
+                    break
+            magic, klen, dlen, slen, rlen, seq, wall, mono, rsize = unpack(buf, pos)
             if magic != MAGIC:
                 self.torn = True  # garbage after a crash: nothing past it can be trusted
                 break
             body_len = slen + klen + dlen + rlen
-            body = f.read(body_len)
-            if len(body) < body_len:
-                self.torn = True
-                break
-            sid = body[:slen].decode()
-            kind = body[slen : slen + klen].decode()
-            direction = body[slen + klen : slen + klen + dlen].decode()
-            raw = body[slen + klen + dlen :]
+            at = pos + hsize
+            end = at + body_len
+            if end > len(buf):  # a record longer than what was read: read the rest of it
+                buf = buf[pos:] + f.read(max(end - len(buf), READ_CHUNK))
+                pos, at, end = 0, hsize, hsize + body_len
+                if end > len(buf):
+                    self.torn = True
+                    break
+            names_end = at + slen + klen + dlen
+            key = (slen, klen, buf[at:names_end])  # the lengths too: the split is not in the bytes
+            decoded = names.get(key)
+            if decoded is None:
+                text = key[2]
+                decoded = names[key] = (
+                    text[:slen].decode(),
+                    text[slen : slen + klen].decode(),
+                    text[slen + klen :].decode(),
+                )
+            sid, kind, direction = decoded
             out.append(
-                NewEvent(sid, seq, wall, mono, kind, direction, raw, None if rsize < 0 else rsize)
+                NewEvent(
+                    sid,
+                    seq,
+                    wall,
+                    mono,
+                    kind,
+                    direction,
+                    buf[names_end:end],
+                    None if rsize < 0 else rsize,
+                )
             )
             self.offset += hsize + body_len
             got += body_len
+            pos = end
         return out
 
     def close(self) -> None:

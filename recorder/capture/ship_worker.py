@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # One read of a journal (by the worker and the in-process Shipper alike): records, bytes.
 BATCH_RECORDS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
+# The largest range whose records observing hands on to storing rather than storing reading them
+# again (a hand-off holds a few ms of traffic; a larger one is a backlog).
+REUSE_BYTES = 32 * 1024 * 1024
 # A separate process cannot hold the relay's GIL; niced hard it is starved on a busy machine
 # and cannot ship a session's backlog within the exit budget, so only a little.
 WORKER_NICE = 3
@@ -189,21 +192,28 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
         observer = FrameObserver(emit, quarantine_noise=mode == "observe-quarantine", tools=tools)
     seen: dict[str, int] = {}
 
-    def observe(path: str, start: int, end: int) -> None:
+    def observe(path: str, start: int, end: int) -> list[list[NewEvent]] | None:
+        """Observe the range; the batches it read, when they cover the whole range."""
         if observer is None:
-            return
+            return None
         reader = JournalReader(Path(path), start)
+        batches = []
         try:
             while batch := reader.read(BATCH_RECORDS, BATCH_BYTES, until=end):
+                batches.append(batch)
                 fresh = [ev for ev in batch if ev.seq > seen.get(ev.session_id, 0)]
                 for ev in fresh:
                     seen[ev.session_id] = ev.seq
                 if fresh:
                     observer(fresh)
+            return batches if reader.offset >= end else None
         finally:
             reader.close()
 
-    jobs: queue.SimpleQueue[tuple[str, int, int] | None] = queue.SimpleQueue()
+    # A ship's range, and the batches observing it read when the storing thread may reuse them.
+    jobs: queue.SimpleQueue[tuple[str, int, int, list[list[NewEvent]] | None] | None] = (
+        queue.SimpleQueue()
+    )
     checkpoints = AutoCheckpoints.configured()  # off unless a signing key is configured
 
     def store_loop() -> None:
@@ -224,27 +234,18 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
             store = open_store(url)
         degraded: list[str] = []
         while (job := jobs.get()) is not None:
-            path, start, end = job
+            path, start, end, observed = job
             try:
                 if store is None:
                     with own_priority():
                         store = open_store(url)
                 count = 0
-                reader = JournalReader(Path(path), start)
-                try:
-                    while reader.offset < end:
-                        batch = reader.read(BATCH_RECORDS, BATCH_BYTES, until=end)
-                        if not batch:
-                            if reader.offset >= end:  # the range held only the store mark
-                                break
-                            raise StoreError(f"journal {path} ends before offset {end}")
-                        salvage = store_batch(store, batch, checkpoints)
-                        count += len(batch)
-                        if salvage.degraded:
-                            keep_unstored(Path(path).parent / REFUSED_DIR, salvage.unstored)
-                            degraded.append(salvage.summary())
-                finally:
-                    reader.close()
+                for batch in observed if observed is not None else _batches(path, start, end):
+                    salvage = store_batch(store, batch, checkpoints)
+                    count += len(batch)
+                    if salvage.degraded:
+                        keep_unstored(Path(path).parent / REFUSED_DIR, salvage.unstored)
+                        degraded.append(salvage.summary())
                 answer = f"ok {count}"
                 if degraded:
                     answer += "\t" + " ".join("; ".join(degraded).split())
@@ -265,10 +266,18 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
             if command in ("ship", "observe"):
                 path, start, end = args[0], int(args[1]), int(args[2])
                 # Observation never fails the ship: a frame it cannot read is the store's to report.
+                observed = None
                 with contextlib.suppress(Exception):
-                    observe(path, start, end)
+                    observed = observe(path, start, end)
                 if command == "ship":
-                    jobs.put((path, start, end))
+                    # The storing thread stores what observing just read instead of reading the
+                    # range again (a read was a fifth of the worker's CPU a frame), unless a slow
+                    # or unreachable store has ranges queued: those it reads when it gets to
+                    # them, so a long outage never holds the frames in memory.
+                    reuse = (
+                        observed is not None and jobs.qsize() == 0 and end - start <= REUSE_BYTES
+                    )
+                    jobs.put((path, start, end, observed if reuse else None))
             elif command == "outstanding":
                 pending = observer.outstanding() if observer is not None else []
                 say("outstanding\t" + json.dumps(pending, separators=(",", ":")))
@@ -278,6 +287,21 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
     finally:  # also when the tap is gone (a broken pipe): the queued stores still finish
         jobs.put(None)
     storing.join()
+
+
+def _batches(path: str, start: int, end: int) -> Iterator[list[NewEvent]]:
+    """The records of a journal range, a batch at a time; `StoreError` when the file ends first."""
+    reader = JournalReader(Path(path), start)
+    try:
+        while reader.offset < end:
+            batch = reader.read(BATCH_RECORDS, BATCH_BYTES, until=end)
+            if not batch:
+                if reader.offset >= end:  # the range held only the store mark
+                    break
+                raise StoreError(f"journal {path} ends before offset {end}")
+            yield batch
+    finally:
+        reader.close()
 
 
 def store_batch(

@@ -119,3 +119,55 @@ print(len(list(read_journal(j.path))))
     assert out[1] == "still failed"
     assert int(out[2]) == written
     assert resource and signal  # imported for the child's benefit only
+
+
+def test_reading_in_chunks_gives_every_record_once_across_chunk_edges_and_limits(
+    tmp_path: Path,
+) -> None:
+    """A reader takes the file a chunk at a time (`READ_CHUNK`) and parses records in place: a
+    record that straddles a chunk's end, one larger than a chunk, names that differ only in where
+    session id, kind and direction split, and every limit (records, bytes, `until`) give the same
+    records as writing them, in order, once."""
+    from blackbox.recorder.capture.journal import READ_CHUNK, JournalReader
+
+    journal = Journal.create(tmp_path / "j")
+    written = []
+    sizes = [1, 100, READ_CHUNK - 70, 3, READ_CHUNK + 5, 7, 2 * READ_CHUNK, 0, 50_000] * 3
+    for i, size in enumerate(sizes):
+        sid, kind = ("ab", "c") if i % 2 else ("a", "bc")  # same bytes, another split
+        raw = bytes([i % 251]) * size
+        journal.append(sid, kind, "d", raw)
+        written.append((sid, kind, raw))
+    ends = []  # each record's end offset, for `until`
+    reader = JournalReader(journal.path)
+    while reader.read(1):
+        ends.append(reader.offset)
+    for max_records, max_bytes in ((1000, 8 << 20), (1, 8 << 20), (4, 1), (1000, 60_000)):
+        for until in (None, ends[len(ends) // 2]):
+            reader = JournalReader(journal.path)
+            got = []
+            while batch := reader.read(max_records, max_bytes, until=until):
+                assert len(batch) <= max_records
+                got += [(e.session_id, e.kind, e.raw) for e in batch]
+            expected = written if until is None else written[: len(ends) // 2 + 1]
+            assert got == expected, (max_records, max_bytes, until)
+            assert not reader.torn
+
+
+def test_a_torn_record_past_a_chunk_is_left_for_the_next_read(tmp_path: Path) -> None:
+    """A record cut anywhere (being written now, or the tap died) is not returned, `torn` says so,
+    and once the rest is there the next read returns it."""
+    from blackbox.recorder.capture.journal import READ_CHUNK, JournalReader
+
+    journal = Journal.create(tmp_path / "j")
+    journal.append("s", "frame", "c2s", b"a" * (READ_CHUNK - 10))
+    journal.append("s", "frame", "c2s", b"b" * 300)
+    journal.close()
+    whole = journal.path.read_bytes()
+    for cut in (len(whole) - 1, len(whole) - 300, len(whole) - 310, len(whole) - 330):
+        journal.path.write_bytes(whole[:cut])
+        reader = JournalReader(journal.path)
+        assert [e.raw[:1] for e in reader.read()] == [b"a"]
+        assert reader.torn
+        journal.path.write_bytes(whole)
+        assert [e.raw for e in reader.read()] == [b"b" * 300]
