@@ -13,7 +13,11 @@ shared machine's load lands on each alike:
    with no system call per frame;
 4. `blackbox record`, the tap itself.
 
-Prints p50 and p99 of each against the relay, pooled over the rounds, and the load average.
+Prints p50 and p99 of each against the relay, pooled over the rounds, the CPU per call of each
+front process (every thread; the tap's store worker, a process of its own, is not counted: issue
+39's point 3 compares the tap's process with the relay), and the load average. The CPU of the two
+journalling relays is the floor of each design: what journalling alone costs, before any of the
+tap's own work (framing, sequence numbers, the session's bookkeeping).
 
     python bench/journal_cost.py [--rounds 3] [--calls 1500]
 """
@@ -30,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tap_overhead import BLACKBOX, SELECTORS_RELAY, SERVER, SERVER_MARK, TURN, Peer
+from tap_overhead import BLACKBOX, SELECTORS_RELAY, SERVER, SERVER_MARK, TURN, Peer, _cpu_ns
 
 # The journal's record header (`journal.HEADER`) and a session-id-sized prefix, packed per chunk
 # as the tap does. Inserted into the floor relay's source just before it forwards a chunk.
@@ -82,6 +86,8 @@ def main() -> None:
         "blackbox record": [BLACKBOX, "record", "--name", "bench", "--", *server],
     }
     lat: dict[str, list[int]] = {name: [] for name in configs}
+    cpu_ns: dict[str, int] = dict.fromkeys(configs, 0)  # the front process, every thread
+    calls = 0
     load_before = os.getloadavg()[0]
     for rnd in range(args.rounds):
         peers = {}
@@ -91,9 +97,13 @@ def main() -> None:
         for peer in peers.values():
             peer.sequential(300)  # warm up
         time.sleep(1)  # the tap's store worker has started and shipped the warm-up
+        start = {name: _cpu_ns(peer.proc.pid) for name, peer in peers.items()}
         for _turn in range(max(1, args.calls // TURN)):
             for name, peer in peers.items():
                 lat[name] += peer.sequential(TURN)
+        calls += max(1, args.calls // TURN) * TURN
+        for name, peer in peers.items():
+            cpu_ns[name] += _cpu_ns(peer.proc.pid) - start[name]
         for peer in peers.values():
             peer.close()
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr)
@@ -103,12 +113,22 @@ def main() -> None:
         f"{args.rounds} round(s) x {args.calls} sequential round trips per config; load average "
         f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
     )
-    print(f"{'config':18}{'p50 us':>9}{'p50 x':>8}{'p99 us':>9}{'p99 x':>8}")
+    print(
+        f"{'config':18}{'p50 us':>9}{'p50 x':>8}{'p99 us':>9}{'p99 x':>8}"
+        f"{'CPU us/call':>13}{'CPU x':>8}"
+    )
+    base_cpu = cpu_ns["relay"] / calls
     for name, values in lat.items():
         p50, p99 = statistics.median(values), statistics.quantiles(values, n=100)[98]
+        cpu = cpu_ns[name] / calls
         print(
             f"{name:18}{p50 / 1e3:>9.1f}{p50 / base50:>7.2f}x{p99 / 1e3:>9.1f}{p99 / base99:>7.2f}x"
+            f"{cpu / 1e3:>13.1f}{cpu / base_cpu:>7.2f}x"
         )
+    print(
+        "CPU: the front process alone, every thread (the tap's store worker is a process of its "
+        "own); goal for the tap <= 1.3x the relay"
+    )
 
 
 if __name__ == "__main__":

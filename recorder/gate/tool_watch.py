@@ -37,6 +37,10 @@ Emit = Callable[[str, events.Document], None]
 # How many of a server's newest sessions are searched for its last listing.
 BASELINE_SESSIONS = 50
 _REQUEST_NEEDLES = (b'/list"', b'"server/discover"')
+# Plain str constants for the per-record tests: `Kind.FRAME` is an attribute lookup through the
+# enum's class on every use (about 0.15 µs on Python 3.11), and this runs for every frame shipped.
+_FRAME, _STARTED, _ENDED = str(Kind.FRAME), str(Kind.SESSION_STARTED), str(Kind.SESSION_ENDED)
+_C2S, _S2C = str(Direction.CLIENT_TO_SERVER), str(Direction.SERVER_TO_CLIENT)
 LIST_CHANGED = "notifications/tools/list_changed"
 # A listed name a host may confuse with another (tool_names): a finding on the item, and a
 # `tool_changed` record of this change kind for each of its definitions.
@@ -123,22 +127,23 @@ class ToolWatch:
     # -- records -------------------------------------------------------------------------------
 
     def _record(self, ev: NewEvent) -> None:
-        if ev.kind == Kind.SESSION_STARTED:
-            doc, _ = events.decode(Kind.SESSION_STARTED, ev.raw)
-            key = server_key(doc)
-            if key is not None and ev.session_id != self.own_session:
-                self._sessions[ev.session_id] = key
+        kind = ev.kind
+        if kind != _FRAME:
+            if kind == _STARTED:
+                doc, _ = events.decode(Kind.SESSION_STARTED, ev.raw)
+                key = server_key(doc)
+                if key is not None and ev.session_id != self.own_session:
+                    self._sessions[ev.session_id] = key
+            elif kind == _ENDED:  # a long-lived proxy's watcher forgets ended sessions
+                self._forget(ev.session_id)
             return
-        if ev.kind == Kind.SESSION_ENDED:  # a long-lived proxy's watcher forgets ended sessions
-            self._forget(ev.session_id)
-            return
-        if ev.kind != Kind.FRAME or ev.raw_size is not None or ev.session_id not in self._sessions:
+        if ev.raw_size is not None or ev.session_id not in self._sessions:
             return
         raw = ev.raw
-        if ev.direction == Direction.CLIENT_TO_SERVER:
-            if not any(n in raw for n in _REQUEST_NEEDLES):
+        if ev.direction == _C2S:
+            if _REQUEST_NEEDLES[0] not in raw and _REQUEST_NEEDLES[1] not in raw:
                 return
-        elif ev.direction == Direction.SERVER_TO_CLIENT:
+        elif ev.direction == _S2C:
             if b"list_changed" in raw:
                 self._list_changed.add(ev.session_id)
             if not self._pending or b'"result"' not in raw:
