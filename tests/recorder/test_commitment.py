@@ -188,3 +188,46 @@ def test_record_salts_differ_per_record_and_key() -> None:
         for seq in (1, 2)
     }
     assert len(salts) == 8
+
+
+def test_the_store_cuts_tokens_as_the_page_s_regular_expression() -> None:
+    """The store cuts a frame with one pattern of (skeleton, token) pairs, not the page's token
+    pattern with the keys taken out after (docs/trust.md, "Commitments"): both must give the
+    same tokens, keys and markers included, for any bytes, or C would differ from what an
+    auditor computes from the page."""
+    import re
+
+    from tests.fixtures.independent_verifier import MARKER_PATTERN, TOKEN_PATTERN
+
+    colon = re.compile(rb"[ \t\n\r]*:")
+    marker = b"[redacted:0123456789abcdef]"
+    rng = random.Random(23)
+    alphabet = b' \t\n\r{}[],:"\\ab1-.\x00\xff' + marker
+    samples = [
+        b"",
+        b'"',
+        b'"\\',
+        b'{"a":1}',
+        b'{"a" : "b" }  ',
+        b'"a""b"',
+        b'abc"def":1',
+        b'"' + marker + b'":1',
+        b'"' + marker + marker + b'" :x',
+        b'"' + marker + b'x":1',
+        b'{"k":"' + marker + b'"}',
+        *(bytes(rng.choice(alphabet) for _ in range(rng.randrange(60))) for _ in range(5000)),
+        *(rng.randbytes(rng.randrange(60)) for _ in range(1000)),
+    ]
+    for raw in samples:
+        expected = [
+            m.group()
+            for m in TOKEN_PATTERN.finditer(raw)
+            if not (
+                m.group().startswith(b'"')
+                and colon.match(raw, m.end())
+                and not MARKER_PATTERN.fullmatch(m.group())
+            )
+        ]
+        split = commitment.tokens(raw)
+        assert split.tokens == expected, raw
+        assert split.joined() == raw, raw
