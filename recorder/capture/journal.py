@@ -411,9 +411,8 @@ class JournalReader:
                 self.torn = bool(head)
                 return out
             self.offset = start
-        # One read for many records, parsed in place: a read per header and per body, and a
-        # decode of the same session id, kind and direction for every record, were most of what
-        # the store worker spent reading (it reads each range twice, to observe and to store).
+        # One read for many records, parsed in place: a system call a chunk instead of two a
+        # record, and the few session ids, kinds and directions of a journal decoded once each.
         want = max_bytes if until is None else min(max_bytes, until - self.offset)
         if want <= 0:
             return out

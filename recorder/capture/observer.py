@@ -126,7 +126,7 @@ class FrameObserver:
         self.emit(ev.session_id, events.from_dict(Kind.FAULT, doc))
 
     def _message(self, ev: NewEvent, msg: dict[str, Any]) -> None:
-        direction = str(ev.direction)  # a plain str: a Direction member hashes by its name
+        direction = str(ev.direction)
         method = msg.get("method")
         has_id = "id" in msg
         if isinstance(method, str):
