@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 BATCH_RECORDS = 1000
 BATCH_BYTES = 4 * 1024 * 1024
 # The largest range whose records observing hands on to storing rather than storing reading them
-# again (a hand-off holds a few ms of traffic; a larger one is a backlog).
+# again (a hand-off holds 0.2 s of traffic, far less than this; a larger one is a backlog).
 REUSE_BYTES = 32 * 1024 * 1024
 # A separate process cannot hold the relay's GIL; niced hard it is starved on a busy machine
 # and cannot ship a session's backlog within the exit budget, so only a little.
