@@ -271,9 +271,11 @@ def _worker_main(url: str, nice: int, mode: str = "") -> None:
                     observed = observe(path, start, end)
                 if command == "ship":
                     # The storing thread stores what observing just read instead of reading the
-                    # range again (a read was a fifth of the worker's CPU a frame), unless a slow
-                    # or unreachable store has ranges queued: those it reads when it gets to
-                    # them, so a long outage never holds the frames in memory.
+                    # range again (a read was a fifth of the worker's CPU a frame). The tap waits
+                    # for each answer, so one range is held at a time, and only a range of at
+                    # most REUSE_BYTES: the backlog of a long outage is read again, a batch at a
+                    # time, rather than held whole in memory (so is a range queued behind
+                    # another, should a caller not wait).
                     reuse = (
                         observed is not None and jobs.qsize() == 0 and end - start <= REUSE_BYTES
                     )
