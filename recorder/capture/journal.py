@@ -59,6 +59,8 @@ DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 MAX_RAW = 0xFFFFFFFF
 # What a reader takes from the file at a time (more when one record is larger).
 READ_CHUNK = 256 * 1024
+# How many decoded (session id, kind, direction) a reader keeps between reads.
+NAMES_KEPT = 4096
 
 
 class JournalError(BlackboxError):
@@ -412,7 +414,10 @@ class JournalReader:
                 return out
             self.offset = start
         # One read for many records, parsed in place: a system call a chunk instead of two a
-        # record, and the few session ids, kinds and directions of a journal decoded once each.
+        # record, and each (session id, kind, direction) decoded once, not once a record. A
+        # proxy's journal holds many sessions: the names are forgotten past NAMES_KEPT.
+        if len(self._names) > NAMES_KEPT:
+            self._names.clear()
         want = max_bytes if until is None else min(max_bytes, until - self.offset)
         if want <= 0:
             return out

@@ -203,7 +203,8 @@ def check(
             )
             if by_commitment:
                 try:
-                    leaf = merkle.leaf_hash(chain_hash + record_commitment(rec))
+                    c = record_commitment(rec)
+                    leaf = merkle.leaf_hash(commitment.leaf_input(chain_hash, c))
                 except commitment.NotCommitted as exc:
                     found.append(("commitment_invalid", f"leaf {index}: {exc}", sid, seq))
                     continue

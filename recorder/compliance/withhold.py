@@ -25,7 +25,7 @@ from blackbox.recorder import BlackboxError
 from blackbox.recorder.log import commitment as commitments
 from blackbox.recorder.store import EventStore, tree
 
-_MARKER = re.compile(r"\[redacted:[0-9a-f]{16}\]")
+_MARKER = re.compile(commitments.MARKER.decode())
 
 Fingerprint = Callable[[str | bytes], str]
 

@@ -37,6 +37,9 @@ from blackbox.recorder.log.model import NewEvent, StoredEvent
 
 DOMAIN = b"mcp-blackbox/commit/v1\x00"
 KEY_SIZE = 32
+# One marker, as the redactor writes it (`[redacted:<16 hex of the secret's keyed fingerprint>]`):
+# a withheld token shows as a JSON string of one or more of them and nothing else.
+MARKER = rb"\[redacted:[0-9a-f]{16}\]"
 # The lexical rule, as docs/trust.md writes it: a string token runs from a quote to the next quote
 # no backslash escapes, or to the end of the raw bytes when there is none; a bare token is a run
 # of bytes that are neither JSON whitespace, structural nor a quote; a string followed by a colon
@@ -50,14 +53,13 @@ KEY_SIZE = 32
 # the scan go back over what it passed (an unterminated string would, byte after byte).
 _PAIR = re.compile(
     rb"((?:[ \t\n\r{}\[\],:]++"  # skeleton: whitespace and structural bytes,
-    rb'|"(?!(?:\[redacted:[0-9a-f]{16}\])+")[^"\\]*+(?:\\.[^"\\]*+)*+"[ \t\n\r]*+:)*+)'  # keys
+    rb'|"(?!(?:' + MARKER + rb')+")[^"\\]*+(?:\\.[^"\\]*+)*+"[ \t\n\r]*+:)*+)'  # keys
     rb'("[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)'  # then a string token,
     rb'|[^ \t\n\r{}\[\],:"]++'  # a bare token,
     rb"|\Z)",  # or the end
     re.S,
 )
-# A withheld token shows as one or more markers in a JSON string, nothing else.
-_MARKERS = re.compile(rb'"(?:\[redacted:[0-9a-f]{16}\])+"')
+_MARKERS = re.compile(rb'"(?:' + MARKER + rb')+"')
 _HEADER = struct.Struct(">qqqq")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")

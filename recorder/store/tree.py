@@ -497,7 +497,9 @@ class Leaf:
 
     @property
     def leaf_hash(self) -> bytes:
-        return merkle.leaf_hash(self.chain_hash + (self.commitment or b""))
+        if self.commitment is None:
+            return merkle.leaf_hash(self.chain_hash)
+        return merkle.leaf_hash(commitments.leaf_input(self.chain_hash, self.commitment))
 
 
 def session_leaves(conn: Connection, session_id: str) -> list[Leaf]:

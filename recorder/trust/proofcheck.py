@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from blackbox.recorder.log import merkle
+from blackbox.recorder.log import commitment, merkle
 from blackbox.recorder.trust.checkpoint import Checkpoint, open_checkpoint
 from blackbox.recorder.trust.logproof import read_verifier
 from blackbox.recorder.trust.signing import split_notes
@@ -128,7 +128,7 @@ def _check_inclusions(items: object, size: int, root: bytes, verdict: ProofVerdi
         if len(chain_hash) != 32 or len(c) not in (0, 32):
             verdict.findings.append(f"{where}: chain_hash or commitment is not 32 bytes")
             continue
-        leaf = merkle.leaf_hash(chain_hash + c)
+        leaf = merkle.leaf_hash(commitment.leaf_input(chain_hash, c) if c else chain_hash)
         if path is None or not merkle.verify_inclusion(leaf, index, size, path, root):
             verdict.findings.append(
                 f"{where}: the inclusion proof does not lead to the signed root"

@@ -171,3 +171,25 @@ def test_a_torn_record_past_a_chunk_is_left_for_the_next_read(tmp_path: Path) ->
         assert reader.torn
         journal.path.write_bytes(whole)
         assert [e.raw for e in reader.read()] == [b"b" * 300]
+
+
+def test_a_reader_of_many_sessions_forgets_their_names_and_still_reads_them_right(
+    tmp_path: Path,
+) -> None:
+    """A proxy's journal holds a session per client: the reader keeps the decoded names of at
+    most `NAMES_KEPT` between reads, and a record read after they were forgotten is named as it
+    was written."""
+    from blackbox.recorder.capture.journal import NAMES_KEPT, JournalReader
+
+    journal = Journal.create(tmp_path / "j")
+    sessions = [f"s-{i}" for i in range(NAMES_KEPT + 500)]
+    for sid in sessions:
+        journal.append(sid, "frame", "c2s", sid.encode())
+    for sid in sessions:
+        journal.append(sid, "frame", "s2c", sid.encode())
+    reader = JournalReader(journal.path)
+    got = []
+    while batch := reader.read(1000):
+        got += [(e.session_id, e.direction, e.raw) for e in batch]
+        assert len(reader._names) <= NAMES_KEPT + 1000
+    assert got == [(s, d, s.encode()) for d in ("c2s", "s2c") for s in sessions]
