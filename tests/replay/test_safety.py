@@ -2,7 +2,8 @@
 server whose tools carry annotations (tests/replay/servers/notes.py) writes a note; the attack is
 replaying it (not on a terminal) after the note changed: without --allow-writes the replay refuses
 and the note stays as it is; --read-only skips the writes; --allow-writes sends them. A --url
-where nothing answers fails within 5 s with exit 2."""
+where nothing answers fails with exit 2: at once when it refuses, after the connect timeout when
+it accepts and stays silent."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from blackbox.recorder.store import open_store
+from blackbox.replay.drivers import CONNECT_TIMEOUT_S
 from blackbox.replay.recording import load_recording
 from blackbox.replay.safety import UnsafeReplay, check_replay_safety, decide, tool_annotations
 
@@ -146,16 +148,30 @@ def test_a_dead_url_fails_within_5_s_with_exit_2(recorded) -> None:  # type: ign
     )
 
 
-def test_a_url_that_accepts_but_never_answers_fails_within_5_s(recorded) -> None:  # type: ignore[no-untyped-def]
+def test_a_url_that_accepts_but_never_answers_fails_after_the_connect_timeout(recorded) -> None:  # type: ignore[no-untyped-def]
+    """A server that accepts and never answers costs the user the connect timeout, not each
+    step's 30 s response timeout. Measured against the same replay of a URL that refuses, run
+    just before: the start-up both share swings from 1 s to over 2 s under the suite's load,
+    the wait this test is about does not."""
     url, _, tmp = recorded
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        refused_port = sock.getsockname()[1]
+    began = time.monotonic()
+    refused = _replay_child(
+        url, tmp, "--url", f"http://127.0.0.1:{refused_port}/mcp", "--allow-writes"
+    )
+    baseline = time.monotonic() - began
+    assert refused.returncode == 2 and "cannot reach" in refused.stderr
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()  # the kernel accepts; nothing ever answers
         port = sock.getsockname()[1]
         began = time.monotonic()
         proc = _replay_child(url, tmp, "--url", f"http://127.0.0.1:{port}/mcp", "--allow-writes")
-        assert time.monotonic() - began < 5
+        waited = time.monotonic() - began - baseline
     assert proc.returncode == 2 and "cannot reach" in proc.stderr
+    assert waited < CONNECT_TIMEOUT_S + 1.5, (waited, baseline)
 
 
 def test_a_replay_nobody_answered_is_not_ok(recorded) -> None:  # type: ignore[no-untyped-def]
