@@ -143,20 +143,20 @@ def commitment(record: Record, split: Split, digests: Sequence[bytes]) -> bytes:
 def commit(record: Record, r: bytes) -> bytes:
     """C of a record shown whole (its raw bytes): every token's digest from its salt."""
     split = tokens(record.raw)
-    sha256, index = _sha256, _INDEX if len(split.tokens) <= len(_INDEX) else None
-    if index is not None:
-        digests = [
-            sha256(sha256(r + index[i]).digest() + token).digest()
-            for i, token in enumerate(split.tokens)
-        ]
-    else:
-        digests = [token_digest(token_salt(r, i), token) for i, token in enumerate(split.tokens)]
+    count, sha256 = len(split.tokens), _sha256
+    index = _INDEX if count <= len(_INDEX) else [_U32.pack(i) for i in range(count)]
+    # token_digest(token_salt(r, i), token), inlined: this runs for every token of every record.
+    digests = [
+        sha256(sha256(r + index[i]).digest() + token).digest()
+        for i, token in enumerate(split.tokens)
+    ]
     return commitment(record, split, digests)
 
 
-def leaf_input(chain_hash: bytes, c: bytes) -> bytes:
-    """d(i) of a committed leaf: the chain hash, then C (64 bytes)."""
-    return chain_hash + c
+def leaf_input(chain_hash: bytes, c: bytes | None) -> bytes:
+    """d(i): the chain hash, then C for a committed leaf (64 bytes); the chain hash alone for a
+    leaf sequenced before the store had a commitment key (`c` None or empty)."""
+    return chain_hash + c if c else chain_hash
 
 
 # -- redacted rows ---------------------------------------------------------------------------

@@ -198,7 +198,7 @@ class CommitKey:
         """Leaf `index`'s hash from a row in `LEAF_COLUMNS` order."""
         c = self.commitment(index, row)
         chain_hash = chain.as_bytes(row[1])
-        return merkle.leaf_hash(chain_hash if c is None else commitments.leaf_input(chain_hash, c))
+        return merkle.leaf_hash(commitments.leaf_input(chain_hash, c))
 
 
 # A store that has no key yet has no committed leaf: the first sequencing makes the key, from the
@@ -497,8 +497,6 @@ class Leaf:
 
     @property
     def leaf_hash(self) -> bytes:
-        if self.commitment is None:
-            return merkle.leaf_hash(self.chain_hash)
         return merkle.leaf_hash(commitments.leaf_input(self.chain_hash, self.commitment))
 
 

@@ -128,7 +128,7 @@ def _check_inclusions(items: object, size: int, root: bytes, verdict: ProofVerdi
         if len(chain_hash) != 32 or len(c) not in (0, 32):
             verdict.findings.append(f"{where}: chain_hash or commitment is not 32 bytes")
             continue
-        leaf = merkle.leaf_hash(commitment.leaf_input(chain_hash, c) if c else chain_hash)
+        leaf = merkle.leaf_hash(commitment.leaf_input(chain_hash, c))
         if path is None or not merkle.verify_inclusion(leaf, index, size, path, root):
             verdict.findings.append(
                 f"{where}: the inclusion proof does not lead to the signed root"

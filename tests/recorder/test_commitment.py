@@ -115,6 +115,14 @@ def test_a_disclosure_gives_back_the_same_commitment() -> None:
     assert kinds.count("digest") == 1 and len(kinds) == len(commitment.tokens(FRAME).tokens)
 
 
+def test_a_disclosure_of_a_frame_of_thousands_of_tokens_gives_back_the_same_commitment() -> None:
+    """Past the token indexes `commit` packs ahead of time (1,024), its salts are still s_i."""
+    values = b",".join(b'"v%d"' % i for i in range(3000))
+    frame = b'{"jsonrpc":"2.0","id":1,"result":[' + values + b"]}"
+    shown = withhold(frame, {b'"v2999"'})
+    assert c_of(shown) == c(frame)
+
+
 def test_editing_a_shown_value_fails() -> None:
     shown = withhold(FRAME, {b'"hunter2"'})
     edited = shown._replace(raw=shown.raw.replace(b'"ada"', b'"eve"'))
